@@ -1,0 +1,80 @@
+/* libpcopy: the public interface the command line (and tests, tools and
+ * fuzzers) drive. Everything pcopy does is behind these calls; src/main.c
+ * only turns argv into a struct pcopy_opts.
+ *
+ * Each call runs on the calling thread, starts and joins its own worker
+ * threads, and returns an error code (0 or negative) with a message in the
+ * result. None of them calls exit() or prints the final error: the caller
+ * does. Call pcopy_init() once first, before any thread exists. */
+#ifndef PCOPY_PCOPY_H
+#define PCOPY_PCOPY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define PCOPY_DEFAULT_STREAMS 4u
+#define PCOPY_DEFAULT_BLOCK (1u << 20)
+#define PCOPY_DEFAULT_TIMEOUT 120u
+
+struct pcopy_opts {
+	unsigned streams;        /* -s: 1..64 */
+	uint64_t window;         /* -w: socket buffer bytes; 0 = kernel autotuning */
+	uint64_t block_size;     /* -B: 4 KiB..64 MiB */
+	unsigned progress_s;     /* -P: seconds between progress lines; 0 = none */
+	unsigned timeout_s;      /* --timeout: data idle timeout; 0 = none */
+	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
+	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
+	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */
+	/* --serve */
+	const char *serve_addr;  /* [ADDR:]PORT */
+	const char *root;        /* --root */
+	/* --server (internal: started by a client) */
+	int control_fd;          /* control channel fd; -1 = stdin/stdout */
+};
+
+struct pcopy_side_stats {
+	uint64_t bytes;          /* payload bytes read (source) / written (sink) */
+	uint64_t wire_bytes;
+	uint64_t files;
+	double cpu_s;            /* user + system CPU seconds */
+	uint64_t maxrss_kib;
+};
+
+struct pcopy_result {
+	int code;                /* 0 or a negative pcopy error code */
+	char msg[1024];          /* what went wrong, naming the file, host or option */
+	double wall_s;           /* client wall time */
+	unsigned streams;
+	unsigned files_failed;
+	struct pcopy_side_stats source, sink;
+};
+
+/* Sets up logging and signal handling for this process. Must run before
+ * any thread is created. verbosity as in pcopy_opts; prefix like "pcopy". */
+int pcopy_init(int verbosity, const char *prefix);
+
+void pcopy_opts_defaults(struct pcopy_opts *o);
+
+/* Copies srcs (local paths, "-", or one pcopy:// URL) to dst (a local path,
+ * "-", or a pcopy:// URL). Returns 0 or a negative code; r is filled in
+ * either case. */
+int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const char *dst,
+	       struct pcopy_result *r);
+
+/* Runs the daemon: serves sessions under o->root, authenticated by the key
+ * in o->key_file, until SIGINT/SIGTERM. */
+int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r);
+
+/* Serves one session on the control channel a client opened for us
+ * (o->control_fd, or stdin/stdout). */
+int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r);
+
+/* Writes a new random key to path (mode 0600; path must not exist). */
+int pcopy_gen_key(const char *path, struct pcopy_result *r);
+
+/* The documented exit status for a code from the calls above. */
+int pcopy_exit_code(int code);
+
+const char *pcopy_version(void);
+
+#endif

@@ -1,0 +1,28 @@
+/* crypto: the only file that includes OpenSSL. Randomness, HMAC-SHA256,
+ * constant-time comparison and wiping. All functions are thread-safe. */
+#ifndef PCOPY_CRYPTO_H
+#define PCOPY_CRYPTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define CRYPTO_MAC_LEN 32u
+
+/* Fills buf with len cryptographically random bytes. Returns 0 or -PC_E_FILEIO
+ * style negative code if the RNG fails (never silently). */
+int crypto_random(void *buf, size_t len);
+
+/* HMAC-SHA256 over the concatenation of iov[0..n-1], keyed by key[keylen].
+ * Returns 0 or a negative code. */
+int crypto_hmac(const uint8_t *key, size_t keylen, const struct iovec *iov, int n,
+		uint8_t out[CRYPTO_MAC_LEN]);
+
+/* Constant-time equality of two len-byte strings (CRYPTO_memcmp). */
+bool crypto_equal(const void *a, const void *b, size_t len);
+
+/* Overwrites len bytes at p with zeros in a way the compiler keeps. */
+void crypto_wipe(void *p, size_t len);
+
+#endif

@@ -1,0 +1,131 @@
+/* ctl: framed control messages over a pair of fds. */
+#include "ctl.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "platform.h"
+
+struct ctl {
+	int rfd;                 /* owned; read by the receiving thread only */
+	int wfd;                 /* owned; written under wlock */
+	pthread_mutex_t wlock;   /* serialises frames */
+	uint8_t wbuf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD]; /* guarded by wlock */
+	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only */
+	char peer[128];          /* immutable */
+};
+
+struct ctl *ctl_new(int rfd, int wfd, const char *peer)
+{
+	struct ctl *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	if (pthread_mutex_init(&c->wlock, NULL) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->rfd = rfd;
+	c->wfd = wfd;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	return c;
+}
+
+void ctl_free(struct ctl *c)
+{
+	if (c == NULL)
+		return;
+	if (c->rfd >= 0)
+		close(c->rfd);
+	if (c->wfd >= 0 && c->wfd != c->rfd)
+		close(c->wfd);
+	pthread_mutex_destroy(&c->wlock);
+	free(c);
+}
+
+int ctl_send(struct ctl *c, const struct proto_msg *m)
+{
+	int ret;
+
+	if (pthread_mutex_lock(&c->wlock) != 0)
+		return -PC_E_ABORTED;
+	ret = proto_encode(m, c->wbuf, sizeof(c->wbuf));
+	if (ret >= 0)
+		ret = platform_write_full(c->wfd, c->wbuf, (size_t)ret);
+	if (pthread_mutex_unlock(&c->wlock) != 0 && ret == 0)
+		ret = -PC_E_ABORTED;
+	if (ret == 0)
+		log_debug("sent %s to %s", proto_type_name(m->type), c->peer);
+	return ret;
+}
+
+int ctl_send_error(struct ctl *c, int code, const char *msg)
+{
+	struct proto_msg m = { .type = PROTO_ERROR };
+
+	m.u.error.code = code < 0 ? code : -code;
+	snprintf(m.u.error.msg, sizeof(m.u.error.msg), "%s", msg);
+	return ctl_send(c, &m);
+}
+
+int ctl_recv(struct ctl *c, struct proto_msg *m)
+{
+	uint8_t hdr[PROTO_FRAME_HDR_LEN], type;
+	uint32_t len;
+	int ret;
+
+	ret = platform_read_full(c->rfd, hdr, sizeof(hdr), NULL);
+	if (ret < 0)
+		return ret;
+	ret = proto_frame_decode(hdr, &type, &len);
+	if (ret < 0)
+		return ret;
+	ret = platform_read_full(c->rfd, c->rbuf, len, NULL);
+	if (ret < 0)
+		return ret;
+	ret = proto_decode(type, c->rbuf, len, m);
+	if (ret == 0)
+		log_debug("received %s from %s", proto_type_name(type), c->peer);
+	return ret;
+}
+
+int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e)
+{
+	int ret = ctl_recv(c, m);
+
+	if (ret == -PC_E_NET)
+		return pc_err_set(e, ret, "%s closed the control connection", c->peer);
+	if (ret < 0)
+		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
+				  pc_strerror(ret));
+	if (m->type == PROTO_ERROR)
+		return pc_err_set(e, m->u.error.code < 0 ? m->u.error.code : -PC_E_PROTO, "%s: %s",
+				  c->peer, m->u.error.msg);
+	if (m->type != want)
+		return pc_err_set(e, -PC_E_PROTO, "%s sent %s where %s was expected", c->peer,
+				  proto_type_name(m->type), proto_type_name(want));
+	return 0;
+}
+
+int ctl_rfd(const struct ctl *c)
+{
+	return c->rfd;
+}
+
+const char *ctl_peer(const struct ctl *c)
+{
+	return c->peer;
+}
+
+void ctl_shutdown(struct ctl *c)
+{
+	if (shutdown(c->rfd, SHUT_RDWR) != 0 && errno == ENOTSOCK)
+		(void)shutdown(c->wfd, SHUT_WR);
+}

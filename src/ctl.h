@@ -1,0 +1,48 @@
+/* ctl: the control channel, framed messages (proto) over a pair of fds.
+ *
+ * One thread receives; any thread may send (sends are serialised by a
+ * lock, so a frame is never interleaved with another). The ctl owns its
+ * fds and closes them in ctl_free. */
+#ifndef PCOPY_CTL_H
+#define PCOPY_CTL_H
+
+#include "err.h"
+#include "proto.h"
+
+struct ctl;
+
+/* A channel reading frames from rfd and writing them to wfd (they may be
+ * the same socket). Takes ownership of both. peer names the other side in
+ * messages ("localhost:7000", "local sink"); it is copied. NULL on ENOMEM. */
+struct ctl *ctl_new(int rfd, int wfd, const char *peer);
+
+/* Closes the fds and frees. NULL is a no-op. */
+void ctl_free(struct ctl *c);
+
+/* Encodes and sends m. Thread-safe. Returns 0 or a negative code. */
+int ctl_send(struct ctl *c, const struct proto_msg *m);
+
+/* Sends ERROR(code, msg). Best effort: errors are returned but callers on
+ * an error path usually ignore them. */
+int ctl_send_error(struct ctl *c, int code, const char *msg);
+
+/* Receives the next message into *m, blocking. Only one thread may call
+ * this. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
+ * boundary or inside one), -PC_E_PROTO for a malformed frame, or another
+ * negative code. */
+int ctl_recv(struct ctl *c, struct proto_msg *m);
+
+/* Receives the next message and requires it to be of type `want`. An
+ * ERROR from the peer comes back as its code with the peer's message in
+ * e; any other type is -PC_E_PROTO. */
+int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e);
+
+/* The fd to poll for readability. */
+int ctl_rfd(const struct ctl *c);
+const char *ctl_peer(const struct ctl *c);
+
+/* shutdown()s the channel if it is a socket, so a blocked reader wakes up;
+ * on a pipe it closes the write side. Used on abort. */
+void ctl_shutdown(struct ctl *c);
+
+#endif

@@ -1,0 +1,23 @@
+/* log: leveled messages to stderr. Only stderr: stdout may carry file data
+ * and a server's stdout carries the control channel.
+ *
+ * The level and the prefix are set once at start-up by the top of the
+ * program (log_setup) before any thread starts; after that they are only
+ * read, so logging is thread-safe (each message is a single write). */
+#ifndef PCOPY_LOG_H
+#define PCOPY_LOG_H
+
+enum log_level { LOG_QUIET = -1, LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+
+/* Sets the threshold and the prefix ("pcopy", "pcopy[server]"). Call before
+ * starting threads. prefix is copied. */
+void log_setup(int level, const char *prefix);
+int log_level(void);
+
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,218 @@
+/* pcopy: the command line. Turns argv into a struct pcopy_opts, calls
+ * libpcopy, prints the final message or summary, and exits with the
+ * documented status. Nothing else lives here. */
+#include <pcopy/pcopy.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "platform.h"
+
+enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
+
+struct cli {
+	struct pcopy_opts o;
+	enum cli_action action;
+	const char *gen_key;
+};
+
+enum {
+	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
+	OPT_CONTROL_FD,
+};
+
+static const struct option cli_longopts[] = {
+	{ "streams", required_argument, NULL, 's' },
+	{ "window", required_argument, NULL, 'w' },
+	{ "block-size", required_argument, NULL, 'B' },
+	{ "progress", required_argument, NULL, 'P' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "quiet", no_argument, NULL, 'q' },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
+	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
+	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "serve", required_argument, NULL, OPT_SERVE },
+	{ "root", required_argument, NULL, OPT_ROOT },
+	{ "gen-key", required_argument, NULL, OPT_GEN_KEY },
+	{ "server", no_argument, NULL, OPT_SERVER },
+	{ "control-fd", required_argument, NULL, OPT_CONTROL_FD },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void cli_usage(FILE *out)
+{
+	fputs("Usage: pcopy [OPTIONS] SRC... DST\n"
+	      "       pcopy [OPTIONS] SRC... pcopy://HOST:PORT/PATH   (push to a daemon)\n"
+	      "       pcopy [OPTIONS] pcopy://HOST:PORT/PATH DST      (pull from a daemon)\n"
+	      "       pcopy --serve [ADDR:]PORT --root DIR --key-file KEY\n"
+	      "       pcopy --gen-key FILE\n"
+	      "Copy files over parallel, authenticated TCP streams.\n"
+	      "\n"
+	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
+	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
+	      "                        (default: kernel autotuning)\n"
+	      "  -B, --block-size SIZE block size, 4k to 64M (default 1M)\n"
+	      "  -P, --progress SEC    print progress every SEC seconds to stderr\n"
+	      "      --timeout SEC     fail when the data streams are idle SEC seconds\n"
+	      "                        (default 120; 0 = never)\n"
+	      "      --key-file KEY    key shared with a daemon (or PCOPY_KEY_FILE)\n"
+	      "      --serve [ADDR:]PORT  run a daemon serving --root DIR\n"
+	      "      --root DIR        the directory a daemon serves\n"
+	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
+	      "  -v, --verbose         more messages (-vv: debug)\n"
+	      "  -q, --quiet           no summary, only errors\n"
+	      "  -h, --help            show this help\n"
+	      "  -V, --version         show the version\n"
+	      "\n"
+	      "SIZE takes k, M or G suffixes (powers of 1024). '-' as SRC reads standard\n"
+	      "input; '-' as DST writes standard output.\n"
+	      "Exit status: 0 ok, 1 usage, 2 protocol, 3 some files not copied,\n"
+	      "5 launch/authentication, 10 network, 11 file I/O, 12 data integrity,\n"
+	      "20 interrupted, 30 timeout. See pcopy(1).\n",
+	      out);
+}
+
+static int cli_bad(const char *opt, const char *arg, const char *want)
+{
+	fprintf(stderr, "pcopy: %s: '%s' is not %s\nTry 'pcopy --help'.\n", opt, arg, want);
+	return -1;
+}
+
+static int cli_uint(const char *opt, const char *arg, unsigned lo, unsigned hi, unsigned *out,
+		    const char *want)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (arg[0] < '0' || arg[0] > '9' || *end != '\0' || errno != 0 || v < lo || v > hi)
+		return cli_bad(opt, arg, want);
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int cli_size(const char *opt, const char *arg, uint64_t *out)
+{
+	if (platform_parse_size(arg, out) < 0)
+		return cli_bad(opt, arg, "a size like 256k, 1M or 4G");
+	return 0;
+}
+
+/* Applies one option. Returns 0, or -1 after printing why it is wrong. */
+static int cli_apply(struct cli *c, int ch, const char *arg)
+{
+	struct pcopy_opts *o = &c->o;
+
+	switch (ch) {
+	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
+	case 'w': return cli_size("-w", arg, &o->window);
+	case 'B': return cli_size("-B", arg, &o->block_size);
+	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s, "a number of seconds");
+	case OPT_TIMEOUT:
+		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s, "a number of seconds");
+	case 'v': o->verbosity = o->verbosity < 1 ? 2 : o->verbosity + 1; return 0;
+	case 'q': o->verbosity = -1; return 0;
+	case 'h': c->action = CLI_HELP; return 0;
+	case 'V': c->action = CLI_VERSION; return 0;
+	case OPT_KEY_FILE: o->key_file = arg; return 0;
+	case OPT_SERVE: o->serve_addr = arg; c->action = CLI_SERVE; return 0;
+	case OPT_ROOT: o->root = arg; return 0;
+	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
+	case OPT_SERVER: c->action = CLI_SERVER; return 0;
+	case OPT_CONTROL_FD: {
+		unsigned fd;
+		if (cli_uint("--control-fd", arg, 0, 1u << 20, &fd, "a file descriptor") < 0)
+			return -1;
+		o->control_fd = (int)fd;
+		return 0;
+	}
+	default:
+		fputs("Try 'pcopy --help'.\n", stderr);
+		return -1;
+	}
+}
+
+static int cli_parse(struct cli *c, int argc, char **argv)
+{
+	int ch;
+
+	pcopy_opts_defaults(&c->o);
+	c->o.key_file = getenv("PCOPY_KEY_FILE");
+	c->action = CLI_COPY;
+	while ((ch = getopt_long(argc, argv, "s:w:B:P:vqhV", cli_longopts, NULL)) != -1)
+		if (cli_apply(c, ch, optarg) < 0)
+			return -1;
+	return 0;
+}
+
+static void cli_summary(const struct cli *c, const struct pcopy_result *r)
+{
+	double mbs = r->wall_s > 0 ? (double)r->sink.bytes / r->wall_s / 1e6 : 0;
+
+	if (c->o.verbosity < 1)
+		return;
+	fprintf(stderr, "pcopy: %" PRIu64 " bytes in %" PRIu64 " file%s, %.3f s, %.1f MB/s, "
+		"%u stream%s\n", r->sink.bytes, r->sink.files, r->sink.files == 1 ? "" : "s",
+		r->wall_s, mbs, r->streams, r->streams == 1 ? "" : "s");
+	if (c->o.verbosity >= 2)
+		fprintf(stderr, "pcopy: stats src_cpu_s=%.3f src_maxrss_kib=%" PRIu64
+			" sink_cpu_s=%.3f sink_maxrss_kib=%" PRIu64 " wall_s=%.3f\n",
+			r->source.cpu_s, r->source.maxrss_kib, r->sink.cpu_s, r->sink.maxrss_kib,
+			r->wall_s);
+}
+
+static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r)
+{
+	switch (c->action) {
+	case CLI_SERVE:
+		return pcopy_serve(&c->o, r);
+	case CLI_SERVER:
+		return pcopy_server(&c->o, r);
+	case CLI_GEN_KEY:
+		return pcopy_gen_key(c->gen_key, r);
+	default:
+		if (nargs < 2) {
+			fprintf(stderr, "pcopy: %s\nTry 'pcopy --help'.\n",
+				nargs == 0 ? "missing file operands" : "missing destination operand");
+			r->code = -1;
+			return 1;
+		}
+		return pcopy_copy(&c->o, nargs - 1, args, args[nargs - 1], r);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct pcopy_result r;
+	struct cli c;
+	int ret;
+
+	if (cli_parse(&c, argc, argv) < 0)
+		return 1;
+	if (c.action == CLI_HELP) {
+		cli_usage(stdout);
+		return 0;
+	}
+	if (c.action == CLI_VERSION) {
+		printf("pcopy %s\n", pcopy_version());
+		return 0;
+	}
+	if (pcopy_init(c.o.verbosity, c.action == CLI_SERVER ? "pcopy[sink]" : "pcopy") < 0) {
+		fprintf(stderr, "pcopy: cannot set up signal handling: %s\n", strerror(errno));
+		return 1;
+	}
+	ret = cli_run(&c, argc - optind, argv + optind, &r);
+	if (ret == 1 && r.code == -1)
+		return 1; /* usage, already explained */
+	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0))
+		cli_summary(&c, &r);
+	if (ret < 0 && c.action != CLI_SERVER)
+		fprintf(stderr, "pcopy: %s\n", r.msg);
+	return pcopy_exit_code(ret);
+}

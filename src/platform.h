@@ -1,0 +1,50 @@
+/* platform: thin wrappers over the OS that every layer uses: clocks, resource
+ * usage, full reads and writes, size parsing, signal set-up. */
+#ifndef PCOPY_PLATFORM_H
+#define PCOPY_PLATFORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t platform_now_ns(void);
+
+/* CPU time of the whole process (user and system) in microseconds, and its
+ * peak resident set size in KiB. */
+void platform_rusage(uint64_t *user_us, uint64_t *sys_us, uint64_t *maxrss_kb);
+
+/* Reads exactly len bytes, retrying on EINTR and short reads. Returns 0, or
+ * -errno, or -PC_E_NET if EOF came first (*got, if non-NULL, says how many
+ * bytes arrived; EOF before the first byte gives *got == 0). A receive
+ * timeout (EAGAIN from SO_RCVTIMEO) becomes -PC_E_TIMEOUT. */
+int platform_read_full(int fd, void *buf, size_t len, size_t *got);
+
+/* Writes exactly len bytes (send with MSG_NOSIGNAL on sockets, write on
+ * other fds), retrying on EINTR. Returns 0 or -errno; EAGAIN from
+ * SO_SNDTIMEO becomes -PC_E_TIMEOUT. */
+int platform_write_full(int fd, const void *buf, size_t len);
+
+/* Parses "123", "64k", "1M", "2G" (powers of 1024; case-insensitive;
+ * optional trailing "B"/"iB") into *out. Returns 0 or -PC_E_USAGE for
+ * anything else, including overflow and an empty string. */
+int platform_parse_size(const char *s, uint64_t *out);
+
+/* Formats a byte count as "1.5 GiB" into buf. Returns buf. */
+char *platform_fmt_bytes(uint64_t n, char *buf, size_t cap);
+
+/* Blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT in the calling thread (call from
+ * main before creating threads, so every thread inherits the mask), ignores
+ * SIGPIPE, and returns a signalfd that becomes readable when one of them
+ * arrives. Returns the fd or -errno. */
+int platform_signals_setup(void);
+
+/* Restores the default disposition and unblocks those signals; used in a
+ * child between fork and exec. Async-signal-safe. */
+void platform_signals_reset(void);
+
+/* Sets or clears O_CLOEXEC / O_NONBLOCK. Return 0 or -errno. */
+int platform_set_cloexec(int fd, bool on);
+
+#endif

@@ -1,0 +1,226 @@
+/* proto: the wire formats, as pure functions over byte buffers.
+ *
+ * Nothing here does I/O or allocates, so every function is thread-safe and
+ * can be unit tested and fuzzed on raw bytes. docs/PROTOCOL.md is the
+ * specification; this file follows it field for field. All integers are
+ * big-endian on the wire.
+ *
+ * Control channel: a stream of frames. Each frame is an 8-byte header
+ * (type u8, flags u8, reserved u16 = 0, length u32) and `length` bytes of
+ * payload, length <= PROTO_MAX_PAYLOAD.
+ *
+ * Data channels: after the handshake (PROTO_DHELLO_LEN etc. below), a stream
+ * of blocks, each a PROTO_BLOCK_HDR_LEN-byte header followed by enc_len
+ * payload bytes, closed by a block header of type PROTO_BLK_END. */
+#ifndef PCOPY_PROTO_H
+#define PCOPY_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION 1u
+#define PROTO_MIN_VERSION 1u
+#define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
+#define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
+
+#define PROTO_FRAME_HDR_LEN 8u
+#define PROTO_MAX_PAYLOAD 65536u
+#define PROTO_MAX_PATH 4096u          /* bytes in a path or name, no NUL */
+#define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
+#define PROTO_NONCE_LEN 32u
+#define PROTO_KEY_LEN 32u
+#define PROTO_MAC_LEN 32u
+#define PROTO_MAX_STREAMS 64u
+#define PROTO_MIN_BLOCK 4096u
+#define PROTO_MAX_BLOCK (64u << 20)
+
+enum proto_type {
+	PROTO_HELLO = 1,     /* both ways, first message */
+	PROTO_AUTH = 2,      /* daemon transport: proof of the shared key */
+	PROTO_KEY = 3,       /* pipe/ssh transport: client sends the session key */
+	PROTO_REQUEST = 4,   /* client -> server: what to do */
+	PROTO_READY = 5,     /* server -> client: accepted; data port */
+	PROTO_FILE = 6,      /* source -> sink: a file is coming */
+	PROTO_FILE_END = 7,  /* source -> sink: final size of a streamed file */
+	PROTO_FILE_DONE = 8, /* sink -> source: file verified and in place, or failed */
+	PROTO_END = 9,       /* source -> sink: no more files; source stats */
+	PROTO_DONE = 10,     /* sink -> source: all files finished; sink stats */
+	PROTO_ERROR = 11,    /* either way: fatal error, then close */
+	PROTO_TYPE_MAX
+};
+
+/* Capability bits in HELLO.caps. None are defined in version 1. */
+#define PROTO_CAP_NONE 0u
+
+enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
+
+/* REQUEST.flags */
+#define PROTO_REQ_ORDERED 0x1u   /* sink writes a stream (stdout): block k on stream k % N */
+#define PROTO_REQ_DEST_STDOUT 0x2u /* server as sink writes to its stdout */
+#define PROTO_REQ_SRC_STDIN 0x4u   /* (reserved: server as source reads stdin) */
+#define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN)
+
+/* FILE.flags */
+#define PROTO_FILE_SIZE_UNKNOWN 0x1u /* size comes later in FILE_END */
+#define PROTO_FILE_KNOWN PROTO_FILE_SIZE_UNKNOWN
+
+struct proto_hello {
+	uint32_t magic;         /* PROTO_MAGIC */
+	uint16_t version;       /* highest version spoken */
+	uint16_t min_version;   /* lowest version spoken */
+	uint32_t caps;          /* PROTO_CAP_* */
+	uint8_t nonce[PROTO_NONCE_LEN];
+};
+
+struct proto_auth {
+	uint8_t mac[PROTO_MAC_LEN];
+};
+
+struct proto_key {
+	uint8_t key[PROTO_KEY_LEN];
+};
+
+struct proto_request {
+	uint8_t role;           /* the role the server plays: enum proto_role */
+	uint8_t flags;          /* PROTO_REQ_* */
+	uint16_t streams;       /* 1..PROTO_MAX_STREAMS */
+	uint32_t block_size;    /* PROTO_MIN_BLOCK..PROTO_MAX_BLOCK */
+	uint32_t window;        /* socket buffer bytes; 0 = kernel autotuning */
+	uint32_t timeout_s;     /* data idle timeout; 0 = none */
+	uint32_t nsources;      /* number of sources the client will send (sink role) */
+	char path[PROTO_MAX_PATH + 1]; /* sink: destination; source: the source. NUL-terminated */
+};
+
+struct proto_ready {
+	uint16_t data_port;     /* port the server listens on for data */
+};
+
+struct proto_file {
+	uint32_t id;            /* unique within the session */
+	uint32_t flags;         /* PROTO_FILE_* */
+	uint64_t size;          /* bytes (0 if SIZE_UNKNOWN) */
+	uint32_t mode;          /* permission bits (07777) */
+	int64_t mtime_s;
+	uint32_t mtime_ns;      /* < 1e9 */
+	char name[PROTO_MAX_PATH + 1]; /* NUL-terminated; one path component */
+};
+
+struct proto_file_end {
+	uint32_t id;
+	uint64_t size;
+};
+
+struct proto_file_done {
+	uint32_t id;
+	int32_t status;         /* 0, or a negative pcopy error code */
+	uint64_t bytes;         /* bytes written */
+	char msg[PROTO_MAX_MSG + 1]; /* NUL-terminated; empty when status == 0 */
+};
+
+/* Per-side totals carried by END and DONE. */
+struct proto_stats {
+	uint64_t bytes;         /* payload bytes read (source) or written (sink) */
+	uint64_t wire_bytes;    /* bytes sent or received on data channels */
+	uint64_t files;         /* files completed */
+	uint64_t cpu_user_us;
+	uint64_t cpu_sys_us;
+	uint64_t maxrss_kb;
+	uint64_t wall_us;
+};
+
+struct proto_error {
+	int32_t code;           /* negative pcopy error code */
+	char msg[PROTO_MAX_MSG + 1];
+};
+
+struct proto_msg {
+	uint8_t type;           /* enum proto_type */
+	union {
+		struct proto_hello hello;
+		struct proto_auth auth;
+		struct proto_key key;
+		struct proto_request request;
+		struct proto_ready ready;
+		struct proto_file file;
+		struct proto_file_end file_end;
+		struct proto_file_done file_done;
+		struct proto_stats stats;   /* END and DONE */
+		struct proto_error error;
+	} u;
+};
+
+/* Encodes m as a complete frame (header + payload) into out. Returns the
+ * frame length, or -PC_E_PROTO if m is invalid (unknown type, a string too
+ * long) or cap is too small. */
+int proto_encode(const struct proto_msg *m, uint8_t *out, size_t cap);
+
+/* Decodes a frame header. Returns 0 and sets *type and *len, or -PC_E_PROTO
+ * if the reserved bits are not zero, the type is unknown, or len exceeds
+ * PROTO_MAX_PAYLOAD. */
+int proto_frame_decode(const uint8_t hdr[PROTO_FRAME_HDR_LEN], uint8_t *type, uint32_t *len);
+
+/* Decodes the payload of a frame of the given type into *m. Strict: the
+ * payload must be exactly as long as its fields, strings must hold no NUL
+ * and fit their limits, numeric fields must be in range. Returns 0 or
+ * -PC_E_PROTO. */
+int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_msg *m);
+
+/* Name of a message type for messages ("FILE_DONE"); "?" if unknown. */
+const char *proto_type_name(uint8_t type);
+
+/* ---- Data channels ---------------------------------------------------- */
+
+/* Handshake on each data connection (connector C, listener L):
+ *   C -> L  DHELLO: magic u32, version u16, stream u16, nonce_c[32]   (40 bytes)
+ *   L -> C  nonce_l[32], mac_l[32] = HMAC(k, "pcopy data L" | nonce_c | nonce_l | stream)
+ *   C -> L  mac_c[32] = HMAC(k, "pcopy data C" | nonce_c | nonce_l | stream)
+ * k is the session key. Both sides compare MACs in constant time. */
+#define PROTO_DHELLO_LEN 40u
+
+struct proto_dhello {
+	uint32_t magic;         /* PROTO_DATA_MAGIC */
+	uint16_t version;
+	uint16_t stream;        /* 0..streams-1 */
+	uint8_t nonce[PROTO_NONCE_LEN];
+};
+
+void proto_dhello_encode(const struct proto_dhello *h, uint8_t out[PROTO_DHELLO_LEN]);
+/* Returns 0 or -PC_E_PROTO (bad magic). */
+int proto_dhello_decode(const uint8_t in[PROTO_DHELLO_LEN], struct proto_dhello *h);
+
+#define PROTO_BLOCK_HDR_LEN 40u
+
+enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2 };
+
+/* Block flags */
+#define PROTO_BLK_HOLE 0x1u      /* all zeros: no payload, raw_len zero bytes */
+#define PROTO_BLK_KNOWN PROTO_BLK_HOLE
+
+enum proto_codec_id { PROTO_CODEC_NONE = 0 };
+
+struct proto_block {
+	uint8_t type;           /* enum proto_blk_type */
+	uint8_t codec;          /* enum proto_codec_id of the payload */
+	uint16_t flags;         /* PROTO_BLK_* */
+	uint32_t file_id;
+	uint64_t offset;        /* byte offset in the file */
+	uint32_t raw_len;       /* bytes after decoding */
+	uint32_t enc_len;       /* payload bytes that follow this header */
+	uint64_t seq;           /* session-wide block sequence number */
+	uint64_t checksum;      /* XXH3-64 of the raw bytes; 0 (unchecked) for a HOLE */
+};
+
+void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN]);
+
+/* Decodes and checks a block header against the negotiated block size:
+ * known type and flags, codec known, raw_len <= max_block, enc_len <=
+ * max_block (hole: enc_len == 0), offset + raw_len does not overflow, and an
+ * END block has all other fields zero. Returns 0 or -PC_E_PROTO. */
+int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
+		       struct proto_block *b);
+
+/* XXH3-64 of buf (the block checksum). */
+uint64_t proto_checksum(const void *buf, size_t len);
+
+#endif

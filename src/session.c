@@ -1,0 +1,346 @@
+/* session: handshakes and data connections. */
+#include "session.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "crypto.h"
+#include "log.h"
+#include "net.h"
+#include "platform.h"
+#include "source.h"
+#include "xfer.h"
+
+static void session_hello(struct proto_msg *m, const uint8_t nonce[PROTO_NONCE_LEN])
+{
+	memset(m, 0, sizeof(*m));
+	m->type = PROTO_HELLO;
+	m->u.hello.magic = PROTO_MAGIC;
+	m->u.hello.version = PROTO_VERSION;
+	m->u.hello.min_version = PROTO_MIN_VERSION;
+	m->u.hello.caps = PROTO_CAP_NONE;
+	memcpy(m->u.hello.nonce, nonce, PROTO_NONCE_LEN);
+}
+
+/* Both sides: is the peer's version range compatible with ours? */
+static int session_check_version(const struct proto_hello *h, const char *peer,
+				 struct pc_err *e)
+{
+	unsigned lo = h->min_version > PROTO_MIN_VERSION ? h->min_version : PROTO_MIN_VERSION;
+	unsigned hi = h->version < PROTO_VERSION ? h->version : PROTO_VERSION;
+
+	if (lo > hi)
+		return pc_err_set(e, -PC_E_VERSION,
+				  "%s speaks pcopy protocol versions %u to %u, this pcopy speaks %u to "
+				  "%u; install matching versions",
+				  peer, (unsigned)h->min_version, (unsigned)h->version,
+				  PROTO_MIN_VERSION, PROTO_VERSION);
+	return 0;
+}
+
+static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err *e)
+{
+	int ret = ctl_send(c, m);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot send to %s: %s", ctl_peer(c), pc_strerror(ret));
+	return 0;
+}
+
+int session_client_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     uint16_t *port, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
+	struct proto_msg m;
+	int ret;
+
+	ret = crypto_random(nc, sizeof(nc));
+	if (ret == 0 && t == SESSION_PIPE)
+		ret = crypto_random(key, sizeof(key));
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
+	if (t == SESSION_DAEMON)
+		memcpy(key, K, sizeof(key));
+	session_hello(&m, nc);
+	ret = session_send(c, &m, e);
+	/* On a trusted pipe, send everything at once: one round trip total. */
+	if (ret == 0 && t == SESSION_PIPE) {
+		m = (struct proto_msg){ .type = PROTO_KEY };
+		memcpy(m.u.key.key, key, sizeof(key));
+		ret = session_send(c, &m, e);
+		m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
+		if (ret == 0)
+			ret = session_send(c, &m, e);
+	}
+	if (ret == 0)
+		ret = ctl_expect(c, PROTO_HELLO, &m, e);
+	if (ret == 0)
+		ret = session_check_version(&m.u.hello, ctl_peer(c), e);
+	if (ret < 0)
+		goto out;
+	memcpy(ns, m.u.hello.nonce, sizeof(ns));
+	if (t == SESSION_DAEMON) {
+		m = (struct proto_msg){ .type = PROTO_AUTH };
+		ret = auth_ctl_mac(key, true, nc, ns, m.u.auth.mac);
+		if (ret == 0)
+			ret = session_send(c, &m, e);
+		m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
+		if (ret == 0)
+			ret = session_send(c, &m, e);
+		if (ret == 0)
+			ret = ctl_expect(c, PROTO_AUTH, &m, e);
+		if (ret == 0)
+			ret = auth_ctl_mac(key, false, nc, ns, mac);
+		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac)))
+			ret = pc_err_set(e, -PC_E_AUTH,
+					 "%s could not prove it knows the key: check --key-file",
+					 ctl_peer(c));
+		if (ret < 0)
+			goto out;
+	}
+	ret = ctl_expect(c, PROTO_READY, &m, e);
+	if (ret == 0) {
+		*port = m.u.ready.data_port;
+		ret = auth_session_key(key, nc, ns, k);
+	}
+out:
+	crypto_wipe(key, sizeof(key));
+	return ret;
+}
+
+int session_server_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			     uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
+	struct proto_msg m;
+	int ret;
+
+	ret = ctl_expect(c, PROTO_HELLO, &m, e);
+	if (ret < 0)
+		return ret;
+	if (session_check_version(&m.u.hello, ctl_peer(c), e) < 0) {
+		char msg[PROTO_MAX_MSG];
+		pc_err_get(e, msg, sizeof(msg));
+		(void)ctl_send_error(c, -PC_E_VERSION, msg);
+		return -PC_E_VERSION;
+	}
+	memcpy(nc, m.u.hello.nonce, sizeof(nc));
+	ret = crypto_random(ns, sizeof(ns));
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot get random bytes");
+	session_hello(&m, ns);
+	ret = session_send(c, &m, e);
+	if (ret == 0 && t == SESSION_PIPE) {
+		ret = ctl_expect(c, PROTO_KEY, &m, e);
+		if (ret == 0)
+			memcpy(key, m.u.key.key, sizeof(key));
+	} else if (ret == 0) {
+		memcpy(key, K, sizeof(key));
+		ret = ctl_expect(c, PROTO_AUTH, &m, e);
+		if (ret == 0)
+			ret = auth_ctl_mac(key, true, nc, ns, mac);
+		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
+			(void)ctl_send_error(c, -PC_E_AUTH,
+					     "authentication failed: the key does not match the "
+					     "daemon's key file");
+			ret = pc_err_set(e, -PC_E_AUTH, "%s failed to authenticate (wrong key)",
+					 ctl_peer(c));
+		}
+		m = (struct proto_msg){ .type = PROTO_AUTH };
+		if (ret == 0)
+			ret = auth_ctl_mac(key, false, nc, ns, m.u.auth.mac);
+		if (ret == 0)
+			ret = session_send(c, &m, e);
+	}
+	if (ret == 0)
+		ret = ctl_expect(c, PROTO_REQUEST, &m, e);
+	if (ret == 0) {
+		*req = m.u.request;
+		ret = auth_session_key(key, nc, ns, k);
+	}
+	crypto_wipe(key, sizeof(key));
+	return ret;
+}
+
+void session_close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+void session_check_window(int fd, uint32_t window)
+{
+	uint32_t got = net_granted_window(fd);
+
+	if (window > 0 && got > 0 && got < window)
+		log_warn("the kernel limited the TCP window to %u bytes (asked for %u); "
+			 "raise net.core.rmem_max and net.core.wmem_max to allow more",
+			 (unsigned)got, (unsigned)window);
+}
+
+struct connector {
+	const char *host;
+	uint16_t port;
+	const uint8_t *k;
+	uint16_t idx;
+	uint32_t window;
+	unsigned timeout_s;
+	int fd;                 /* result; owned by the connector until joined */
+	struct pc_err err;
+	pthread_t tid;
+};
+
+static void *session_connect_one(void *arg)
+{
+	struct connector *c = arg;
+	int fd = net_connect(c->host, c->port, c->window, SESSION_ACCEPT_TIMEOUT_S, &c->err);
+	int ret;
+
+	if (fd < 0)
+		return NULL;
+	ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
+	if (ret == 0)
+		ret = auth_data_connect(fd, c->k, c->idx);
+	if (ret == 0)
+		ret = net_set_timeout(fd, c->timeout_s);
+	if (ret < 0) {
+		pc_err_set(&c->err, ret == -PC_E_AUTH ? ret : -PC_E_NET,
+			   "data connection %u to %s port %u failed: %s", (unsigned)c->idx, c->host,
+			   (unsigned)c->port, pc_strerror(ret));
+		close(fd);
+		return NULL;
+	}
+	c->fd = fd;
+	return NULL;
+}
+
+int session_connect_data(const char *host, uint16_t port, const uint8_t k[PROTO_KEY_LEN],
+			 unsigned n, uint32_t window, unsigned timeout_s, int *fds,
+			 struct pc_err *e)
+{
+	struct connector c[PROTO_MAX_STREAMS];
+	unsigned started = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		c[i] = (struct connector){ .host = host, .port = port, .k = k, .idx = (uint16_t)i,
+					   .window = window, .timeout_s = timeout_s, .fd = -1 };
+		pc_err_init(&c[i].err);
+		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
+		if (rc != 0) {
+			ret = pc_err_set(e, -rc, "cannot start thread: %s", strerror(rc));
+			pc_err_destroy(&c[i].err);
+			break;
+		}
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++) {
+		char msg[sizeof(c[i].err.msg)];
+		if (pthread_join(c[i].tid, NULL) != 0 && ret == 0)
+			ret = pc_err_set(e, -PC_E_NET, "cannot join connector thread");
+		int code = pc_err_get(&c[i].err, msg, sizeof(msg));
+		if (code < 0 && ret == 0)
+			ret = pc_err_set(e, code, "%s", msg);
+		fds[i] = c[i].fd;
+		pc_err_destroy(&c[i].err);
+	}
+	if (ret == 0 && n > 0)
+		session_check_window(fds[0], window);
+	if (ret < 0)
+		session_close_fds(fds, started);
+	return ret;
+}
+
+int session_accept_data(int lfd, const uint8_t k[PROTO_KEY_LEN], unsigned n, unsigned timeout_s,
+			const char *peer, int *fds, struct pc_err *e)
+{
+	uint64_t deadline = platform_now_ns() + (uint64_t)SESSION_ACCEPT_TIMEOUT_S * 1000000000u;
+	unsigned have = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		fds[i] = -1;
+	while (have < n) {
+		uint64_t now = platform_now_ns();
+		char who[NET_MAX_ADDR];
+		uint16_t idx;
+		int fd, ret;
+
+		if (now >= deadline)
+			break;
+		fd = net_accept(lfd, (int)((deadline - now) / 1000000u) + 1, who, sizeof(who));
+		if (fd == -PC_E_TIMEOUT)
+			break;
+		if (fd < 0) {
+			session_close_fds(fds, n);
+			return pc_err_set(e, fd, "accepting data connections: %s", pc_strerror(fd));
+		}
+		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
+		if (ret == 0)
+			ret = auth_data_accept(fd, k, n, &idx);
+		if (ret == 0 && fds[idx] >= 0)
+			ret = -PC_E_PROTO;
+		if (ret == 0)
+			ret = net_set_timeout(fd, timeout_s);
+		if (ret < 0) {
+			log_warn("dropped data connection from %s: %s", who,
+				 ret == -PC_E_AUTH ? "bad authentication" : pc_strerror(ret));
+			close(fd);
+			continue;
+		}
+		fds[idx] = fd;
+		have++;
+	}
+	if (have < n) {
+		session_close_fds(fds, n);
+		return pc_err_set(e, -PC_E_TIMEOUT,
+				  "only %u of %u data connections from %s arrived within %u s; "
+				  "is a firewall blocking them?",
+				  have, n, peer, SESSION_ACCEPT_TIMEOUT_S);
+	}
+	return 0;
+}
+
+int session_transfer(struct session_run *run, struct pc_err *e)
+{
+	struct xfer x = {
+		.streams = run->req->streams,
+		.block_size = run->req->block_size,
+		.ordered = (run->req->flags & PROTO_REQ_ORDERED) != 0,
+		.report = run->report,
+		.progress_s = run->progress_s,
+		.peer = run->peer,
+		.peer_local = run->peer_local,
+		.ctl = run->ctl,
+		.sigfd = run->sigfd,
+		.err = e,
+		.data_fds = run->fds,
+	};
+	int ret = xfer_init(&x);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "out of memory");
+	if (run->role == PROTO_ROLE_SOURCE) {
+		struct source_result r;
+		ret = source_run(&x, run->files, run->nfiles, &r);
+		run->self = r.self;
+		run->other = r.peer;
+		run->failed = r.failed;
+	} else {
+		struct sink_result r;
+		ret = sink_run(&x, run->target, &r);
+		run->self = r.self;
+		run->other = r.peer;
+		run->failed = r.failed;
+	}
+	xfer_destroy(&x);
+	return ret;
+}

@@ -1,0 +1,84 @@
+/* session: what both ends of a session do before and around the transfer:
+ * the HELLO/KEY/AUTH handshake, REQUEST/READY, opening and authenticating
+ * the data connections, and running the source or sink over them.
+ * See docs/PROTOCOL.md for the message flow. Thread-safety: one session per
+ * thread; the functions start and join any threads they need. */
+#ifndef PCOPY_SESSION_H
+#define PCOPY_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ctl.h"
+#include "err.h"
+#include "proto.h"
+#include "sink.h"
+#include "srcfile.h"
+
+/* How the control channel reached the server. */
+enum session_transport {
+	SESSION_PIPE = 1,   /* a private pipe/socketpair to a process we started: trusted */
+	SESSION_DAEMON,     /* TCP to a daemon: both prove knowledge of the key file's key */
+};
+
+#define SESSION_ACCEPT_TIMEOUT_S 30u
+#define SESSION_AUTH_TIMEOUT_S 10u
+
+/* Client side of the handshake. For SESSION_PIPE a fresh random key is
+ * sent (K is ignored); for SESSION_DAEMON K is the shared key. Sends req,
+ * waits for READY. On success *port is the server's data port and k the
+ * session key. Returns 0 or a negative code with the detail in e. */
+int session_client_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     uint16_t *port, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+
+/* Server side up to the REQUEST: HELLO, then KEY (pipe) or AUTH (daemon,
+ * checked against K). Fills *req and the session key. On failure an ERROR
+ * has been sent to the client where that makes sense. */
+int session_server_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			     uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+
+/* Opens n authenticated data connections to host:port (in parallel).
+ * fds[0..n-1] receive them. Returns 0 or a negative code (nothing left
+ * open). */
+int session_connect_data(const char *host, uint16_t port, const uint8_t k[PROTO_KEY_LEN],
+			 unsigned n, uint32_t window, unsigned timeout_s, int *fds,
+			 struct pc_err *e);
+
+/* Accepts n authenticated data connections on lfd, one per stream index,
+ * dropping (and logging) strangers, bad proofs and duplicates, until the
+ * deadline. Returns 0 or a negative code (nothing left open). */
+int session_accept_data(int lfd, const uint8_t k[PROTO_KEY_LEN], unsigned n, unsigned timeout_s,
+			const char *peer, int *fds, struct pc_err *e);
+
+/* Closes fds[0..n-1] that are open. */
+void session_close_fds(int *fds, unsigned n);
+
+/* Warns once if the kernel granted less socket buffer than asked for. */
+void session_check_window(int fd, uint32_t window);
+
+/* One side of a transfer, ready to run over connected data sockets. */
+struct session_run {
+	enum proto_role role;         /* this side's role */
+	const struct proto_request *req; /* the negotiated parameters */
+	struct ctl *ctl;              /* borrowed */
+	int *fds;                     /* [req->streams] data sockets; borrowed */
+	int sigfd;                    /* -1: not watching signals */
+	bool report;                  /* this side is the client: progress and per-file messages */
+	unsigned progress_s;
+	const char *peer;             /* names the other side in messages */
+	bool peer_local;              /* the other side is our own child process */
+	struct src_file *files;       /* source: [nfiles], borrowed */
+	unsigned nfiles;
+	struct sink_target *target;   /* sink: borrowed */
+	/* results */
+	struct proto_stats self, other;
+	unsigned failed;
+};
+
+/* Runs the source or the sink. Returns 0, -PC_E_PARTIAL, or the first fatal
+ * error, with the detail in e. */
+int session_transfer(struct session_run *run, struct pc_err *e);
+
+#endif

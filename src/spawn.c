@@ -1,0 +1,60 @@
+/* spawn: the local sink as a child process. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "platform.h"
+
+int spawn_local_server(const char *exe, int verbosity, pid_t *pid, int *ctl_fd,
+		       struct pc_err *e)
+{
+	const char *vflag = verbosity < 0 ? "-q" : verbosity >= 3 ? "-vv" : verbosity == 2 ? "-v"
+										     : "-q";
+	/* execv takes char *const[]; writable copies keep -Wcast-qual happy. */
+	char a0[] = "pcopy", a1[] = "--server", a2[] = "--control-fd", a3[] = "3", a4[4];
+	char *argv[] = { a0, a1, a2, a3, a4, NULL };
+	int sv[2];
+	pid_t child;
+
+	snprintf(a4, sizeof(a4), "%s", vflag);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return pc_err_set(e, -errno, "socketpair: %s", strerror(errno));
+	child = fork();
+	if (child < 0) {
+		int ret = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		return pc_err_set(e, ret, "cannot start the local sink: %s", strerror(-ret));
+	}
+	if (child == 0) {
+		/* Only async-signal-safe calls from here to exec. dup2 clears
+		 * O_CLOEXEC on the new descriptor. */
+		platform_signals_reset();
+		if (sv[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(sv[1], 3) < 0)
+			_exit(127);
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	*pid = child;
+	*ctl_fd = sv[0];
+	return 0;
+}
+
+int spawn_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}

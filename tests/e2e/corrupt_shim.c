@@ -1,0 +1,55 @@
+/* corrupt_shim: an LD_PRELOAD library for the integrity tests. It wraps
+ * sendmsg() and, once the process has sent PCOPY_CORRUPT_AFTER bytes in
+ * messages of at least 64 KiB (block payloads), flips one byte in the
+ * middle of the next such message's last iovec, so the bytes that reach the
+ * kernel, and the wire, really differ from what was checksummed. Only the
+ * first PCOPY_CORRUPT_COUNT (default 1) messages are touched. */
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags);
+
+static atomic_ullong shim_sent;
+static atomic_int shim_done;
+
+ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	static ssize_t (*real)(int, const struct msghdr *, int);
+	const char *after = getenv("PCOPY_CORRUPT_AFTER");
+	const char *count = getenv("PCOPY_CORRUPT_COUNT");
+	size_t total = 0;
+
+	if (real == NULL)
+		*(void **)&real = dlsym(RTLD_NEXT, "sendmsg");
+	for (size_t i = 0; i < msg->msg_iovlen; i++)
+		total += msg->msg_iov[i].iov_len;
+	if (after == NULL || total < 65536 || msg->msg_iovlen < 2)
+		return real(fd, msg, flags);
+	unsigned long long before = atomic_fetch_add(&shim_sent, total);
+	if (before < strtoull(after, NULL, 10) ||
+	    atomic_fetch_add(&shim_done, 1) >= (count ? atoi(count) : 1))
+		return real(fd, msg, flags);
+
+	/* Send a corrupted copy of the payload iovec. */
+	struct iovec iov[8];
+	struct msghdr m = *msg;
+	size_t n = msg->msg_iovlen < 8 ? msg->msg_iovlen : 8, last = n - 1;
+	memcpy(iov, msg->msg_iov, n * sizeof(*iov));
+	uint8_t *copy = malloc(iov[last].iov_len);
+	if (copy == NULL)
+		return real(fd, msg, flags);
+	memcpy(copy, iov[last].iov_base, iov[last].iov_len);
+	copy[iov[last].iov_len / 2] ^= 0x5a;
+	iov[last].iov_base = copy;
+	m.msg_iov = iov;
+	m.msg_iovlen = n;
+	ssize_t ret = real(fd, &m, flags);
+	free(copy);
+	return ret;
+}
