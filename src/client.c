@@ -129,7 +129,15 @@ static int client_connect(struct client *c)
 	int fd, ret;
 
 	if (c->mode == CLIENT_LOCAL) {
-		ret = spawn_local_server(c->o->self_exe, api_verbosity(), &c->child, &fd, c->e);
+		char exe[4096];
+		/* Start the resolved path, so the child shows up as "pcopy"
+		 * in ps and top rather than "exe". */
+		ssize_t n = strcmp(c->o->self_exe, "/proc/self/exe") == 0
+				    ? readlink(c->o->self_exe, exe, sizeof(exe) - 1) : -1;
+		if (n > 0)
+			exe[n] = '\0';
+		ret = spawn_local_server(n > 0 ? exe : c->o->self_exe, api_verbosity(), &c->child,
+					 &fd, c->e);
 		if (ret < 0)
 			return ret;
 		snprintf(c->peer, sizeof(c->peer), "local sink");
@@ -166,7 +174,9 @@ static void client_request(const struct client *c, struct proto_request *req)
 	req->block_size = (uint32_t)o->block_size;
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
-	req->nsources = c->mode == CLIENT_PULL ? 1 : c->nfiles;
+	/* As many as the user named, opened or not: cp's rule that several
+	 * sources need a directory does not depend on which ones exist. */
+	req->nsources = c->mode == CLIENT_PULL ? 1 : (uint32_t)c->nsrc;
 	if (c->dst.kind == LOC_STDIO)
 		req->flags |= PROTO_REQ_ORDERED;
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)

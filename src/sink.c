@@ -19,6 +19,10 @@
 #include "platform.h"
 #include "sync.h"
 
+/* Writers are sharded by file id: a file's blocks all go to one writer,
+ * because writes to one inode serialise on its lock in the kernel (two
+ * writers on one file only spin), while different files proceed in
+ * parallel. */
 #define SINK_WRITERS 2u
 /* How far past the bytes already written a block may land. Blocks of one
  * file overtake each other only by what is in flight (pools and socket
@@ -56,15 +60,21 @@ struct receiver {
 	bool started;
 };
 
+struct writer {
+	struct sink *s;
+	unsigned idx;                  /* writer index: its queue; immutable */
+	pthread_t tid;
+};
+
 struct sink {
 	struct xfer *x;
 	struct sink_target *t;
 	mode_t umask;                  /* immutable */
 	struct bufpool *pool;
-	struct queue *wq[PROTO_MAX_STREAMS]; /* one shared, or one per stream if ordered */
+	struct queue *wq[PROTO_MAX_STREAMS]; /* one per writer, or one per stream if ordered */
 	unsigned nq;
 	struct receiver recv[PROTO_MAX_STREAMS];
-	pthread_t writers[SINK_WRITERS];
+	struct writer writers[SINK_WRITERS];
 	unsigned nwriters;
 	int efd;                       /* eventfd: a writer finished a file */
 
@@ -395,7 +405,7 @@ static int sink_receive_one(struct receiver *r, int fd)
 		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
 				 "lost data connection %u from %s", r->idx, x->peer);
 	}
-	if (queue_push(s->wq[x->ordered ? r->idx : 0], b) < 0) {
+	if (queue_push(s->wq[x->ordered ? r->idx : f->id % s->nq], b) < 0) {
 		bufpool_release(s->pool, b);
 		return -PC_E_ABORTED;
 	}
@@ -413,7 +423,8 @@ static void *sink_receiver(void *arg)
 	if (s->x->ordered)
 		queue_close(s->wq[r->idx]);
 	else
-		queue_close(s->wq[0]);
+		for (unsigned i = 0; i < s->nq; i++)
+			queue_close(s->wq[i]);
 	return NULL;
 }
 
@@ -469,10 +480,11 @@ static void sink_write(struct sink *s, struct buf *b)
 
 static void *sink_writer(void *arg)
 {
-	struct sink *s = arg;
+	struct writer *w = arg;
+	struct sink *s = w->s;
 	struct buf *b;
 
-	while ((b = queue_pop(s->wq[0])) != NULL) {
+	while ((b = queue_pop(s->wq[w->idx])) != NULL) {
 		sink_write(s, b);
 		bufpool_release(s->pool, b);
 	}
@@ -482,7 +494,8 @@ static void *sink_writer(void *arg)
 /* Ordered mode: block k comes from stream k % N, in sequence. */
 static void *sink_writer_ordered(void *arg)
 {
-	struct sink *s = arg;
+	struct writer *w = arg;
+	struct sink *s = w->s;
 	struct buf *b;
 
 	for (uint64_t k = 0; (b = queue_pop(s->wq[k % s->nq])) != NULL; k++) {
@@ -649,7 +662,7 @@ static int sink_start(struct sink *s)
 	unsigned nwriters = x->ordered ? 1 : SINK_WRITERS;
 	int rc;
 
-	s->nq = x->ordered ? x->streams : 1;
+	s->nq = x->ordered ? x->streams : nwriters;
 	s->pool = bufpool_new(count, x->block_size);
 	if (s->pool == NULL || xfer_watch_pool(x, s->pool) < 0 ||
 	    xfer_on_abort(x, sink_wake, s) < 0)
@@ -671,8 +684,9 @@ static int sink_start(struct sink *s)
 		s->recv[i].started = true;
 	}
 	for (unsigned i = 0; i < nwriters; i++) {
-		rc = pthread_create(&s->writers[i], NULL,
-				    x->ordered ? sink_writer_ordered : sink_writer, s);
+		s->writers[i] = (struct writer){ .s = s, .idx = i };
+		rc = pthread_create(&s->writers[i].tid, NULL,
+				    x->ordered ? sink_writer_ordered : sink_writer, &s->writers[i]);
 		if (rc != 0)
 			return xfer_fail(x, -rc, "cannot start writer thread: %s", strerror(rc));
 		s->nwriters++;
@@ -688,7 +702,7 @@ static void sink_stop(struct sink *s)
 		if (s->recv[i].started && pthread_join(s->recv[i].tid, NULL) != 0)
 			log_error("cannot join receiver thread");
 	for (unsigned i = 0; i < s->nwriters; i++)
-		if (pthread_join(s->writers[i], NULL) != 0)
+		if (pthread_join(s->writers[i].tid, NULL) != 0)
 			log_error("cannot join writer thread");
 	xfer_unwatch(s->x);
 	for (unsigned i = 0; i < s->nq; i++) {
