@@ -113,8 +113,6 @@ static int client_open_sources(struct client *c, char *const srcs[])
 			pc_err_get(&fe, msg, sizeof(msg));
 			log_error("%s", msg);
 			c->skipped++;
-			if (c->skipped == 1)
-				pc_err_set(c->e, ret, "%s", msg);
 		} else {
 			c->nfiles++;
 		}
@@ -142,7 +140,7 @@ static int client_connect(struct client *c)
 			return ret;
 		snprintf(c->peer, sizeof(c->peer), "local sink");
 		snprintf(c->data_host, sizeof(c->data_host), "127.0.0.1");
-		c->ctl = ctl_new(fd, fd, c->peer);
+		c->ctl = ctl_new(fd, fd, c->peer, true);
 	} else {
 		snprintf(c->peer, sizeof(c->peer), strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
 			 r->host, (unsigned)r->port);
@@ -155,7 +153,7 @@ static int client_connect(struct client *c)
 			close(fd);
 			return pc_err_set(c->e, ret, "%s: %s", c->peer, pc_strerror(ret));
 		}
-		c->ctl = ctl_new(fd, fd, c->peer);
+		c->ctl = ctl_new(fd, fd, c->peer, false);
 	}
 	if (c->ctl == NULL) {
 		close(fd);

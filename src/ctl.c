@@ -20,9 +20,10 @@ struct ctl {
 	uint8_t wbuf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD]; /* guarded by wlock */
 	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only */
 	char peer[128];          /* immutable */
+	bool local;              /* immutable: the peer is our child */
 };
 
-struct ctl *ctl_new(int rfd, int wfd, const char *peer)
+struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
 {
 	struct ctl *c = calloc(1, sizeof(*c));
 
@@ -34,6 +35,7 @@ struct ctl *ctl_new(int rfd, int wfd, const char *peer)
 	}
 	c->rfd = rfd;
 	c->wfd = wfd;
+	c->local = local;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -106,8 +108,8 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
 				  pc_strerror(ret));
 	if (m->type == PROTO_ERROR)
-		return pc_err_set(e, m->u.error.code < 0 ? m->u.error.code : -PC_E_PROTO, "%s: %s",
-				  c->peer, m->u.error.msg);
+		return pc_err_set(e, m->u.error.code < 0 ? m->u.error.code : -PC_E_PROTO, "%s%s%s",
+				  c->local ? "" : c->peer, c->local ? "" : ": ", m->u.error.msg);
 	if (m->type != want)
 		return pc_err_set(e, -PC_E_PROTO, "%s sent %s where %s was expected", c->peer,
 				  proto_type_name(m->type), proto_type_name(want));

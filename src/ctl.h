@@ -6,6 +6,8 @@
 #ifndef PCOPY_CTL_H
 #define PCOPY_CTL_H
 
+#include <stdbool.h>
+
 #include "err.h"
 #include "proto.h"
 
@@ -13,8 +15,10 @@ struct ctl;
 
 /* A channel reading frames from rfd and writing them to wfd (they may be
  * the same socket). Takes ownership of both. peer names the other side in
- * messages ("localhost:7000", "local sink"); it is copied. NULL on ENOMEM. */
-struct ctl *ctl_new(int rfd, int wfd, const char *peer);
+ * messages ("localhost:7000", "local sink"); it is copied. local says the
+ * peer is our own child process, whose ERROR messages are shown without
+ * the peer's name in front. NULL on ENOMEM. */
+struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local);
 
 /* Closes the fds and frees. NULL is a no-op. */
 void ctl_free(struct ctl *c);

@@ -100,7 +100,7 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 	/* Data connections come to the address the client reached us on. */
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
-	c = ctl_new(fd, fd, who);
+	c = ctl_new(fd, fd, who, false);
 	if (c == NULL) {
 		close(fd);
 		_exit(PC_EXIT_FILEIO);

@@ -105,7 +105,7 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 							   o->control_fd != STDOUT_FILENO,
 		.sigfd = api_sigfd(),
 	};
-	struct ctl *c = ctl_new(rfd, wfd, "client");
+	struct ctl *c = ctl_new(rfd, wfd, "client", false);
 	struct pc_err e;
 	int ret;
 
