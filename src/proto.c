@@ -278,6 +278,7 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_u32(w, q->timeout_s);
 	put_u32(w, q->nsources);
 	put_str(w, q->path, PROTO_MAX_PATH);
+	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
 }
 
 static void get_request(struct rbuf *r, struct proto_msg *m)
@@ -292,6 +293,7 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	q->timeout_s = get_u32(r);
 	q->nsources = get_u32(r);
 	get_str(r, q->path, PROTO_MAX_PATH);
+	get_str(r, q->codec, PROTO_MAX_CODEC_SPEC);
 }
 
 static bool check_request(const struct proto_msg *m)
@@ -403,6 +405,7 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 	put_u64(w, s->cpu_sys_us);
 	put_u64(w, s->maxrss_kb);
 	put_u64(w, s->wall_us);
+	put_u64(w, s->codec_cpu_us);
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -416,6 +419,7 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 	s->cpu_sys_us = get_u64(r);
 	s->maxrss_kb = get_u64(r);
 	s->wall_us = get_u64(r);
+	s->codec_cpu_us = get_u64(r);
 }
 
 static void put_error(struct wbuf *w, const struct proto_msg *m)
@@ -566,15 +570,17 @@ static bool block_end_ok(const struct proto_block *b)
 
 static bool block_data_ok(const struct proto_block *b, uint32_t max_block)
 {
-	if ((b->flags & ~PROTO_BLK_KNOWN) != 0 || b->codec != PROTO_CODEC_NONE)
+	if ((b->flags & ~PROTO_BLK_KNOWN) != 0 || b->codec >= PROTO_CODEC_MAX)
 		return false;
 	if (b->raw_len > max_block || b->enc_len > max_block)
 		return false;
 	if (b->offset > UINT64_MAX - b->raw_len)
 		return false;
 	if (b->flags & PROTO_BLK_HOLE)
-		return b->enc_len == 0;
-	return b->enc_len == b->raw_len; /* codec NONE: the payload is the raw bytes */
+		return b->enc_len == 0 && b->codec == PROTO_CODEC_NONE;
+	if (b->codec == PROTO_CODEC_NONE)
+		return b->enc_len == b->raw_len; /* the payload is the raw bytes */
+	return b->enc_len > 0 && b->enc_len < b->raw_len;
 }
 
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,

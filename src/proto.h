@@ -28,6 +28,7 @@
 #define PROTO_MAX_PAYLOAD 65536u
 #define PROTO_MAX_PATH 4096u          /* bytes in a path or name, no NUL */
 #define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
+#define PROTO_MAX_CODEC_SPEC 512u     /* bytes in REQUEST.codec */
 #define PROTO_NONCE_LEN 32u
 #define PROTO_KEY_LEN 32u
 #define PROTO_MAC_LEN 32u
@@ -90,6 +91,7 @@ struct proto_request {
 	uint32_t timeout_s;     /* data idle timeout; 0 = none */
 	uint32_t nsources;      /* number of sources the client will send (sink role) */
 	char path[PROTO_MAX_PATH + 1]; /* sink: destination; source: the source. NUL-terminated */
+	char codec[PROTO_MAX_CODEC_SPEC + 1]; /* the -c spec for the source ("" = none) */
 };
 
 struct proto_ready {
@@ -127,6 +129,7 @@ struct proto_stats {
 	uint64_t cpu_sys_us;
 	uint64_t maxrss_kb;
 	uint64_t wall_us;
+	uint64_t codec_cpu_us;  /* CPU spent compressing (source) or decompressing (sink) */
 };
 
 struct proto_error {
@@ -197,7 +200,14 @@ enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2 };
 #define PROTO_BLK_HOLE 0x1u      /* all zeros: no payload, raw_len zero bytes */
 #define PROTO_BLK_KNOWN PROTO_BLK_HOLE
 
-enum proto_codec_id { PROTO_CODEC_NONE = 0 };
+/* Payload encodings; the values are codec.h's enum codec_id. */
+enum proto_codec_id {
+	PROTO_CODEC_NONE = 0,
+	PROTO_CODEC_ZLIB = 1,
+	PROTO_CODEC_LZ4 = 2,
+	PROTO_CODEC_BZ2 = 3,
+	PROTO_CODEC_MAX
+};
 
 struct proto_block {
 	uint8_t type;           /* enum proto_blk_type */
@@ -214,9 +224,11 @@ struct proto_block {
 void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN]);
 
 /* Decodes and checks a block header against the negotiated block size:
- * known type and flags, codec known, raw_len <= max_block, enc_len <=
- * max_block (hole: enc_len == 0), offset + raw_len does not overflow, and an
- * END block has all other fields zero. Returns 0 or -PC_E_PROTO. */
+ * known type and flags, codec known, raw_len <= max_block, offset + raw_len
+ * does not overflow; a HOLE has codec NONE and enc_len 0; codec NONE has
+ * enc_len == raw_len; a compressed block has 0 < enc_len < raw_len (it is
+ * sent compressed only when that is smaller); an END block has all other
+ * fields zero. Returns 0 or -PC_E_PROTO. */
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
 		       struct proto_block *b);
 

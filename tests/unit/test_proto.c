@@ -50,6 +50,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.request.timeout_s = 0x8000000f;
 		m->u.request.nsources = 123456;
 		strcpy(m->u.request.path, "dir/sub dir/file.bin");
+		strcpy(m->u.request.codec, "zlib:1,lz4");
 		break;
 	case PROTO_READY:
 		m->u.ready.data_port = 0xfedc;
@@ -81,6 +82,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.stats.cpu_sys_us = 0x8000000000000001ull;
 		m->u.stats.maxrss_kb = 65536;
 		m->u.stats.wall_us = 987654321;
+		m->u.stats.codec_cpu_us = 0x0102030405060708ull;
 		break;
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
@@ -98,13 +100,13 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_HELLO: return 44;
 	case PROTO_AUTH: return 32;
 	case PROTO_KEY: return 32;
-	case PROTO_REQUEST: return 22 + strlen("dir/sub dir/file.bin");
+	case PROTO_REQUEST: return 24 + strlen("dir/sub dir/file.bin") + strlen("zlib:1,lz4");
 	case PROTO_READY: return 2;
 	case PROTO_FILE: return 34 + strlen("r\xc3\xa9sum\xc3\xa9.txt");
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 56;
+	case PROTO_DONE: return 64;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	default: return 0;
 	}
@@ -238,7 +240,8 @@ struct str_case {
 };
 
 static const struct str_case str_cases[] = {
-	{ PROTO_REQUEST, 20, PROTO_MAX_PATH },
+	/* REQUEST's last string, the codec spec, after the 20-byte path. */
+	{ PROTO_REQUEST, 20 + 2 + 20, PROTO_MAX_CODEC_SPEC },
 	{ PROTO_FILE, 32, PROTO_MAX_PATH },
 	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
@@ -248,7 +251,7 @@ static const struct str_case str_cases[] = {
 static char *str_field(struct proto_msg *m)
 {
 	switch (m->type) {
-	case PROTO_REQUEST: return m->u.request.path;
+	case PROTO_REQUEST: return m->u.request.codec;
 	case PROTO_FILE: return m->u.file.name;
 	case PROTO_FILE_DONE: return m->u.file_done.msg;
 	default: return m->u.error.msg;
@@ -592,6 +595,16 @@ static void test_block_validation(void **state)
 	b = sample_block; b.flags = 0x2;              assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.flags = 0x8000;           assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.codec = 1;                assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = sample_block; b.codec = PROTO_CODEC_ZLIB; b.enc_len = b.raw_len - 1;
+	assert_int_equal(block_check(&b), 0);
+	b = sample_block; b.codec = PROTO_CODEC_BZ2; b.enc_len = 1;
+	assert_int_equal(block_check(&b), 0);
+	b = sample_block; b.codec = PROTO_CODEC_LZ4; b.enc_len = 0;
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = sample_block; b.codec = PROTO_CODEC_MAX; b.enc_len = 1;
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = sample_block; b.codec = PROTO_CODEC_LZ4; b.flags = PROTO_BLK_HOLE; b.enc_len = 0;
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.raw_len = b.enc_len = (1u << 20) + 1;
 	assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.enc_len = (1u << 20) + 1; assert_int_equal(block_check(&b), -PC_E_PROTO);
