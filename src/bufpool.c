@@ -51,6 +51,20 @@ static void bufpool_free_memory(struct bufpool *p)
 	free(p);
 }
 
+void *bufpool_alloc_data(size_t size)
+{
+	void *data = NULL;
+
+	if (posix_memalign(&data, BUFPOOL_ALIGN, size) != 0)
+		return NULL;
+	return data;
+}
+
+void bufpool_free_data(void *data)
+{
+	free(data);
+}
+
 struct bufpool *bufpool_new(unsigned count, size_t size)
 {
 	struct bufpool *p = NULL;

@@ -40,6 +40,14 @@ void bufpool_release(struct bufpool *p, struct buf *b);
 /* Wakes every waiter; later acquires return NULL. Idempotent. */
 void bufpool_abort(struct bufpool *p);
 
+/* Allocates a data area interchangeable with a pool buffer's: a stage may
+ * swap b->data with such an area of the same size (to compress or decode
+ * without a copy); the pool frees whatever pointer it holds at the end.
+ * NULL on ENOMEM. */
+void *bufpool_alloc_data(size_t size);
+/* Frees an area from bufpool_alloc_data. NULL is a no-op. */
+void bufpool_free_data(void *data);
+
 /* Buffers currently acquired and not released. */
 unsigned bufpool_outstanding(struct bufpool *p);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "codec.h"
 #include "ctl.h"
 #include "keyfile.h"
 #include "loc.h"
@@ -53,6 +54,14 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
 	if (o->window > (1u << 30))
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
+	if (o->codec != NULL) {
+		struct codec_choice c[CODEC_MAX_CHOICES];
+		unsigned n;
+		bool is_auto;
+		if (strlen(o->codec) > PROTO_MAX_CODEC_SPEC)
+			return pc_err_set(e, -PC_E_USAGE, "-c: the list is too long");
+		return codec_parse(o->codec, c, &n, &is_auto, e);
+	}
 	return 0;
 }
 
@@ -180,6 +189,17 @@ static void client_request(const struct client *c, struct proto_request *req)
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
 		req->flags |= PROTO_REQ_DEST_STDOUT;
 	snprintf(req->path, sizeof(req->path), "%s", c->remote ? c->remote->path : c->dst.path);
+	snprintf(req->codec, sizeof(req->codec), "%s", o->codec ? o->codec : "");
+}
+
+static void client_side_stats(const struct proto_stats *st, struct pcopy_side_stats *out)
+{
+	out->bytes = st->bytes;
+	out->wire_bytes = st->wire_bytes;
+	out->files = st->files;
+	out->cpu_s = (double)(st->cpu_user_us + st->cpu_sys_us) / 1e6;
+	out->codec_cpu_s = (double)st->codec_cpu_us / 1e6;
+	out->maxrss_kib = st->maxrss_kb;
 }
 
 static int client_session(struct client *c, struct pcopy_result *r)
@@ -219,11 +239,18 @@ static int client_session(struct client *c, struct pcopy_result *r)
 	session_close_fds(c->fds, req.streams);
 	const struct proto_stats *src = run.role == PROTO_ROLE_SOURCE ? &run.self : &run.other;
 	const struct proto_stats *snk = run.role == PROTO_ROLE_SOURCE ? &run.other : &run.self;
-	r->source = (struct pcopy_side_stats){ src->bytes, src->wire_bytes, src->files,
-		(double)(src->cpu_user_us + src->cpu_sys_us) / 1e6, src->maxrss_kb };
-	r->sink = (struct pcopy_side_stats){ snk->bytes, snk->wire_bytes, snk->files,
-		(double)(snk->cpu_user_us + snk->cpu_sys_us) / 1e6, snk->maxrss_kb };
+	client_side_stats(src, &r->source);
+	client_side_stats(snk, &r->sink);
 	r->files_failed = run.failed;
+	if (run.role == PROTO_ROLE_SOURCE) {
+		r->nstream_stats = req.streams;
+		for (unsigned i = 0; i < req.streams; i++) {
+			codec_format(&run.streams[i].choice, r->stream[i].codec,
+				     sizeof(r->stream[i].codec));
+			r->stream[i].raw = run.streams[i].raw;
+			r->stream[i].wire = run.streams[i].wire;
+		}
+	}
 	return ret;
 }
 

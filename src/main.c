@@ -29,6 +29,7 @@ static const struct option cli_longopts[] = {
 	{ "streams", required_argument, NULL, 's' },
 	{ "window", required_argument, NULL, 'w' },
 	{ "block-size", required_argument, NULL, 'B' },
+	{ "compress", required_argument, NULL, 'c' },
 	{ "progress", required_argument, NULL, 'P' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
@@ -57,6 +58,9 @@ static void cli_usage(FILE *out)
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
 	      "  -B, --block-size SIZE block size, 4k to 64M (default 1M)\n"
+	      "  -c, --compress SPEC   compress: 0-9 (zlib level; 0 = off), zlib[:1-9],\n"
+	      "                        lz4[:1-12], bz2[:1-9], none, auto, or one per\n"
+	      "                        stream: 1,1,6,6 (default: none)\n"
 	      "  -P, --progress SEC    print progress every SEC seconds to stderr\n"
 	      "      --timeout SEC     fail when the data streams are idle SEC seconds\n"
 	      "                        (default 120; 0 = never)\n"
@@ -113,6 +117,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
 	case 'B': return cli_size("-B", arg, &o->block_size);
+	case 'c': o->codec = arg; return 0;
 	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s, "a number of seconds");
 	case OPT_TIMEOUT:
 		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s, "a number of seconds");
@@ -145,7 +150,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	pcopy_opts_defaults(&c->o);
 	c->o.key_file = getenv("PCOPY_KEY_FILE");
 	c->action = CLI_COPY;
-	while ((ch = getopt_long(argc, argv, "s:w:B:P:vqhV", cli_longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "s:w:B:c:P:vqhV", cli_longopts, NULL)) != -1)
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
 	return 0;
@@ -158,13 +163,23 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 	if (c->o.verbosity < 1)
 		return;
 	fprintf(stderr, "pcopy: %" PRIu64 " bytes in %" PRIu64 " file%s, %.3f s, %.1f MB/s, "
-		"%u stream%s\n", r->sink.bytes, r->sink.files, r->sink.files == 1 ? "" : "s",
+		"%u stream%s", r->sink.bytes, r->sink.files, r->sink.files == 1 ? "" : "s",
 		r->wall_s, mbs, r->streams, r->streams == 1 ? "" : "s");
-	if (c->o.verbosity >= 2)
-		fprintf(stderr, "pcopy: stats src_cpu_s=%.3f src_maxrss_kib=%" PRIu64
-			" sink_cpu_s=%.3f sink_maxrss_kib=%" PRIu64 " wall_s=%.3f\n",
-			r->source.cpu_s, r->source.maxrss_kib, r->sink.cpu_s, r->sink.maxrss_kib,
-			r->wall_s);
+	if (c->o.codec != NULL && r->source.wire_bytes > 0)
+		fprintf(stderr, ", compression %.2fx (cpu: compress %.2f s, decompress %.2f s)",
+			(double)r->source.bytes / (double)r->source.wire_bytes,
+			r->source.codec_cpu_s, r->sink.codec_cpu_s);
+	fputc('\n', stderr);
+	if (c->o.verbosity < 2)
+		return;
+	for (unsigned i = 0; i < r->nstream_stats; i++)
+		fprintf(stderr, "pcopy: stream %u: %s, %" PRIu64 " bytes, %" PRIu64
+			" on the wire\n", i, r->stream[i].codec, r->stream[i].raw, r->stream[i].wire);
+	fprintf(stderr, "pcopy: stats src_cpu_s=%.3f src_maxrss_kib=%" PRIu64
+		" sink_cpu_s=%.3f sink_maxrss_kib=%" PRIu64 " wall_s=%.3f src_codec_cpu_s=%.3f"
+		" sink_codec_cpu_s=%.3f wire_bytes=%" PRIu64 "\n",
+		r->source.cpu_s, r->source.maxrss_kib, r->sink.cpu_s, r->sink.maxrss_kib,
+		r->wall_s, r->source.codec_cpu_s, r->sink.codec_cpu_s, r->source.wire_bytes);
 }
 
 static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r)

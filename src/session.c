@@ -328,12 +328,21 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 
 	if (ret < 0)
 		return pc_err_set(e, ret, "out of memory");
+	x.nchoices = 1; /* x.choices[0] is {CODEC_NONE, 0} */
+	if (run->role == PROTO_ROLE_SOURCE && run->req->codec[0] != '\0') {
+		ret = codec_parse(run->req->codec, x.choices, &x.nchoices, &x.codec_auto, e);
+		if (ret < 0) {
+			xfer_destroy(&x);
+			return ret;
+		}
+	}
 	if (run->role == PROTO_ROLE_SOURCE) {
 		struct source_result r;
 		ret = source_run(&x, run->files, run->nfiles, &r);
 		run->self = r.self;
 		run->other = r.peer;
 		run->failed = r.failed;
+		memcpy(run->streams, r.stream, sizeof(run->streams));
 	} else {
 		struct sink_result r;
 		ret = sink_run(&x, run->target, &r);

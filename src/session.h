@@ -13,6 +13,7 @@
 #include "err.h"
 #include "proto.h"
 #include "sink.h"
+#include "source.h"
 #include "srcfile.h"
 
 /* How the control channel reached the server. */
@@ -75,6 +76,7 @@ struct session_run {
 	/* results */
 	struct proto_stats self, other;
 	unsigned failed;
+	struct source_stream_stats streams[PROTO_MAX_STREAMS]; /* source: per stream */
 };
 
 /* Runs the source or the sink. Returns 0, -PC_E_PARTIAL, or the first fatal

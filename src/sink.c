@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "crypto.h"
+#include "decoder.h"
 #include "log.h"
 #include "pathsafe.h"
 #include "platform.h"
@@ -56,6 +57,7 @@ struct sink;
 struct receiver {
 	struct sink *s;
 	unsigned idx;                  /* stream index; immutable */
+	struct decoder *dec;           /* this thread only */
 	pthread_t tid;
 	bool started;
 };
@@ -85,6 +87,7 @@ struct sink {
 	atomic_uint done;              /* files finished, well or not */
 	atomic_uint failed;            /* files that failed */
 	bool end;                      /* control thread: END received */
+	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
 };
 
 /* ---- Target ----------------------------------------------------------- */
@@ -348,7 +351,7 @@ static struct sink_file *sink_lookup(struct sink *s, uint32_t id)
 	return f;
 }
 
-static int sink_read_block(struct sink *s, int fd, struct buf *b)
+static int sink_read_block(struct receiver *r, int fd, struct buf *b)
 {
 	const struct proto_block *h = &b->hdr;
 	int ret;
@@ -356,12 +359,13 @@ static int sink_read_block(struct sink *s, int fd, struct buf *b)
 	b->len = h->raw_len;
 	if (h->flags & PROTO_BLK_HOLE)
 		return 0;
-	if (h->codec != PROTO_CODEC_NONE || h->enc_len != h->raw_len)
-		return -PC_E_PROTO;
 	ret = platform_read_full(fd, b->data, h->enc_len, NULL);
 	if (ret < 0)
 		return ret;
-	atomic_fetch_add(&s->x->wire_bytes, h->enc_len);
+	atomic_fetch_add(&r->s->x->wire_bytes, h->enc_len);
+	ret = decoder_run(r->dec, b);
+	if (ret < 0)
+		return ret;
 	if (proto_checksum(b->data, h->raw_len) != h->checksum)
 		return -PC_E_INTEGRITY;
 	return 0;
@@ -393,12 +397,12 @@ static int sink_receive_one(struct receiver *r, int fd)
 		return -PC_E_ABORTED;
 	b->hdr = h;
 	b->ctx = f;
-	ret = sink_read_block(s, fd, b);
+	ret = sink_read_block(r, fd, b);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (ret == -PC_E_INTEGRITY)
-			return xfer_fail(x, ret, "block at offset %llu of '%s' failed its checksum: "
-					 "data corrupted in transit from %s",
+			return xfer_fail(x, ret, "block at offset %llu of '%s' failed its checksum "
+					 "or did not decode: data corrupted in transit from %s",
 					 (unsigned long long)h.offset, f->display, x->peer);
 		if (ret == -PC_E_PROTO)
 			return xfer_fail(x, ret, "malformed block from %s", x->peer);
@@ -678,6 +682,9 @@ static int sink_start(struct sink *s)
 	}
 	for (unsigned i = 0; i < x->streams; i++) {
 		s->recv[i] = (struct receiver){ .s = s, .idx = i };
+		s->recv[i].dec = decoder_new(x->block_size);
+		if (s->recv[i].dec == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory");
 		rc = pthread_create(&s->recv[i].tid, NULL, sink_receiver, &s->recv[i]);
 		if (rc != 0)
 			return xfer_fail(x, -rc, "cannot start receiver thread: %s", strerror(rc));
@@ -698,9 +705,13 @@ static void sink_stop(struct sink *s)
 {
 	struct buf *b;
 
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		if (s->recv[i].started && pthread_join(s->recv[i].tid, NULL) != 0)
 			log_error("cannot join receiver thread");
+		if (s->recv[i].dec != NULL)
+			s->codec_cpu_ns += decoder_cpu_ns(s->recv[i].dec);
+		decoder_free(s->recv[i].dec);
+	}
 	for (unsigned i = 0; i < s->nwriters; i++)
 		if (pthread_join(s->writers[i].tid, NULL) != 0)
 			log_error("cannot join writer thread");
@@ -722,6 +733,7 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	int ret;
 
 	xfer_stats(s->x, s->nfiles - atomic_load(&s->failed), &m.u.stats);
+	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	r->self = m.u.stats;
 	ret = ctl_send(s->x->ctl, &m);
 	if (ret < 0)

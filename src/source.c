@@ -14,7 +14,8 @@
 #include "platform.h"
 
 #define SOURCE_MAX_INFLIGHT 64u  /* files announced and not yet done */
-#define SOURCE_MAX_READERS 2u
+#define SOURCE_MAX_READERS 16u
+#define SOURCE_AUTO_TICK_NS 500000000u
 
 struct source;
 
@@ -22,6 +23,28 @@ struct sender {
 	struct source *s;
 	unsigned idx;              /* stream index; immutable */
 	pthread_t tid;
+	uint64_t raw, wire;        /* this thread only; read after join */
+};
+
+struct reader {
+	struct source *s;
+	struct encoder *enc;       /* this thread only */
+	pthread_t tid;
+};
+
+/* -c auto climbs and descends this ladder (docs/DESIGN-NOTES.md). */
+static const struct codec_choice source_ladder[] = {
+	{ CODEC_NONE, 0 }, { CODEC_LZ4, 1 }, { CODEC_ZLIB, 1 }, { CODEC_ZLIB, 3 }, { CODEC_ZLIB, 6 },
+};
+#define SOURCE_LADDER_LEN (sizeof(source_ladder) / sizeof(source_ladder[0]))
+
+/* The -c auto controller's memory; control thread only. */
+struct autoctl {
+	uint64_t next_ns;          /* next decision */
+	uint64_t last_ns, last_bytes, last_idle, last_block;
+	double last_rate;          /* bytes/s in the interval before the last move */
+	int last_move;             /* +1, -1, or 0 */
+	unsigned hold;             /* intervals to wait before moving again */
 };
 
 struct source {
@@ -33,10 +56,17 @@ struct source {
 	struct queue *q[PROTO_MAX_STREAMS]; /* [nq]: one shared, or one per stream if ordered */
 	unsigned nq;
 	unsigned nreaders;
-	pthread_t readers[SOURCE_MAX_READERS];
+	struct reader readers[SOURCE_MAX_READERS];
 	struct sender senders[PROTO_MAX_STREAMS];
+	bool per_stream;           /* block k goes to stream k % N (ordered, or per-stream codecs) */
+	size_t buf_cap;            /* pool buffer size: the block or its worst encoding */
+	atomic_int step;           /* -c auto: index into source_ladder */
+	atomic_uint_least64_t send_idle_ns;  /* senders waiting for blocks */
+	atomic_uint_least64_t read_block_ns; /* readers waiting for buffers or queue room */
+	struct autoctl autoc;
 	/* control thread only: */
 	unsigned announced, done, failed;
+	uint64_t codec_cpu_us;     /* summed from the readers after join */
 	bool *finished;            /* [n] FILE_DONE seen */
 };
 
@@ -112,35 +142,76 @@ static int source_read_stream(struct source *s, const struct plan_claim *c, stru
 	return got > 0 ? 1 : 0;
 }
 
+/* Which queue a block goes to, and how it is encoded. */
+static const struct codec_choice *source_choice(struct source *s, uint64_t seq, unsigned *qi)
+{
+	struct xfer *x = s->x;
+
+	if (s->per_stream) {
+		*qi = (unsigned)(seq % x->streams);
+		return &x->choices[*qi % x->nchoices];
+	}
+	*qi = 0;
+	if (x->codec_auto)
+		return &source_ladder[atomic_load_explicit(&s->step, memory_order_relaxed)];
+	return &x->choices[0];
+}
+
+/* Reads, checksums and encodes one claimed block into b. Returns 1 (send
+ * it), 0 (nothing to send), or a negative code. */
+static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
+		       const struct codec_choice *choice)
+{
+	struct source *s = r->s;
+	int ret;
+
+	b->hdr.type = PROTO_BLK_DATA;
+	b->hdr.file_id = c->f->id;
+	b->hdr.offset = c->offset;
+	b->hdr.seq = c->seq;
+	b->ctx = c->f;
+	ret = c->f->stream ? source_read_stream(s, c, b) : source_read_block(s, c, b);
+	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
+		return ret;
+	b->hdr.checksum = proto_checksum(b->data, b->len);
+	ret = encoder_run(r->enc, b, choice, &c->f->enc);
+	if (ret < 0)
+		return xfer_fail(s->x, ret, "compressing '%s': %s", c->f->display, pc_strerror(ret));
+	if (b->hdr.flags & PROTO_BLK_HOLE)
+		b->hdr.checksum = 0;
+	return 1;
+}
+
 static void *source_reader(void *arg)
 {
-	struct source *s = arg;
+	struct reader *r = arg;
+	struct source *s = r->s;
 	struct xfer *x = s->x;
 	struct plan_claim c;
 
 	while (!xfer_aborted(x) && plan_next(s->plan, &c) == 1) {
+		uint64_t t0 = platform_now_ns();
 		struct buf *b = bufpool_acquire(s->pool);
+		uint64_t t1 = platform_now_ns();
 		if (b == NULL) {
 			if (c.f->stream)
 				plan_stream_done(s->plan, &c, 0, true);
 			break;
 		}
-		b->hdr.type = PROTO_BLK_DATA;
-		b->hdr.codec = PROTO_CODEC_NONE;
-		b->hdr.file_id = c.f->id;
-		b->hdr.offset = c.offset;
-		b->hdr.seq = c.seq;
-		b->ctx = c.f;
-		int ret = c.f->stream ? source_read_stream(s, &c, b) : source_read_block(s, &c, b);
+		unsigned qi;
+		const struct codec_choice *choice = source_choice(s, c.seq, &qi);
+		int ret = source_fill(r, &c, b, choice);
 		if (ret <= 0) {
 			bufpool_release(s->pool, b);
 			if (ret < 0)
 				break;
 			continue;
 		}
-		b->hdr.enc_len = (uint32_t)b->len;
-		b->hdr.checksum = b->len ? proto_checksum(b->data, b->len) : 0;
-		if (queue_push(s->q[x->ordered ? c.seq % x->streams : 0], b) < 0) {
+		uint64_t t2 = platform_now_ns();
+		ret = queue_push(s->q[qi], b);
+		atomic_fetch_add_explicit(&s->read_block_ns, (t1 - t0) + (platform_now_ns() - t2),
+					  memory_order_relaxed);
+		if (ret < 0) {
 			bufpool_release(s->pool, b);
 			break;
 		}
@@ -164,11 +235,17 @@ static void *source_sender(void *arg)
 	struct sender *w = arg;
 	struct source *s = w->s;
 	struct xfer *x = s->x;
-	struct queue *q = s->q[x->ordered ? w->idx : 0];
+	struct queue *q = s->q[s->per_stream ? w->idx : 0];
 	int fd = x->data_fds[w->idx], ret = 0;
 	struct buf *b;
 
-	while ((b = queue_pop(q)) != NULL) {
+	for (;;) {
+		uint64_t t0 = platform_now_ns();
+		b = queue_pop(q);
+		atomic_fetch_add_explicit(&s->send_idle_ns, platform_now_ns() - t0,
+					  memory_order_relaxed);
+		if (b == NULL)
+			break;
 		struct src_file *f = b->ctx;
 		/* Blocks of a file the sink gave up on are dropped, except in
 		 * ordered mode where every sequence number must arrive. */
@@ -183,6 +260,8 @@ static void *source_sender(void *arg)
 			break;
 		atomic_fetch_add(&x->bytes, raw);
 		atomic_fetch_add(&x->wire_bytes, wire);
+		w->raw += raw;
+		w->wire += wire;
 	}
 	if (ret == 0 && !xfer_aborted(x)) {
 		struct proto_block end = { .type = PROTO_BLK_END };
@@ -255,6 +334,62 @@ static int source_on_message(struct source *s)
 	}
 }
 
+/* -c auto, every SOURCE_AUTO_TICK_NS: if the readers wait for the senders
+ * (the network is the bottleneck), compress harder; if the senders wait
+ * for the readers (the CPU is), compress less. A move that cost more than
+ * 10 % of the throughput is undone and the controller holds still for a
+ * while. Control thread only. */
+static void source_auto_tick(struct source *s, uint64_t now)
+{
+	struct xfer *x = s->x;
+	struct autoctl *a = &s->autoc;
+	uint64_t bytes = atomic_load(&x->bytes), idle = atomic_load(&s->send_idle_ns);
+	uint64_t block = atomic_load(&s->read_block_ns);
+	double dt = (double)(now - a->last_ns);
+	double rate = (double)(bytes - a->last_bytes) * 1e9 / dt;
+	double starve = (double)(idle - a->last_idle) / (dt * x->streams);
+	double back = (double)(block - a->last_block) / (dt * s->nreaders);
+	int step = atomic_load(&s->step), move = 0;
+
+	if (a->last_move != 0 && rate < 0.9 * a->last_rate) {
+		step -= a->last_move;
+		a->hold = 8;
+	} else if (a->hold > 0) {
+		a->hold--;
+	} else if (back > 0.25 && starve < 0.10 && step + 1 < (int)SOURCE_LADDER_LEN) {
+		move = 1;
+	} else if (starve > 0.25 && back < 0.10 && step > 0) {
+		move = -1;
+	}
+	if (move != 0 || a->last_move == 0)
+		a->last_rate = rate;
+	a->last_move = move;
+	atomic_store(&s->step, step + move);
+	if (move != 0 && log_level() >= LOG_DEBUG) {
+		char name[32];
+		codec_format(&source_ladder[step + move], name, sizeof(name));
+		log_debug("auto: %.0f MB/s, senders idle %.0f%%, readers blocked %.0f%% -> %s",
+			  rate / 1e6, starve * 100, back * 100, name);
+	}
+	a->last_ns = now;
+	a->last_bytes = bytes;
+	a->last_idle = idle;
+	a->last_block = block;
+	a->next_ns = now + SOURCE_AUTO_TICK_NS;
+}
+
+static int source_poll_timeout(struct source *s)
+{
+	int t = xfer_poll_timeout(s->x);
+	uint64_t now;
+
+	if (!s->x->codec_auto)
+		return t;
+	now = platform_now_ns();
+	int a = now >= s->autoc.next_ns ? 0 : (int)((s->autoc.next_ns - now) / 1000000u) + 1;
+	return t < 0 || a < t ? a : t;
+}
+
 /* Announces files within the in-flight window and waits for FILE_DONEs
  * until every file is done or the transfer aborts. */
 static void source_control(struct source *s)
@@ -269,7 +404,7 @@ static void source_control(struct source *s)
 				return;
 		if (s->announced == s->n)
 			plan_finish(s->plan);
-		int n = poll(p, x->sigfd >= 0 ? 2 : 1, xfer_poll_timeout(x));
+		int n = poll(p, x->sigfd >= 0 ? 2 : 1, source_poll_timeout(s));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
@@ -278,31 +413,65 @@ static void source_control(struct source *s)
 			xfer_on_signal(x);
 		else if (n > 0 && p[0].revents)
 			(void)source_on_message(s);
+		if (x->codec_auto && platform_now_ns() >= s->autoc.next_ns)
+			source_auto_tick(s, platform_now_ns());
 		xfer_progress(x);
 	}
+}
+
+/* Sizes the pipeline: readers, queues, buffers. */
+static void source_size(struct source *s, unsigned *nreaders, unsigned *count)
+{
+	struct xfer *x = s->x;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	bool compress = x->codec_auto;
+
+	s->buf_cap = x->block_size;
+	for (unsigned i = 0; i < x->nchoices; i++) {
+		const struct codec *c = codec_by_id(x->choices[i].id);
+		compress |= x->choices[i].id != CODEC_NONE;
+		if (c->bound(x->block_size) > s->buf_cap)
+			s->buf_cap = c->bound(x->block_size);
+	}
+	for (unsigned i = 0; x->codec_auto && i < SOURCE_LADDER_LEN; i++) {
+		size_t b = codec_by_id(source_ladder[i].id)->bound(x->block_size);
+		s->buf_cap = b > s->buf_cap ? b : s->buf_cap;
+	}
+	/* Compression is CPU work: one reader per core. Without it, two
+	 * readers keep the disk and the checksum busy. */
+	*nreaders = compress && cores > 2 ? (unsigned)cores : 2;
+	if (*nreaders > SOURCE_MAX_READERS)
+		*nreaders = SOURCE_MAX_READERS;
+	s->per_stream = x->ordered || x->nchoices > 1;
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->files[i].stream || x->ordered)
+			*nreaders = 1; /* a stream, or an order, wants one reader */
+	/* Enough buffers that every queue, sender and reader can hold its
+	 * share at once: with per-stream queues that rules out a deadlock. */
+	*count = x->streams * 3 + *nreaders * 2 + 2;
+	s->nq = s->per_stream ? x->streams : 1;
 }
 
 static int source_start(struct source *s)
 {
 	struct xfer *x = s->x;
-	unsigned nreaders = x->ordered ? 1 : SOURCE_MAX_READERS, count;
+	unsigned nreaders, count;
 	int rc;
 
-	for (unsigned i = 0; i < s->n; i++)
-		if (s->files[i].stream)
-			nreaders = 1; /* a stream is read in order by one reader */
-	/* Enough buffers that every queue, sender and reader can hold its
-	 * share at once: in ordered mode that rules out a deadlock. */
-	count = x->streams * 3 + nreaders * 2 + 2;
-	s->nq = x->ordered ? x->streams : 1;
+	source_size(s, &nreaders, &count);
+	atomic_init(&s->step, 1);
+	atomic_init(&s->send_idle_ns, 0);
+	atomic_init(&s->read_block_ns, 0);
+	s->autoc.last_ns = platform_now_ns();
+	s->autoc.next_ns = s->autoc.last_ns + SOURCE_AUTO_TICK_NS;
 	s->plan = plan_new(x->block_size, s->n);
-	s->pool = bufpool_new(count, x->block_size);
+	s->pool = bufpool_new(count, s->buf_cap);
 	s->finished = calloc(s->n ? s->n : 1, sizeof(bool));
 	if (s->plan == NULL || s->pool == NULL || s->finished == NULL)
-		return xfer_fail(x, -ENOMEM, "out of memory for %u buffers of %u bytes", count,
-				 (unsigned)x->block_size);
+		return xfer_fail(x, -ENOMEM, "out of memory for %u buffers of %zu bytes", count,
+				 s->buf_cap);
 	for (unsigned i = 0; i < s->nq; i++) {
-		s->q[i] = queue_new(x->ordered ? 2 : count, nreaders);
+		s->q[i] = queue_new(s->per_stream ? 2 : count, nreaders);
 		if (s->q[i] == NULL || xfer_watch_queue(x, s->q[i]) < 0)
 			return xfer_fail(x, -ENOMEM, "out of memory");
 	}
@@ -319,25 +488,51 @@ static int source_start(struct source *s)
 		}
 	}
 	for (unsigned i = 0; i < nreaders; i++) {
-		rc = pthread_create(&s->readers[i], NULL, source_reader, s);
-		if (rc != 0)
+		struct reader *r = &s->readers[i];
+		r->s = s;
+		r->enc = encoder_new(s->buf_cap);
+		if (r->enc == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory");
+		rc = pthread_create(&r->tid, NULL, source_reader, r);
+		if (rc != 0) {
+			encoder_free(r->enc);
 			return xfer_fail(x, -rc, "cannot start reader thread: %s", strerror(rc));
+		}
 		s->nreaders++;
 	}
 	return 0;
 }
 
-static void source_stop(struct source *s)
+/* Joins the threads, collects their statistics, frees the pipeline. */
+static void source_stop(struct source *s, struct source_result *r)
 {
+	struct xfer *x = s->x;
+	uint64_t cpu_ns = 0;
 	struct buf *b;
 
-	for (unsigned i = 0; i < s->nreaders; i++)
-		if (pthread_join(s->readers[i], NULL) != 0)
+	for (unsigned i = 0; i < s->nreaders; i++) {
+		struct reader *rd = &s->readers[i];
+		if (pthread_join(rd->tid, NULL) != 0)
 			log_error("cannot join reader thread");
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		if (s->senders[i].s != NULL && pthread_join(s->senders[i].tid, NULL) != 0)
+		const struct enc_stats *st = encoder_stats(rd->enc);
+		r->holes += st->holes;
+		r->compressed += st->compressed;
+		r->raw_blocks += st->raw;
+		cpu_ns += st->cpu_ns;
+		encoder_free(rd->enc);
+	}
+	s->codec_cpu_us = cpu_ns / 1000u;
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
+		if (s->senders[i].s == NULL)
+			continue;
+		if (pthread_join(s->senders[i].tid, NULL) != 0)
 			log_error("cannot join sender thread");
-	xfer_unwatch(s->x);
+		r->stream[i].raw = s->senders[i].raw;
+		r->stream[i].wire = s->senders[i].wire;
+		r->stream[i].choice = x->codec_auto ? source_ladder[atomic_load(&s->step)]
+						    : x->choices[s->per_stream ? i % x->nchoices : 0];
+	}
+	xfer_unwatch(x);
 	for (unsigned i = 0; i < s->nq; i++) {
 		while (s->q[i] != NULL && (b = queue_trypop(s->q[i])) != NULL)
 			bufpool_release(s->pool, b);
@@ -355,6 +550,7 @@ static int source_finish(struct source *s, struct source_result *r)
 	int ret;
 
 	xfer_stats(x, s->done - s->failed, &m.u.stats);
+	m.u.stats.codec_cpu_us = s->codec_cpu_us;
 	r->self = m.u.stats;
 	ret = ctl_send(x->ctl, &m);
 	if (ret < 0)
@@ -379,7 +575,7 @@ int source_run(struct xfer *x, struct src_file *files, unsigned n, struct source
 	s->n = n;
 	if (source_start(s) == 0)
 		source_control(s);
-	source_stop(s);
+	source_stop(s, r);
 	if (xfer_aborted(x)) {
 		xfer_await_peer_error(x);
 		ret = pc_err_get(x->err, NULL, 0);

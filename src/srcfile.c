@@ -30,6 +30,7 @@ static void srcfile_init(struct src_file *f, const char *display)
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
 	atomic_init(&f->failed, false);
+	enc_file_init(&f->enc);
 	snprintf(f->display, sizeof(f->display), "%s", display);
 }
 

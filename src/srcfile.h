@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "encoder.h"
 #include "err.h"
 #include "proto.h"
 
@@ -23,6 +24,7 @@ struct src_file {
 	uint32_t mtime_ns;
 	uint32_t id;             /* assigned by the source when announced */
 	atomic_bool failed;      /* the sink gave up on this file: skip its blocks */
+	struct enc_file enc;     /* how well its blocks compress; shared by readers */
 	uint64_t next_off;       /* plan: next offset to claim; guarded by the plan lock */
 	bool busy;               /* plan: a reader is reading this stream; plan lock */
 	bool eof;                /* plan: no more blocks; plan lock */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "bufpool.h"
+#include "codec.h"
 #include "ctl.h"
 #include "err.h"
 #include "proto.h"
@@ -44,6 +45,9 @@ struct xfer {
 	int sigfd;                    /* borrowed; -1 if signals are not ours */
 	struct pc_err *err;           /* borrowed; first error wins */
 	int *data_fds;                /* [streams]; borrowed, shut down on abort */
+	struct codec_choice choices[CODEC_MAX_CHOICES]; /* source: -c, one per stream or one */
+	unsigned nchoices;            /* source: entries in choices (>= 1) */
+	bool codec_auto;              /* source: -c auto */
 
 	atomic_bool aborted;          /* set once by xfer_fail */
 	pthread_mutex_t lock;         /* guards the wakers */

@@ -22,6 +22,7 @@ struct pcopy_opts {
 	uint64_t block_size;     /* -B: 4 KiB..64 MiB */
 	unsigned progress_s;     /* -P: seconds between progress lines; 0 = none */
 	unsigned timeout_s;      /* --timeout: data idle timeout; 0 = none */
+	const char *codec;       /* -c: compression spec (pcopy(1)); NULL = none */
 	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
 	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
 	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */
@@ -37,7 +38,15 @@ struct pcopy_side_stats {
 	uint64_t wire_bytes;
 	uint64_t files;
 	double cpu_s;            /* user + system CPU seconds */
+	double codec_cpu_s;      /* of which compressing (source) or decompressing (sink) */
 	uint64_t maxrss_kib;
+};
+
+/* What one data stream carried (known when this side was the source). */
+struct pcopy_stream_stats {
+	char codec[16];          /* "zlib:1", "lz4", "none"; for auto, where it ended */
+	uint64_t raw;            /* file bytes */
+	uint64_t wire;           /* bytes on the wire, headers included */
 };
 
 struct pcopy_result {
@@ -47,6 +56,8 @@ struct pcopy_result {
 	unsigned streams;
 	unsigned files_failed;
 	struct pcopy_side_stats source, sink;
+	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */
+	struct pcopy_stream_stats stream[64];
 };
 
 /* Sets up logging and signal handling for this process. Must run before
