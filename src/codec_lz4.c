@@ -48,7 +48,9 @@ static void codec_lz4_ctx_free(void *ctx)
 static int codec_lz4_compress(void *ctx, const uint8_t *src, size_t len, uint8_t *dst,
 			      size_t cap, size_t *out)
 {
+	static const char empty;     /* LZ4 crashes on a NULL src, even empty */
 	struct codec_lz4_ctx *z = ctx;
+	const char *in = src != NULL ? (const char *)src : &empty;
 	int icap = cap > INT_MAX ? INT_MAX : (int)cap;
 	int n;
 
@@ -62,11 +64,10 @@ static int codec_lz4_compress(void *ctx, const uint8_t *src, size_t len, uint8_t
 			return -ENOMEM;
 	}
 	if (z->level == CODEC_LZ4_FAST)
-		n = LZ4_compress_fast_extState(z->state, (const char *)src, (char *)dst, (int)len,
-					       icap, 1);
+		n = LZ4_compress_fast_extState(z->state, in, (char *)dst, (int)len, icap, 1);
 	else
-		n = LZ4_compress_HC_extStateHC(z->state, (const char *)src, (char *)dst, (int)len,
-					       icap, z->level);
+		n = LZ4_compress_HC_extStateHC(z->state, in, (char *)dst, (int)len, icap,
+					       z->level);
 	/* 0 is LZ4's only failure, and with a valid state and size it means
 	 * the output did not fit. */
 	if (n <= 0)

@@ -244,3 +244,23 @@ int platform_set_cloexec(int fd, bool on)
 		return -errno;
 	return 0;
 }
+
+int platform_cpu_times(uint64_t *idle, uint64_t *total)
+{
+	unsigned long long v[8] = { 0 };
+	FILE *f = fopen("/proc/stat", "re");
+	int n;
+
+	if (f == NULL)
+		return -errno;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+		   &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (n < 5)
+		return -EIO;
+	*idle = v[3] + v[4];
+	*total = 0;
+	for (int i = 0; i < 8; i++)
+		*total += v[i];
+	return 0;
+}

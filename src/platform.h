@@ -15,6 +15,10 @@ uint64_t platform_now_ns(void);
  * peak resident set size in KiB. */
 void platform_rusage(uint64_t *user_us, uint64_t *sys_us, uint64_t *maxrss_kb);
 
+/* Cumulative idle (idle + iowait) and total CPU time of the whole machine,
+ * in clock ticks, from /proc/stat. Returns 0 or -errno. */
+int platform_cpu_times(uint64_t *idle, uint64_t *total);
+
 /* Reads exactly len bytes, retrying on EINTR and short reads. Returns 0, or
  * -errno, or -PC_E_NET if EOF came first (*got, if non-NULL, says how many
  * bytes arrived; EOF before the first byte gives *got == 0). A receive

@@ -45,6 +45,9 @@ struct autoctl {
 	double last_rate;          /* bytes/s in the interval before the last move */
 	int last_move;             /* +1, -1, or 0 */
 	unsigned hold;             /* intervals to wait before moving again */
+	unsigned penalty;          /* hold after the next undone move; doubles each time */
+	unsigned want_up;          /* consecutive intervals that asked for more compression */
+	uint64_t cpu_idle, cpu_total; /* machine CPU ticks at the last decision */
 };
 
 struct source {
@@ -337,27 +340,42 @@ static int source_on_message(struct source *s)
 /* -c auto, every SOURCE_AUTO_TICK_NS: if the readers wait for the senders
  * (the network is the bottleneck), compress harder; if the senders wait
  * for the readers (the CPU is), compress less. A move that cost more than
- * 10 % of the throughput is undone and the controller holds still for a
- * while. Control thread only. */
+ * 10 % of the throughput is undone and the controller holds still, 4
+ * intervals the first time and twice as long each time after (at most
+ * 64). Control thread only. */
 static void source_auto_tick(struct source *s, uint64_t now)
 {
 	struct xfer *x = s->x;
 	struct autoctl *a = &s->autoc;
-	uint64_t bytes = atomic_load(&x->bytes), idle = atomic_load(&s->send_idle_ns);
+	uint64_t bytes = atomic_load(&x->bytes), sidle = atomic_load(&s->send_idle_ns);
 	uint64_t block = atomic_load(&s->read_block_ns);
 	double dt = (double)(now - a->last_ns);
 	double rate = (double)(bytes - a->last_bytes) * 1e9 / dt;
-	double starve = (double)(idle - a->last_idle) / (dt * x->streams);
+	double starve = (double)(sidle - a->last_idle) / (dt * x->streams);
 	double back = (double)(block - a->last_block) / (dt * s->nreaders);
 	int step = atomic_load(&s->step), move = 0;
+	uint64_t idle = 0, total = 0;
+	double spare = 1.0;
+
+	/* Compressing more only pays if the CPU has room for it: on a busy
+	 * machine (loopback, or a loaded host) it slows the whole pipeline. */
+	if (platform_cpu_times(&idle, &total) == 0 && total > a->cpu_total)
+		spare = (double)(idle - a->cpu_idle) / (double)(total - a->cpu_total);
+	a->cpu_idle = idle;
+	a->cpu_total = total;
+	a->want_up = back > 0.25 && starve < 0.10 && spare > 0.25 ? a->want_up + 1 : 0;
 
 	if (a->last_move != 0 && rate < 0.9 * a->last_rate) {
+		/* The move cost throughput: undo it, and wait longer each time
+		 * before trying again, so a losing move is rarely retried. */
 		step -= a->last_move;
-		a->hold = 8;
+		a->hold = a->penalty;
+		a->penalty = a->penalty < 64 ? a->penalty * 2 : 64;
 	} else if (a->hold > 0) {
 		a->hold--;
-	} else if (back > 0.25 && starve < 0.10 && step + 1 < (int)SOURCE_LADDER_LEN) {
+	} else if (a->want_up >= 2 && step + 1 < (int)SOURCE_LADDER_LEN) {
 		move = 1;
+		a->want_up = 0;
 	} else if (starve > 0.25 && back < 0.10 && step > 0) {
 		move = -1;
 	}
@@ -368,12 +386,13 @@ static void source_auto_tick(struct source *s, uint64_t now)
 	if (move != 0 && log_level() >= LOG_DEBUG) {
 		char name[32];
 		codec_format(&source_ladder[step + move], name, sizeof(name));
-		log_debug("auto: %.0f MB/s, senders idle %.0f%%, readers blocked %.0f%% -> %s",
-			  rate / 1e6, starve * 100, back * 100, name);
+		log_debug("auto: %.0f MB/s, senders idle %.0f%%, readers blocked %.0f%%, "
+			  "cpu idle %.0f%% -> %s", rate / 1e6, starve * 100, back * 100, spare * 100,
+			  name);
 	}
 	a->last_ns = now;
 	a->last_bytes = bytes;
-	a->last_idle = idle;
+	a->last_idle = sidle;
 	a->last_block = block;
 	a->next_ns = now + SOURCE_AUTO_TICK_NS;
 }
@@ -459,7 +478,9 @@ static int source_start(struct source *s)
 	int rc;
 
 	source_size(s, &nreaders, &count);
-	atomic_init(&s->step, 1);
+	atomic_init(&s->step, 0); /* auto starts uncompressed and climbs if the network is slow */
+	s->autoc.penalty = 4;
+	(void)platform_cpu_times(&s->autoc.cpu_idle, &s->autoc.cpu_total);
 	atomic_init(&s->send_idle_ns, 0);
 	atomic_init(&s->read_block_ns, 0);
 	s->autoc.last_ns = platform_now_ns();

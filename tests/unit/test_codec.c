@@ -406,7 +406,7 @@ static void test_edges(void **state)
 {
 	const struct codec *c = state_codec(state);
 	const int levels[] = { -1, 0, c->max_level + 1, 1000000 };
-	uint8_t enc[64];
+	uint8_t enc[1024];
 	size_t elen = 0;
 
 	c->ctx_free(NULL);
