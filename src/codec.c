@@ -162,14 +162,14 @@ static int codec_parse_item(const char *p, size_t len, struct codec_choice *c, b
 	level = codec_parse_level(p, len);
 	if (level >= 0) {
 		if (level > 9 || codec_parse_set(&codec_zlib, level, c) != 0)
-			return codec_fail(e, "-c: '%.*s' is not a level: a bare number is a zlib level, 0-9 (%s)",
-					  (int)len, p, CODEC_SPEC_HELP);
+			return codec_fail(e, "-c: '%.*s' is not a level: a bare number "
+					  "is a zlib level, 0-9 (%s)", (int)len, p, CODEC_SPEC_HELP);
 		return 0;
 	}
 	if (len == 4 && memcmp(p, "auto", 4) == 0) {
 		*is_auto = true;
-		c->id = CODEC_AUTO_START_ID;
-		c->level = CODEC_AUTO_START_LEVEL;
+		c->id = CODEC_NONE;
+		c->level = 0;
 		return 0;
 	}
 	k = codec_by_name_len(p, name_len);

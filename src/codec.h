@@ -3,9 +3,9 @@
  *
  * A codec encodes one block at a time; every block is self-contained, so
  * blocks can be decoded in any order on any thread. The wire formats are
- * those of docs/PROTOCOL.md section 6.2: NONE is the raw bytes, ZLIB the
- * zlib format (RFC 1950, with its Adler-32), LZ4 the LZ4 block format, and
- * BZ2 one bzip2 stream. Only codec_<name>.c include the libraries' headers. */
+ * those of docs/PROTOCOL.md section 6.2: NONE is the raw bytes, ZLIB raw
+ * deflate (RFC 1951, no header or Adler-32: XXH3 makes it redundant), LZ4
+ * the LZ4 block format, and BZ2 one bzip2 stream. Only codec_<name>.c include the libraries' headers. */
 #ifndef PCOPY_CODEC_H
 #define PCOPY_CODEC_H
 
@@ -80,17 +80,13 @@ struct codec_choice {
 
 #define CODEC_MAX_CHOICES 64
 
-/* What "auto" starts from before it adapts. */
-#define CODEC_AUTO_START_ID CODEC_LZ4
-#define CODEC_AUTO_START_LEVEL 1
-
 /* Parses the -c option. The grammar (pcopy(1) documents it):
  *   N         0-9: zlib level N, with 0 meaning no compression
  *   none      no compression
  *   zlib[:N]  zlib level 1-9 (default 6); zlib:0 means none
  *   lz4[:N]   N = 1: LZ4 fast (the default); N = 2-12: LZ4 HC level N
  *   bz2[:N]   bzip2 with N * 100 kB blocks, 1-9 (default 9)
- *   auto      adapt to the bottleneck; out[0] is the starting point
+ *   auto      the caller adapts the codec; out[0] is none
  *   A,B,...   one item per stream (not auto), at most CODEC_MAX_CHOICES
  * Items have no spaces; a level is decimal digits only. Fills out[0..*n)
  * (out has room for CODEC_MAX_CHOICES) and sets *is_auto. Returns 0 or

@@ -142,7 +142,9 @@ void pc_err_destroy(struct pc_err *e)
 		abort();
 }
 
-static int pc_err_record(struct pc_err *e, bool replace, int code, const char *fmt, va_list ap)
+__attribute__((format(printf, 4, 0)))
+static int pc_err_record(struct pc_err *e, bool replace, int code, const char *fmt,
+			 va_list ap)
 {
 	static const char ellipsis[] = "...";
 	int n;
