@@ -1,6 +1,8 @@
 /* client: pcopy_copy, the command the user ran. It works out what the
  * arguments name, opens the sources (push) or the destination (pull),
- * starts or reaches the other end, and runs its own side of the transfer. */
+ * starts or reaches the other end (a local child, a daemon, or a host
+ * through ssh), and runs its own side of the transfer; for a third-party
+ * copy it starts both ends and relays their control messages. */
 #include <pcopy/pcopy.h>
 
 #include <errno.h>
@@ -13,38 +15,57 @@
 
 #include "api.h"
 #include "codec.h"
+#include "crypto.h"
 #include "ctl.h"
 #include "keyfile.h"
 #include "loc.h"
 #include "log.h"
 #include "net.h"
 #include "platform.h"
+#include "relay.h"
 #include "session.h"
 #include "spawn.h"
 
-enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL };
+enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
+
+#define CLIENT_MAX_ARGV 64
+
+/* One far end: our own local sink, a daemon, or a host reached with ssh. */
+struct endpoint {
+	const struct loc *loc;             /* NULL: the local child */
+	enum session_transport t;
+	struct ctl *ctl;                   /* owned */
+	pid_t child;                       /* the local child or ssh; -1 */
+	char peer[LOC_MAX_HOST + 16];      /* names it in messages */
+	char data_host[LOC_MAX_HOST + 1];  /* where to reach it for data */
+	struct proto_request req;          /* what we ask of it */
+	uint16_t port;                     /* READY: its data port (0: it connects) */
+	char ready_host[PROTO_MAX_HOST + 1]; /* READY: its own idea of its address */
+	uint8_t k[PROTO_KEY_LEN];          /* the data session key */
+};
 
 struct client {
 	const struct pcopy_opts *o;
 	struct pc_err *e;
 	enum client_mode mode;
-	struct loc *src;           /* [nsrc] */
+	struct loc *src;                   /* [nsrc] */
 	int nsrc;
 	struct loc dst;
-	const struct loc *remote;  /* the daemon location (push: dst, pull: src[0]) */
-	struct src_file *files;    /* push/local: the sources that opened */
+	struct src_file *files;            /* push/local: the sources that opened */
 	unsigned nfiles;
-	unsigned skipped;          /* sources that could not be opened */
-	struct sink_target target; /* pull: where the file goes */
-	struct ctl *ctl;
-	pid_t child;
-	char peer[LOC_MAX_HOST + 16];
-	char data_host[NET_MAX_ADDR];
+	unsigned skipped;                  /* sources that could not be opened */
+	struct sink_target target;         /* pull: where the files go */
+	struct endpoint ep[2];             /* [0] the server, or the third-party source;
+	                                      [1] the third-party sink */
 	int fds[PROTO_MAX_STREAMS];
+	struct session_run run;            /* results of our side */
+	struct relay_result relay;         /* third party results */
 };
 
-/* Checks the numeric options (main checks them too, but the library is
- * also driven by tests and tools). */
+/* ---- Arguments --------------------------------------------------------- */
+
+/* Checks the options (main checks them too, but the library is also
+ * driven by tests and tools). */
 static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 {
 	if (o->streams < 1 || o->streams > PROTO_MAX_STREAMS)
@@ -54,6 +75,8 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
 	if (o->window > (1u << 30))
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
+	if (o->port_hi < o->port_lo || (o->port_lo == 0 && o->port_hi != 0))
+		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1 <= LO <= HI");
 	if (o->codec != NULL) {
 		struct codec_choice c[CODEC_MAX_CHOICES];
 		unsigned n;
@@ -65,13 +88,23 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	return 0;
 }
 
+static bool client_is_remote(const struct loc *l)
+{
+	return l->kind == LOC_DAEMON || l->kind == LOC_SSH;
+}
+
+static bool client_same_host(const struct loc *a, const struct loc *b)
+{
+	return a->kind == b->kind && strcmp(a->host, b->host) == 0 && a->port == b->port &&
+	       strcmp(a->user, b->user) == 0;
+}
+
 static int client_classify(struct client *c, int nsrc, char *const srcs[], const char *dst)
 {
-	int ndaemon = 0, nstdin = 0, ret;
+	int nremote = 0, nstdin = 0, ret;
 
 	if (nsrc < 1)
-		return pc_err_set(c->e, -PC_E_USAGE, "missing destination operand after '%s'",
-				  dst);
+		return pc_err_set(c->e, -PC_E_USAGE, "missing destination operand after '%s'", dst);
 	c->src = calloc((size_t)nsrc, sizeof(*c->src));
 	if (c->src == NULL)
 		return pc_err_set(c->e, -ENOMEM, "out of memory");
@@ -80,7 +113,7 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 		ret = loc_parse(srcs[i], &c->src[i], c->e);
 		if (ret < 0)
 			return ret;
-		ndaemon += c->src[i].kind == LOC_DAEMON;
+		nremote += client_is_remote(&c->src[i]);
 		nstdin += c->src[i].kind == LOC_STDIO;
 	}
 	ret = loc_parse(dst, &c->dst, c->e);
@@ -88,14 +121,21 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 		return ret;
 	if (nstdin > 0 && nsrc > 1)
 		return pc_err_set(c->e, -PC_E_USAGE, "'-' (standard input) must be the only source");
-	if (ndaemon > 0 && c->dst.kind == LOC_DAEMON)
-		return pc_err_set(c->e, -PC_E_USAGE,
-				  "copying from one daemon to another is not supported");
-	if (ndaemon > 0 && nsrc > 1)
-		return pc_err_set(c->e, -PC_E_USAGE,
-				  "a pull from a daemon takes exactly one pcopy:// source");
-	c->mode = ndaemon ? CLIENT_PULL : c->dst.kind == LOC_DAEMON ? CLIENT_PUSH : CLIENT_LOCAL;
-	c->remote = c->mode == CLIENT_PULL ? &c->src[0] : c->mode == CLIENT_PUSH ? &c->dst : NULL;
+	if (nremote > 0 && nremote < nsrc)
+		return pc_err_set(c->e, -PC_E_USAGE, "local and remote sources cannot be mixed");
+	for (int i = 1; i < nremote; i++)
+		if (!client_same_host(&c->src[0], &c->src[i]))
+			return pc_err_set(c->e, -PC_E_USAGE, "remote sources must all be on one host "
+					  "('%s' and '%s' are not)", srcs[0], srcs[i]);
+	if (nremote > 0 && client_is_remote(&c->dst)) {
+		if (c->src[0].kind != LOC_SSH || c->dst.kind != LOC_SSH)
+			return pc_err_set(c->e, -PC_E_USAGE, "a copy between two remote hosts works "
+					  "through ssh (host:path) only, not through daemons");
+		c->mode = CLIENT_THIRD;
+	} else {
+		c->mode = nremote ? CLIENT_PULL : client_is_remote(&c->dst) ? CLIENT_PUSH
+									       : CLIENT_LOCAL;
+	}
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL && nsrc > 1)
 		return pc_err_set(c->e, -PC_E_USAGE, "only one source can be written to '-'");
 	return 0;
@@ -130,67 +170,358 @@ static int client_open_sources(struct client *c, char *const srcs[])
 	return 0;
 }
 
-static int client_connect(struct client *c)
-{
-	const struct loc *r = c->remote;
-	int fd, ret;
+/* ---- Endpoints --------------------------------------------------------- */
 
-	if (c->mode == CLIENT_LOCAL) {
-		char exe[4096];
-		/* Start the resolved path, so the child shows up as "pcopy"
-		 * in ps and top rather than "exe". */
-		ssize_t n = strcmp(c->o->self_exe, "/proc/self/exe") == 0
-				    ? readlink(c->o->self_exe, exe, sizeof(exe) - 1) : -1;
-		if (n > 0)
-			exe[n] = '\0';
-		ret = spawn_local_server(n > 0 ? exe : c->o->self_exe, api_verbosity(), &c->child,
-					 &fd, c->e);
-		if (ret < 0)
-			return ret;
-		snprintf(c->peer, sizeof(c->peer), "local sink");
-		snprintf(c->data_host, sizeof(c->data_host), "127.0.0.1");
-		c->ctl = ctl_new(fd, fd, c->peer, true);
-	} else {
-		snprintf(c->peer, sizeof(c->peer), strchr(r->host, ':') ? "[%s]:%u" : "%s:%u",
-			 r->host, (unsigned)r->port);
-		fd = net_connect(r->host, r->port, 0, SESSION_ACCEPT_TIMEOUT_S, c->e);
-		if (fd < 0)
-			return fd;
-		(void)net_set_nodelay(fd);
-		ret = net_peer_host(fd, c->data_host, sizeof(c->data_host));
-		if (ret < 0) {
-			close(fd);
-			return pc_err_set(c->e, ret, "%s: %s", c->peer, pc_strerror(ret));
-		}
-		c->ctl = ctl_new(fd, fd, c->peer, false);
+/* Appends the words of cmd (split on blanks, like rsync's -e) to argv. */
+static int client_split(char *cmd, char **argv, int *argc)
+{
+	for (char *w = strtok(cmd, " \t"); w != NULL; w = strtok(NULL, " \t")) {
+		if (*argc >= CLIENT_MAX_ARGV - 4)
+			return -PC_E_USAGE;
+		argv[(*argc)++] = w;
 	}
-	if (c->ctl == NULL) {
+	return *argc > 0 ? 0 : -PC_E_USAGE;
+}
+
+/* The command line ssh runs on the remote side, with the binary quoted
+ * for the remote shell. */
+static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
+{
+	const char *exe = o->remote_pcopy ? o->remote_pcopy : "pcopy";
+	int v = api_verbosity();
+	size_t n = 0;
+
+	buf[n++] = '\'';
+	for (const char *p = exe; *p != '\0' && n + 8 < cap; p++) {
+		if (*p == '\'') {
+			memcpy(buf + n, "'\\''", 4);
+			n += 4;
+		} else {
+			buf[n++] = *p;
+		}
+	}
+	snprintf(buf + n, cap - n, "' --server %s", v < 0 ? "-q" : v >= 3 ? "-vv" : v == 2 ? "-v"
+											     : "-q");
+}
+
+static int client_spawn_ssh(struct client *c, struct endpoint *ep)
+{
+	const char *rsh = c->o->rsh ? c->o->rsh : "ssh";
+	char cmd[1024], target[LOC_MAX_USER + LOC_MAX_HOST + 2], remote[PROTO_MAX_PATH + 64];
+	char *argv[CLIENT_MAX_ARGV];
+	int argc = 0, rfd, wfd, ret;
+
+	snprintf(cmd, sizeof(cmd), "%s", rsh);
+	if (client_split(cmd, argv, &argc) < 0)
+		return pc_err_set(c->e, -PC_E_USAGE, "--rsh '%s' is not a command", rsh);
+	loc_ssh_target(ep->loc, target, sizeof(target));
+	client_remote_cmd(c->o, remote, sizeof(remote));
+	argv[argc++] = target;
+	argv[argc++] = remote;
+	argv[argc] = NULL;
+	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, c->e);
+	if (ret < 0)
+		return ret;
+	ep->ctl = ctl_new(rfd, wfd, ep->peer, false);
+	if (ep->ctl == NULL) {
+		close(rfd);
+		close(wfd);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static int client_spawn_local(struct client *c, struct endpoint *ep)
+{
+	char exe[4096];
+	int fd, ret;
+	/* Start the resolved path, so the child shows up as "pcopy" in ps
+	 * and top rather than "exe". */
+	ssize_t n = strcmp(c->o->self_exe, "/proc/self/exe") == 0
+			    ? readlink(c->o->self_exe, exe, sizeof(exe) - 1) : -1;
+
+	if (n > 0)
+		exe[n] = '\0';
+	ret = spawn_local_server(n > 0 ? exe : c->o->self_exe, ep->data_host, api_verbosity(),
+				 &ep->child, &fd, c->e);
+	if (ret < 0)
+		return ret;
+	ep->ctl = ctl_new(fd, fd, ep->peer, true);
+	if (ep->ctl == NULL) {
 		close(fd);
 		return pc_err_set(c->e, -ENOMEM, "out of memory");
 	}
 	return 0;
 }
 
-static void client_request(const struct client *c, struct proto_request *req)
+static int client_connect_daemon(struct client *c, struct endpoint *ep)
+{
+	int fd = net_connect(ep->loc->host, ep->loc->port, c->o->family, 0,
+			     SESSION_ACCEPT_TIMEOUT_S, c->e);
+	int ret;
+
+	if (fd < 0)
+		return fd;
+	(void)net_set_nodelay(fd);
+	ret = net_peer_host(fd, ep->data_host, sizeof(ep->data_host));
+	if (ret < 0) {
+		close(fd);
+		return pc_err_set(c->e, ret, "%s: %s", ep->peer, pc_strerror(ret));
+	}
+	ep->ctl = ctl_new(fd, fd, ep->peer, false);
+	if (ep->ctl == NULL) {
+		close(fd);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+/* Starts or reaches the far end ep->loc (NULL: a local child). */
+static int client_open_endpoint(struct client *c, struct endpoint *ep)
+{
+	const struct loc *l = ep->loc;
+
+	if (l == NULL) {
+		ep->t = SESSION_PIPE;
+		snprintf(ep->peer, sizeof(ep->peer), "local sink");
+		snprintf(ep->data_host, sizeof(ep->data_host), c->o->family == 6 ? "::1" : "127.0.0.1");
+		return client_spawn_local(c, ep);
+	}
+	if (l->kind == LOC_DAEMON) {
+		ep->t = SESSION_DAEMON;
+		snprintf(ep->peer, sizeof(ep->peer), strchr(l->host, ':') ? "[%s]:%u" : "%s:%u",
+			 l->host, (unsigned)l->port);
+		return client_connect_daemon(c, ep);
+	}
+	ep->t = SESSION_PIPE;
+	loc_host_display(l, ep->peer, sizeof(ep->peer));
+	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
+	return client_spawn_ssh(c, ep);
+}
+
+/* After the far end went away during the handshake: if it was ssh, its
+ * exit status says why. Replaces the generic "closed the connection". */
+static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
+{
+	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || ep->child <= 0 ||
+	    (ret != -PC_E_NET && ret != -EPIPE && ret != -ECONNRESET))
+		return ret;
+	ctl_free(ep->ctl);
+	ep->ctl = NULL;
+	int st = spawn_wait(ep->child);
+	ep->child = -1;
+	if (st == 255)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "cannot reach %s with %s (its message is "
+				      "above)", ep->peer, c->o->rsh ? c->o->rsh : "ssh");
+	if (st == 127)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy not found on %s; install it or "
+				      "pass --remote-pcopy", ep->peer);
+	if (st == 126)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy on %s cannot be run; check "
+				      "--remote-pcopy", ep->peer);
+	return pc_err_replace(c->e, -PC_E_LAUNCH, "the remote pcopy on %s exited with status %d "
+			      "before the session started", ep->peer, st);
+}
+
+/* HELLO ... READY with ep; keeps the data port and key. */
+static int client_handshake(struct client *c, struct endpoint *ep)
+{
+	uint8_t K[PROTO_KEY_LEN] = { 0 };
+	struct proto_msg m;
+	int ret;
+
+	if (ep->t == SESSION_DAEMON) {
+		if (c->o->key_file == NULL)
+			return pc_err_set(c->e, -PC_E_USAGE, "%s: a daemon needs --key-file KEY "
+					  "(or PCOPY_KEY_FILE)", ep->peer);
+		ret = keyfile_load(c->o->key_file, K, c->e);
+		if (ret < 0)
+			return ret;
+	}
+	ret = session_client_handshake(ep->ctl, ep->t, K, &ep->req, &m.u.ready, ep->k, c->e);
+	crypto_wipe(K, sizeof(K));
+	if (ret < 0)
+		return client_explain_launch(c, ep, ret);
+	ep->port = m.u.ready.data_port;
+	snprintf(ep->ready_host, sizeof(ep->ready_host), "%s", m.u.ready.host);
+	if (ep->req.flags & PROTO_REQ_DATA_KEY)
+		memcpy(ep->k, ep->req.data_key, sizeof(ep->k));
+	return 0;
+}
+
+static void client_close_endpoint(struct client *c, struct endpoint *ep, int *ret)
+{
+	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
+	ep->ctl = NULL;
+	if (ep->child > 0) {
+		int st = spawn_wait(ep->child);
+		if (*ret == 0 && st != 0)
+			*ret = pc_err_set(c->e, -PC_E_LAUNCH, "%s exited with status %d", ep->peer, st);
+	}
+	ep->child = -1;
+}
+
+/* ---- Requests ---------------------------------------------------------- */
+
+static int client_request(struct client *c, struct endpoint *ep, enum proto_role role)
 {
 	const struct pcopy_opts *o = c->o;
+	struct proto_request *req = &ep->req;
+	int ret = 0;
 
 	memset(req, 0, sizeof(*req));
-	req->role = c->mode == CLIENT_PULL ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK;
+	req->role = (uint8_t)role;
 	req->streams = (uint16_t)o->streams;
 	req->block_size = (uint32_t)o->block_size;
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
-	/* As many as the user named, opened or not: cp's rule that several
-	 * sources need a directory does not depend on which ones exist. */
-	req->nsources = c->mode == CLIENT_PULL ? 1 : (uint32_t)c->nsrc;
+	req->family = (uint8_t)o->family;
+	req->nsources = (uint32_t)c->nsrc;
 	if (c->dst.kind == LOC_STDIO)
 		req->flags |= PROTO_REQ_ORDERED;
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
 		req->flags |= PROTO_REQ_DEST_STDOUT;
-	snprintf(req->path, sizeof(req->path), "%s", c->remote ? c->remote->path : c->dst.path);
 	snprintf(req->codec, sizeof(req->codec), "%s", o->codec ? o->codec : "");
+	if (role == PROTO_ROLE_SINK)
+		ret = proto_request_add_path(req, c->dst.path);
+	for (int i = 0; role == PROTO_ROLE_SOURCE && i < c->nsrc && ret == 0; i++)
+		ret = proto_request_add_path(req, c->src[i].path);
+	if (ret < 0)
+		return pc_err_set(c->e, -PC_E_USAGE, "too many or too long remote paths");
+	return 0;
 }
+
+/* ---- Two-party copies -------------------------------------------------- */
+
+/* Opens our data connections to (or, with -z, from) the server. */
+static int client_data(struct client *c, struct endpoint *ep, int lfd)
+{
+	const struct proto_request *req = &ep->req;
+	struct pc_err e2;
+	int ret;
+
+	if (lfd >= 0) {
+		ret = session_accept_data(lfd, ctl_rfd(ep->ctl), ep->k, req->streams,
+					  req->timeout_s, ep->peer, c->fds, c->e);
+		if (ret == -PC_E_ABORTED) {
+			/* The server gave up on connecting to us: its ERROR
+			 * says why (ctl_expect records it; END never comes). */
+			struct proto_msg *m = calloc(1, sizeof(*m));
+			ret = m ? ctl_expect(ep->ctl, PROTO_END, m, c->e) : -ENOMEM;
+			free(m);
+			if (ret == 0)
+				ret = pc_err_set(c->e, -PC_E_PROTO, "%s sent END early", ep->peer);
+		}
+		return ret;
+	}
+	pc_err_init(&e2);
+	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
+				   req->window, req->timeout_s, c->fds, &e2);
+	/* A host name only our ssh config knows: try the address the server
+	 * says it has. */
+	if (ret < 0 && ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
+		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
+					   req->streams, req->window, req->timeout_s, c->fds, &e2);
+	if (ret == -PC_E_AUTH) {
+		char msg[sizeof(e2.msg)];
+		pc_err_get(&e2, msg, sizeof(msg));
+		pc_err_set(c->e, ret, "%s", msg);
+	} else if (ret < 0) {
+		pc_err_set(c->e, -PC_E_NET, "cannot reach %s:%u for data; try -z or -Z", ep->peer,
+			   (unsigned)ep->port);
+	}
+	pc_err_destroy(&e2);
+	return ret < 0 ? -PC_E_NET : 0;
+}
+
+static int client_two_party(struct client *c)
+{
+	struct endpoint *ep = &c->ep[0];
+	enum proto_role server_role = c->mode == CLIENT_PULL ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK;
+	int lfd = -1, ret;
+
+	ep->loc = c->mode == CLIENT_PULL ? &c->src[0] : c->mode == CLIENT_PUSH ? &c->dst : NULL;
+	ret = client_request(c, ep, server_role);
+	if (ret == 0 && c->o->reverse) {
+		/* -z: we listen, the server connects to the address it sees us at. */
+		lfd = net_listen(ep->loc ? NULL : c->o->family == 6 ? "::1" : "127.0.0.1",
+				 c->o->port_lo, c->o->port_hi, c->o->family, ep->req.window, c->e);
+		ret = lfd < 0 ? lfd : 0;
+		ep->req.flags |= PROTO_REQ_CONNECT;
+		ep->req.connect_port = lfd >= 0 ? net_local_port(lfd) : 0;
+	} else {
+		ep->req.port_lo = c->o->port_lo;
+		ep->req.port_hi = c->o->port_hi;
+	}
+	if (ret == 0)
+		ret = client_open_endpoint(c, ep);
+	if (ret == 0)
+		ret = client_handshake(c, ep);
+	if (ret == 0)
+		ret = client_data(c, ep, lfd);
+	if (lfd >= 0)
+		close(lfd);
+	if (ret < 0)
+		return ret;
+	c->run = (struct session_run){
+		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
+		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds, .sigfd = api_sigfd(),
+		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
+		.peer_local = ep->loc == NULL, .files = c->files, .nfiles = c->nfiles,
+		.target = &c->target,
+	};
+	ret = session_transfer(&c->run, c->e);
+	session_close_fds(c->fds, ep->req.streams);
+	return ret;
+}
+
+/* ---- Third party ------------------------------------------------------- */
+
+/* h1:SRC h2:DST. The listening end (h2, or h1 with -z) answers first; the
+ * other end then connects to the address the listener reported. Both get
+ * the same fresh data key. */
+static int client_third_party(struct client *c)
+{
+	struct endpoint *src = &c->ep[0], *dst = &c->ep[1];
+	struct endpoint *listener = c->o->reverse ? src : dst;
+	struct endpoint *connector = c->o->reverse ? dst : src;
+	uint8_t key[PROTO_KEY_LEN];
+	int ret;
+
+	src->loc = &c->src[0];
+	dst->loc = &c->dst;
+	ret = crypto_random(key, sizeof(key));
+	if (ret == 0)
+		ret = client_request(c, src, PROTO_ROLE_SOURCE);
+	if (ret == 0)
+		ret = client_request(c, dst, PROTO_ROLE_SINK);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < 2; i++) {
+		c->ep[i].req.flags |= PROTO_REQ_DATA_KEY;
+		memcpy(c->ep[i].req.data_key, key, sizeof(key));
+	}
+	crypto_wipe(key, sizeof(key));
+	listener->req.port_lo = c->o->port_lo;
+	listener->req.port_hi = c->o->port_hi;
+	ret = client_open_endpoint(c, listener);
+	if (ret == 0)
+		ret = client_open_endpoint(c, connector);
+	if (ret == 0)
+		ret = client_handshake(c, listener);
+	if (ret < 0)
+		return ret;
+	connector->req.flags |= PROTO_REQ_CONNECT;
+	connector->req.connect_port = listener->port;
+	snprintf(connector->req.connect_host, sizeof(connector->req.connect_host), "%s",
+		 listener->ready_host[0] ? listener->ready_host : listener->loc->host);
+	ret = client_handshake(c, connector);
+	if (ret < 0)
+		return ret;
+	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, &c->relay, c->e);
+}
+
+/* ---- Results ----------------------------------------------------------- */
 
 static void client_side_stats(const struct proto_stats *st, struct pcopy_side_stats *out)
 {
@@ -202,109 +533,83 @@ static void client_side_stats(const struct proto_stats *st, struct pcopy_side_st
 	out->maxrss_kib = st->maxrss_kb;
 }
 
-static int client_session(struct client *c, struct pcopy_result *r)
+static void client_results(struct client *c, struct pcopy_result *r)
 {
-	uint8_t K[PROTO_KEY_LEN] = { 0 }, k[PROTO_KEY_LEN];
-	enum session_transport t = c->mode == CLIENT_LOCAL ? SESSION_PIPE : SESSION_DAEMON;
-	struct proto_request req;
-	uint16_t port;
-	int ret;
+	const struct session_run *run = &c->run;
 
-	if (t == SESSION_DAEMON) {
-		if (c->o->key_file == NULL)
-			return pc_err_set(c->e, -PC_E_USAGE,
-					  "%s: a daemon needs --key-file KEY (or PCOPY_KEY_FILE)",
-					  c->peer[0] ? c->peer : c->remote->host);
-		ret = keyfile_load(c->o->key_file, K, c->e);
-		if (ret < 0)
-			return ret;
+	if (c->mode == CLIENT_THIRD) {
+		client_side_stats(&c->relay.src, &r->source);
+		client_side_stats(&c->relay.sink, &r->sink);
+		r->files_failed = c->relay.failed;
+		return;
 	}
-	ret = client_connect(c);
-	client_request(c, &req);
-	if (ret == 0)
-		ret = session_client_handshake(c->ctl, t, K, &req, &port, k, c->e);
-	if (ret == 0)
-		ret = session_connect_data(c->data_host, port, k, req.streams, req.window,
-					   req.timeout_s, c->fds, c->e);
-	if (ret < 0)
-		return ret;
-	struct session_run run = {
-		.role = c->mode == CLIENT_PULL ? PROTO_ROLE_SINK : PROTO_ROLE_SOURCE,
-		.req = &req, .ctl = c->ctl, .fds = c->fds, .sigfd = api_sigfd(), .report = true,
-		.progress_s = c->o->progress_s, .peer = c->peer,
-		.peer_local = c->mode == CLIENT_LOCAL, .files = c->files, .nfiles = c->nfiles,
-		.target = &c->target,
-	};
-	ret = session_transfer(&run, c->e);
-	session_close_fds(c->fds, req.streams);
-	const struct proto_stats *src = run.role == PROTO_ROLE_SOURCE ? &run.self : &run.other;
-	const struct proto_stats *snk = run.role == PROTO_ROLE_SOURCE ? &run.other : &run.self;
-	client_side_stats(src, &r->source);
-	client_side_stats(snk, &r->sink);
-	r->files_failed = run.failed;
-	if (run.role == PROTO_ROLE_SOURCE) {
-		r->nstream_stats = req.streams;
-		for (unsigned i = 0; i < req.streams; i++) {
-			codec_format(&run.streams[i].choice, r->stream[i].codec,
-				     sizeof(r->stream[i].codec));
-			r->stream[i].raw = run.streams[i].raw;
-			r->stream[i].wire = run.streams[i].wire;
-		}
+	bool source = run->role == PROTO_ROLE_SOURCE;
+	client_side_stats(source ? &run->self : &run->other, &r->source);
+	client_side_stats(source ? &run->other : &run->self, &r->sink);
+	r->files_failed = run->failed;
+	if (!source || run->req == NULL)
+		return;
+	r->nstream_stats = run->req->streams;
+	for (unsigned i = 0; i < run->req->streams; i++) {
+		codec_format(&run->streams[i].choice, r->stream[i].codec, sizeof(r->stream[i].codec));
+		r->stream[i].raw = run->streams[i].raw;
+		r->stream[i].wire = run->streams[i].wire;
 	}
-	return ret;
 }
 
-static void client_free(struct client *c)
+static void client_free(struct client *c, int *ret)
 {
 	for (unsigned i = 0; c->files != NULL && i < c->nfiles; i++)
 		srcfile_close(&c->files[i]);
 	free(c->files);
 	free(c->src);
 	sink_target_close(&c->target);
-	ctl_free(c->ctl);
-	c->ctl = NULL;
+	for (int i = 0; i < 2; i++)
+		client_close_endpoint(c, &c->ep[i], ret);
 }
 
 int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const char *dst,
 	       struct pcopy_result *r)
 {
-	struct client c = { .o = o, .child = -1 };
+	struct client *c = calloc(1, sizeof(*c));
 	uint64_t start = platform_now_ns();
 	struct pc_err e;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
 	pc_err_init(&e);
-	c.e = &e;
-	c.target.dirfd = -1;
+	if (c == NULL)
+		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	c->o = o;
+	c->e = &e;
+	c->target.dirfd = -1;
+	c->ep[0].child = c->ep[1].child = -1;
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		c.fds[i] = -1;
+		c->fds[i] = -1;
 	ret = client_check_opts(o, &e);
 	if (ret == 0)
-		ret = client_classify(&c, nsrc, srcs, dst);
-	if (ret == 0 && c.mode == CLIENT_PULL)
-		ret = sink_target_open(&c.target, AT_FDCWD, c.dst.path, false, 1,
-				       c.dst.kind == LOC_STDIO, dst, &e);
-	if (ret == 0 && c.mode != CLIENT_PULL)
-		ret = client_open_sources(&c, srcs);
-	if (ret == 0 && c.mode != CLIENT_PULL && c.nfiles == 0)
-		ret = -PC_E_PARTIAL; /* nothing could be opened; each was reported */
-	if (ret == 0)
-		ret = client_session(&c, r);
-	if (ret == 0 && c.skipped > 0)
-		ret = -PC_E_PARTIAL;
-	client_free(&c); /* closes the control channel: the child sees EOF */
-	if (c.child > 0) {
-		int st = spawn_wait(c.child);
-		if (ret == 0 && st != 0)
-			ret = pc_err_set(&e, -PC_E_LAUNCH, "the local sink exited with status %d", st);
+		ret = client_classify(c, nsrc, srcs, dst);
+	if (ret == 0 && c->mode == CLIENT_PULL)
+		ret = sink_target_open(&c->target, AT_FDCWD, c->dst.path, false, (uint32_t)nsrc,
+				       c->dst.kind == LOC_STDIO, dst, &e);
+	if (ret == 0 && (c->mode == CLIENT_PUSH || c->mode == CLIENT_LOCAL)) {
+		ret = client_open_sources(c, srcs);
+		if (ret == 0 && c->nfiles == 0)
+			ret = -PC_E_PARTIAL; /* nothing could be opened; each was reported */
 	}
+	if (ret == 0)
+		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
+	if (ret == 0 && c->skipped > 0)
+		ret = -PC_E_PARTIAL;
+	client_results(c, r);
+	client_free(c, &ret);
 	r->streams = o->streams;
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
 	api_result(r, &e, ret);
 	/* Each file that failed was reported as it failed; sum them up. */
-	if (ret == -PC_E_PARTIAL)
+	if (ret == -PC_E_PARTIAL && c->skipped + r->files_failed > 0)
 		snprintf(r->msg, sizeof(r->msg), "%u of %d files were not copied",
-			 c.skipped + r->files_failed, nsrc);
+			 c->skipped + r->files_failed, nsrc);
+	free(c);
 	return ret;
 }

@@ -125,9 +125,3 @@ const char *ctl_peer(const struct ctl *c)
 {
 	return c->peer;
 }
-
-void ctl_shutdown(struct ctl *c)
-{
-	if (shutdown(c->rfd, SHUT_RDWR) != 0 && errno == ENOTSOCK)
-		(void)shutdown(c->wfd, SHUT_WR);
-}

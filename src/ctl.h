@@ -45,8 +45,4 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 int ctl_rfd(const struct ctl *c);
 const char *ctl_peer(const struct ctl *c);
 
-/* shutdown()s the channel if it is a socket, so a blocked reader wakes up;
- * on a pipe it closes the write side. Used on abort. */
-void ctl_shutdown(struct ctl *c);
-
 #endif

@@ -83,9 +83,11 @@ static void daemon_reap(struct daemon *d)
 /* In the forked child: serve one session and end the process. */
 static void daemon_child(struct daemon *d, int fd, const char *who)
 {
+	char client[NET_MAX_ADDR] = "";
 	struct server_cfg cfg = {
 		.transport = SESSION_DAEMON, .key = d->key, .rootfd = d->rootfd, .beneath = true,
-		.listen_host = d->listen_host, .allow_stdout = false, .sigfd = api_sigfd(),
+		.listen_host = d->listen_host, .self_host = d->listen_host,
+		.client_host = client, .allow_stdout = false, .sigfd = api_sigfd(),
 	};
 	struct pc_err e;
 	struct ctl *c;
@@ -100,6 +102,7 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 	/* Data connections come to the address the client reached us on. */
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
+	(void)net_peer_host(fd, client, sizeof(client));
 	c = ctl_new(fd, fd, who, false);
 	if (c == NULL) {
 		close(fd);
@@ -159,7 +162,7 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 	d->rootfd = open(o->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->rootfd < 0)
 		return pc_err_set(e, -errno, "--root '%s': %s", o->root, strerror(errno));
-	d->lfd = net_listen(host, port, 0, e);
+	d->lfd = net_listen(host, port, port, 0, 0, e);
 	if (d->lfd < 0)
 		return d->lfd;
 	sigemptyset(&set);

@@ -63,6 +63,8 @@ int decoder_run(struct decoder *d, struct buf *b)
 	if (c == NULL || b->hdr.raw_len > d->cap)
 		return -PC_E_PROTO;
 	if (b->hdr.codec == CODEC_NONE) {
+		if (b->hdr.enc_len != b->hdr.raw_len)
+			return -PC_E_INTEGRITY;
 		b->len = b->hdr.raw_len;
 		return 0;
 	}

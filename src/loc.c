@@ -2,6 +2,7 @@
 #include "loc.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #define LOC_SCHEME "pcopy://"
@@ -103,6 +104,61 @@ static int loc_normalise(const char *arg, const char *s, struct loc *out, struct
 	return 0;
 }
 
+/* [user@]host:PATH. Returns 1 if arg has that form (out filled), 0 if it
+ * is a local path, or -PC_E_USAGE. */
+static int loc_parse_ssh(const char *arg, struct loc *out, struct pc_err *e)
+{
+	const char *at = NULL, *h = arg, *colon, *slash = strchr(arg, '/');
+	size_t hlen;
+
+	if (arg[0] == '/' || strncmp(arg, "./", 2) == 0 || strncmp(arg, "../", 3) == 0)
+		return 0;
+	colon = strchr(arg, ':');
+	if (strchr(arg, '[') != NULL) {
+		const char *rb = strstr(arg, "]:");
+		if (rb == NULL || (slash != NULL && slash < rb))
+			return 0;
+		colon = rb + 1;
+	}
+	if (colon == NULL || (slash != NULL && slash < colon) || colon == arg)
+		return 0;
+	for (const char *p = arg; p < colon; p++)
+		if (*p == '@')
+			at = p;
+	if (at != NULL) {
+		if ((size_t)(at - arg) > LOC_MAX_USER || at == arg)
+			return pc_err_set(e, -PC_E_USAGE, "%s: the user name is empty or too long",
+					  arg);
+		memcpy(out->user, arg, (size_t)(at - arg));
+		h = at + 1;
+	}
+	hlen = (size_t)(colon - h);
+	if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+		h++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen > LOC_MAX_HOST || memchr(h, '[', hlen) || memchr(h, ']', hlen))
+		return pc_err_set(e, -PC_E_USAGE, "%s: '%.*s' is not a host name", arg, (int)hlen, h);
+	memcpy(out->host, h, hlen);
+	out->host[hlen] = '\0';
+	if (strlen(colon + 1) > PROTO_MAX_PATH)
+		return pc_err_set(e, -PC_E_USAGE, "%.64s...: the path is longer than %u bytes",
+				  arg, PROTO_MAX_PATH);
+	snprintf(out->path, sizeof(out->path), "%s", colon[1] ? colon + 1 : ".");
+	out->kind = LOC_SSH;
+	return 1;
+}
+
+void loc_ssh_target(const struct loc *l, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s%s%s", l->user, l->user[0] ? "@" : "", l->host);
+}
+
+void loc_host_display(const struct loc *l, char *buf, size_t cap)
+{
+	snprintf(buf, cap, strchr(l->host, ':') ? "[%s]" : "%s", l->host);
+}
+
 int loc_parse(const char *arg, struct loc *out, struct pc_err *e)
 {
 	size_t len;
@@ -127,6 +183,9 @@ int loc_parse(const char *arg, struct loc *out, struct pc_err *e)
 			return -PC_E_USAGE;
 		return loc_normalise(arg, s, out, e);
 	}
+	int ret = loc_parse_ssh(arg, out, e);
+	if (ret != 0)
+		return ret < 0 ? ret : 0;
 	len = strlen(arg);
 	if (len > PROTO_MAX_PATH)
 		return pc_err_set(e, -PC_E_USAGE, "%.64s...: the path is longer than %u bytes",

@@ -22,7 +22,7 @@ struct cli {
 
 enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
-	OPT_CONTROL_FD,
+	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY,
 };
 
 static const struct option cli_longopts[] = {
@@ -42,12 +42,22 @@ static const struct option cli_longopts[] = {
 	{ "gen-key", required_argument, NULL, OPT_GEN_KEY },
 	{ "server", no_argument, NULL, OPT_SERVER },
 	{ "control-fd", required_argument, NULL, OPT_CONTROL_FD },
+	{ "bind", required_argument, NULL, OPT_BIND },
+	{ "rsh", required_argument, NULL, OPT_RSH },
+	{ "remote-pcopy", required_argument, NULL, OPT_REMOTE_PCOPY },
+	{ "port-range", required_argument, NULL, 'Z' },
+	{ "reverse", no_argument, NULL, 'z' },
+	{ "ipv4", no_argument, NULL, '4' },
+	{ "ipv6", no_argument, NULL, '6' },
 	{ NULL, 0, NULL, 0 },
 };
 
 static void cli_usage(FILE *out)
 {
 	fputs("Usage: pcopy [OPTIONS] SRC... DST\n"
+	      "       pcopy [OPTIONS] SRC... [USER@]HOST:DST          (push through ssh)\n"
+	      "       pcopy [OPTIONS] [USER@]HOST:SRC... DST          (pull through ssh)\n"
+	      "       pcopy [OPTIONS] [USER@]H1:SRC... [USER@]H2:DST  (third party: H1 to H2)\n"
 	      "       pcopy [OPTIONS] SRC... pcopy://HOST:PORT/PATH   (push to a daemon)\n"
 	      "       pcopy [OPTIONS] pcopy://HOST:PORT/PATH DST      (pull from a daemon)\n"
 	      "       pcopy --serve [ADDR:]PORT --root DIR --key-file KEY\n"
@@ -65,6 +75,12 @@ static void cli_usage(FILE *out)
 	      "      --timeout SEC     fail when the data streams are idle SEC seconds\n"
 	      "                        (default 120; 0 = never)\n"
 	      "      --key-file KEY    key shared with a daemon (or PCOPY_KEY_FILE)\n"
+	      "      --rsh CMD         command that reaches a host (or PCOPY_RSH; default ssh)\n"
+	      "      --remote-pcopy PATH  pcopy on the remote host (default: pcopy in PATH)\n"
+	      "  -Z, --port-range LO-HI  data ports the listening side may use\n"
+	      "  -z, --reverse         the local side listens for data, the remote connects\n"
+	      "  -4, --ipv4            data over IPv4 only\n"
+	      "  -6, --ipv6            data over IPv6 only\n"
 	      "      --serve [ADDR:]PORT  run a daemon serving --root DIR\n"
 	      "      --root DIR        the directory a daemon serves\n"
 	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
@@ -108,6 +124,20 @@ static int cli_size(const char *opt, const char *arg, uint64_t *out)
 	return 0;
 }
 
+/* "LO-HI", 1 <= LO <= HI <= 65535. */
+static int cli_range(const char *arg, uint16_t *lo, uint16_t *hi)
+{
+	unsigned a, b;
+	char dash, extra;
+
+	if (sscanf(arg, "%u%c%u%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 ||
+	    a > b || b > 65535)
+		return cli_bad("-Z", arg, "a port range LO-HI with 1 <= LO <= HI <= 65535");
+	*lo = (uint16_t)a;
+	*hi = (uint16_t)b;
+	return 0;
+}
+
 /* Applies one option. Returns 0, or -1 after printing why it is wrong. */
 static int cli_apply(struct cli *c, int ch, const char *arg)
 {
@@ -130,6 +160,13 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_ROOT: o->root = arg; return 0;
 	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
+	case OPT_BIND: o->bind = arg; return 0;
+	case OPT_RSH: o->rsh = arg; return 0;
+	case OPT_REMOTE_PCOPY: o->remote_pcopy = arg; return 0;
+	case 'Z': return cli_range(arg, &o->port_lo, &o->port_hi);
+	case 'z': o->reverse = true; return 0;
+	case '4': o->family = 4; return 0;
+	case '6': o->family = 6; return 0;
 	case OPT_CONTROL_FD: {
 		unsigned fd;
 		if (cli_uint("--control-fd", arg, 0, 1u << 20, &fd, "a file descriptor") < 0)
@@ -149,8 +186,9 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 
 	pcopy_opts_defaults(&c->o);
 	c->o.key_file = getenv("PCOPY_KEY_FILE");
+	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
-	while ((ch = getopt_long(argc, argv, "s:w:B:c:P:vqhV", cli_longopts, NULL)) != -1)
+	while ((ch = getopt_long(argc, argv, "s:w:B:c:P:Z:z46vqhV", cli_longopts, NULL)) != -1)
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
 	return 0;

@@ -36,15 +36,15 @@ uint32_t net_granted_window(int fd)
 	return (uint32_t)v / 2;
 }
 
-static int net_resolve(const char *host, uint16_t port, bool passive, struct addrinfo **res,
-		       struct pc_err *e)
+static int net_resolve(const char *host, uint16_t port, int family, bool passive,
+		       struct addrinfo **res, struct pc_err *e)
 {
 	struct addrinfo hints;
 	char service[8];
 	int rc;
 
 	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
+	hints.ai_family = family == 4 ? AF_INET : family == 6 ? AF_INET6 : AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
 	snprintf(service, sizeof(service), "%u", (unsigned)port);
@@ -57,33 +57,77 @@ static int net_resolve(const char *host, uint16_t port, bool passive, struct add
 	return 0;
 }
 
-int net_listen(const char *host, uint16_t port, uint32_t window, struct pc_err *e)
+/* Binds and listens on one address at one port. Returns the fd or -errno. */
+static int net_listen_one(const struct addrinfo *ai, uint16_t port, uint32_t window)
 {
-	struct addrinfo *res = NULL, *ai;
-	int fd = -1, one = 1, err = 0;
+	struct sockaddr_storage ss;
+	int one = 1, fd, err;
 
-	int ret = net_resolve(host, port, true, &res, e);
+	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)&ss)->sin_port = htons(port);
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	net_set_window(fd, window);
+	if (bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) == 0 && listen(fd, 64) == 0)
+		return fd;
+	err = errno;
+	close(fd);
+	return -err;
+}
+
+static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int family,
+			   uint32_t window, struct pc_err *e);
+
+int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t window,
+	       struct pc_err *e)
+{
+	/* "Every address": the IPv6 wildcard serves both families on a dual
+	 * stack host; without IPv6, fall back to the IPv4 wildcard. */
+	if ((host == NULL || *host == '\0') && family == 0) {
+		struct pc_err e6;
+		pc_err_init(&e6);
+		int fd = net_listen_host("::", lo, hi, 6, window, &e6);
+		pc_err_destroy(&e6);
+		if (fd >= 0 || fd == -EADDRINUSE)
+			return fd >= 0 ? fd : net_listen_host("::", lo, hi, 6, window, e);
+		return net_listen_host("0.0.0.0", lo, hi, 4, window, e);
+	}
+	return net_listen_host(host, lo, hi, family, window, e);
+}
+
+static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int family,
+			   uint32_t window, struct pc_err *e)
+{
+	struct addrinfo *res = NULL;
+	int fd = -EADDRNOTAVAIL;
+	unsigned top = lo == 0 ? 0 : hi < lo ? lo : hi;
+
+	int ret = net_resolve(host, 0, family, true, &res, e);
 	if (ret < 0)
 		return ret;
-	/* Prefer IPv6 wildcard (dual stack) when no host is given. */
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0) {
-			err = errno;
-			continue;
+	/* With no host, getaddrinfo lists the IPv6 wildcard first on a dual
+	 * stack system: one socket then serves both families. */
+	for (unsigned port = lo; fd < 0 && port <= top; port++) {
+		for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+			fd = net_listen_one(ai, (uint16_t)port, window);
+			if (fd >= 0 || fd != -EADDRINUSE)
+				break;
 		}
-		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		net_set_window(fd, window);
-		if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 64) == 0)
+		if (fd < 0 && fd != -EADDRINUSE)
 			break;
-		err = errno;
-		close(fd);
-		fd = -1;
 	}
 	freeaddrinfo(res);
+	if (fd == -EADDRINUSE && lo != 0)
+		return pc_err_set(e, fd, "every data port from %u to %u is in use on %s; try -z "
+				  "or another -Z range", (unsigned)lo, top, host && *host ? host : "this host");
 	if (fd < 0)
-		return pc_err_set(e, -err, "cannot listen on %s:%u: %s", host ? host : "*",
-				  (unsigned)port, strerror(err));
+		return pc_err_set(e, fd, "cannot listen on %s port %u: %s", host && *host ? host : "*",
+				  (unsigned)lo, strerror(-fd));
 	return fd;
 }
 
@@ -116,13 +160,13 @@ static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s
 	return fcntl(fd, F_SETFL, flags) == 0 ? 0 : -errno;
 }
 
-int net_connect(const char *host, uint16_t port, uint32_t window, unsigned timeout_s,
-		struct pc_err *e)
+int net_connect(const char *host, uint16_t port, int family, uint32_t window,
+		unsigned timeout_s, struct pc_err *e)
 {
 	struct addrinfo *res = NULL, *ai;
 	int fd = -1, err = ECONNREFUSED;
 
-	int ret = net_resolve(host, port, false, &res, e);
+	int ret = net_resolve(host, port, family, false, &res, e);
 	if (ret < 0)
 		return ret;
 	for (ai = res; ai != NULL; ai = ai->ai_next) {

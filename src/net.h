@@ -12,17 +12,21 @@
 
 #define NET_MAX_ADDR 64u  /* "[ipv6]:port" fits */
 
-/* Listens on host:port (host NULL or "" = every address; port 0 = an
- * ephemeral port). If window > 0, SO_RCVBUF and SO_SNDBUF are set before
- * listen() so accepted sockets inherit them and the TCP window scale is
- * negotiated for them. Returns the listening fd (O_CLOEXEC). */
-int net_listen(const char *host, uint16_t port, uint32_t window, struct pc_err *e);
+/* Listens on host at the first free port in [lo, hi] (host NULL or "" =
+ * every address; lo == 0: an ephemeral port). family is 0 (any), 4 or 6.
+ * If window > 0, SO_RCVBUF and SO_SNDBUF are set before listen() so
+ * accepted sockets inherit them and the TCP window scale is negotiated for
+ * them. Returns the listening fd (O_CLOEXEC); when every port of the range
+ * is taken, -EADDRINUSE with a message that says so. */
+int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t window,
+	       struct pc_err *e);
 
-/* Connects to host:port, trying each address getaddrinfo gives. If window
- * > 0, the buffers are set before connect(). Gives up after timeout_s
- * seconds per address (0 = the kernel's default). Returns the fd. */
-int net_connect(const char *host, uint16_t port, uint32_t window, unsigned timeout_s,
-		struct pc_err *e);
+/* Connects to host:port, trying each address getaddrinfo gives for family
+ * (0 any, 4, 6). If window > 0, the buffers are set before connect().
+ * Gives up after timeout_s seconds per address (0 = the kernel's default).
+ * Returns the fd. */
+int net_connect(const char *host, uint16_t port, int family, uint32_t window,
+		unsigned timeout_s, struct pc_err *e);
 
 /* Waits up to timeout_ms (-1 = forever) for a connection on lfd and
  * accepts it. Returns the fd, or -PC_E_TIMEOUT, or -errno. If peer is not

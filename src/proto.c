@@ -269,6 +269,7 @@ static void get_key(struct rbuf *r, struct proto_msg *m)
 static void put_request(struct wbuf *w, const struct proto_msg *m)
 {
 	const struct proto_request *q = &m->u.request;
+	const char *p = q->paths;
 
 	put_u8(w, q->role);
 	put_u8(w, q->flags);
@@ -277,13 +278,30 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_u32(w, q->window);
 	put_u32(w, q->timeout_s);
 	put_u32(w, q->nsources);
-	put_str(w, q->path, PROTO_MAX_PATH);
+	put_u16(w, q->port_lo);
+	put_u16(w, q->port_hi);
+	put_u8(w, q->family);
+	put_bytes(w, q->data_key, PROTO_KEY_LEN);
+	put_u16(w, q->connect_port);
+	put_str(w, q->connect_host, PROTO_MAX_HOST);
 	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
+	put_u16(w, q->npaths);
+	for (unsigned i = 0; i < q->npaths && !w->bad; i++) {
+		size_t left = PROTO_REQ_PATHS_BYTES - (size_t)(p - q->paths);
+		size_t n = strnlen(p, left);
+		if (n == left || n == 0) {
+			w->bad = true; /* unterminated or empty */
+			return;
+		}
+		put_str(w, p, PROTO_MAX_PATH);
+		p += n + 1;
+	}
 }
 
 static void get_request(struct rbuf *r, struct proto_msg *m)
 {
 	struct proto_request *q = &m->u.request;
+	size_t used = 0;
 
 	q->role = get_u8(r);
 	q->flags = get_u8(r);
@@ -292,8 +310,29 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	q->window = get_u32(r);
 	q->timeout_s = get_u32(r);
 	q->nsources = get_u32(r);
-	get_str(r, q->path, PROTO_MAX_PATH);
+	q->port_lo = get_u16(r);
+	q->port_hi = get_u16(r);
+	q->family = get_u8(r);
+	get_bytes(r, q->data_key, PROTO_KEY_LEN);
+	q->connect_port = get_u16(r);
+	get_str(r, q->connect_host, PROTO_MAX_HOST);
 	get_str(r, q->codec, PROTO_MAX_CODEC_SPEC);
+	q->npaths = get_u16(r);
+	if (q->npaths > PROTO_MAX_PATHS) {
+		r->bad = true;
+		return;
+	}
+	for (unsigned i = 0; i < q->npaths && !r->bad; i++) {
+		char path[PROTO_MAX_PATH + 1];
+		get_str(r, path, PROTO_MAX_PATH);
+		size_t n = strlen(path);
+		if (r->bad || n == 0 || used + n + 1 > PROTO_REQ_PATHS_BYTES) {
+			r->bad = true;
+			return;
+		}
+		memcpy(q->paths + used, path, n + 1);
+		used += n + 1;
+	}
 }
 
 static bool check_request(const struct proto_msg *m)
@@ -303,22 +342,58 @@ static bool check_request(const struct proto_msg *m)
 	return (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
 	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
 	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
-	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK;
+	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
+	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&
+	       (q->family == 0 || q->family == 4 || q->family == 6) &&
+	       q->npaths >= 1 && q->npaths <= PROTO_MAX_PATHS;
+}
+
+const char *proto_request_path(const struct proto_request *q, unsigned i)
+{
+	const char *p = q->paths, *end = q->paths + PROTO_REQ_PATHS_BYTES;
+
+	if (i >= q->npaths)
+		return NULL;
+	while (i-- > 0) {
+		const char *nul = memchr(p, 0, (size_t)(end - p));
+		if (nul == NULL || nul + 1 >= end)
+			return NULL;
+		p = nul + 1;
+	}
+	return memchr(p, 0, (size_t)(end - p)) ? p : NULL;
+}
+
+int proto_request_add_path(struct proto_request *q, const char *path)
+{
+	size_t used = 0, n = strnlen(path, PROTO_MAX_PATH + 1);
+
+	if (n == 0 || n > PROTO_MAX_PATH || q->npaths >= PROTO_MAX_PATHS)
+		return -PC_E_PROTO;
+	for (unsigned i = 0; i < q->npaths; i++)
+		used += strnlen(q->paths + used, PROTO_REQ_PATHS_BYTES - used) + 1;
+	if (used + n + 1 > PROTO_REQ_PATHS_BYTES)
+		return -PC_E_PROTO;
+	memcpy(q->paths + used, path, n + 1);
+	q->npaths++;
+	return 0;
 }
 
 static void put_ready(struct wbuf *w, const struct proto_msg *m)
 {
 	put_u16(w, m->u.ready.data_port);
+	put_str(w, m->u.ready.host, PROTO_MAX_HOST);
 }
 
 static void get_ready(struct rbuf *r, struct proto_msg *m)
 {
 	m->u.ready.data_port = get_u16(r);
+	get_str(r, m->u.ready.host, PROTO_MAX_HOST);
 }
 
 static bool check_ready(const struct proto_msg *m)
 {
-	return m->u.ready.data_port != 0;
+	(void)m; /* port 0: the server connects instead (REQUEST flag CONNECT) */
+	return true;
 }
 
 static void put_file(struct wbuf *w, const struct proto_msg *m)

@@ -29,6 +29,9 @@
 #define PROTO_MAX_PATH 4096u          /* bytes in a path or name, no NUL */
 #define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
 #define PROTO_MAX_CODEC_SPEC 512u     /* bytes in REQUEST.codec */
+#define PROTO_MAX_HOST 255u           /* bytes in a host name or address */
+#define PROTO_MAX_PATHS 1024u         /* paths in one REQUEST */
+#define PROTO_REQ_PATHS_BYTES 32768u  /* REQUEST.paths, NULs included */
 #define PROTO_NONCE_LEN 32u
 #define PROTO_KEY_LEN 32u
 #define PROTO_MAC_LEN 32u
@@ -60,7 +63,10 @@ enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
 #define PROTO_REQ_ORDERED 0x1u   /* sink writes a stream (stdout): block k on stream k % N */
 #define PROTO_REQ_DEST_STDOUT 0x2u /* server as sink writes to its stdout */
 #define PROTO_REQ_SRC_STDIN 0x4u   /* (reserved: server as source reads stdin) */
-#define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN)
+#define PROTO_REQ_CONNECT 0x8u     /* the server connects for data (to connect_host:port) */
+#define PROTO_REQ_DATA_KEY 0x10u   /* data connections use data_key, not the derived key */
+#define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN | \
+			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY)
 
 /* FILE.flags */
 #define PROTO_FILE_SIZE_UNKNOWN 0x1u /* size comes later in FILE_END */
@@ -90,12 +96,22 @@ struct proto_request {
 	uint32_t window;        /* socket buffer bytes; 0 = kernel autotuning */
 	uint32_t timeout_s;     /* data idle timeout; 0 = none */
 	uint32_t nsources;      /* number of sources the client will send (sink role) */
-	char path[PROTO_MAX_PATH + 1]; /* sink: destination; source: the source. NUL-terminated */
+	uint16_t port_lo;       /* data listener port range (-Z); 0 = any ephemeral port */
+	uint16_t port_hi;       /* >= port_lo, or 0 */
+	uint8_t family;         /* data address family: 0 any, 4 IPv4, 6 IPv6 */
+	uint8_t data_key[PROTO_KEY_LEN]; /* with PROTO_REQ_DATA_KEY: the data session key */
+	uint16_t connect_port;  /* with PROTO_REQ_CONNECT: where to connect for data */
+	char connect_host[PROTO_MAX_HOST + 1]; /* ...and to whom ("" = the client's address) */
 	char codec[PROTO_MAX_CODEC_SPEC + 1]; /* the -c spec for the source ("" = none) */
+	uint16_t npaths;        /* 1..PROTO_MAX_PATHS */
+	char paths[PROTO_REQ_PATHS_BYTES]; /* sink: the destination; source: the sources.
+	                           npaths NUL-terminated strings back to back */
 };
 
 struct proto_ready {
-	uint16_t data_port;     /* port the server listens on for data */
+	uint16_t data_port;     /* port the server listens on for data; 0 if it connects */
+	char host[PROTO_MAX_HOST + 1]; /* the server's own address for data, as it knows it
+	                           ("" = unknown: use the address the client reached) */
 };
 
 struct proto_file {
@@ -168,6 +184,13 @@ int proto_frame_decode(const uint8_t hdr[PROTO_FRAME_HDR_LEN], uint8_t *type, ui
  * and fit their limits, numeric fields must be in range. Returns 0 or
  * -PC_E_PROTO. */
 int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_msg *m);
+
+/* The i-th path of a request (i < npaths), or NULL. Pure. */
+const char *proto_request_path(const struct proto_request *q, unsigned i);
+
+/* Appends a path to a request. Returns 0, or -PC_E_PROTO if it is empty,
+ * too long, or the request is full. Pure. */
+int proto_request_add_path(struct proto_request *q, const char *path);
 
 /* Name of a message type for messages ("FILE_DONE"); "?" if unknown. */
 const char *proto_type_name(uint8_t type);

@@ -6,33 +6,51 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api.h"
+#include "crypto.h"
 #include "log.h"
 #include "net.h"
 #include "pathsafe.h"
 #include "sink.h"
 #include "srcfile.h"
 
-/* Opens what the request names. Returns 0 or a negative code (e set). */
+/* Opens what the request names: every source, or the destination.
+ * files has room for PROTO_MAX_PATHS. Returns 0 or a negative code (e set). */
 static int server_prepare(const struct server_cfg *cfg, const struct proto_request *req,
-			  struct src_file *file, struct sink_target *target, struct pc_err *e)
+			  struct src_file *files, unsigned *nfiles, struct sink_target *target,
+			  struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
-	if (cfg->beneath && pathsafe_check_rel(req->path) < 0)
-		return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay inside "
-				  "the served directory", req->path);
-	if (req->role == PROTO_ROLE_SOURCE)
-		return srcfile_open(file, cfg->rootfd, req->path, cfg->beneath, req->path, e);
+	for (unsigned i = 0; i < req->npaths; i++) {
+		const char *path = proto_request_path(req, i);
+		if (cfg->beneath && pathsafe_check_rel(path) < 0)
+			return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay "
+					  "inside the served directory", path);
+	}
+	if (req->role == PROTO_ROLE_SOURCE) {
+		for (unsigned i = 0; i < req->npaths; i++) {
+			const char *path = proto_request_path(req, i);
+			int ret = srcfile_open(&files[i], cfg->rootfd, path, cfg->beneath, path, e);
+			/* A source that is missing or unreadable is a file not
+			 * copied (exit 3), as it is for a local source. */
+			if (ret < 0)
+				return ret == -ENOMEM ? ret : -PC_E_PARTIAL;
+			(*nfiles)++;
+		}
+		return 0;
+	}
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
-	if (req->nsources == 0)
-		return pc_err_set(e, -PC_E_PROTO, "request names no sources");
-	return sink_target_open(target, cfg->rootfd, req->path, cfg->beneath, req->nsources,
-				to_stdout, req->path, e);
+	if (req->nsources == 0 || req->npaths != 1)
+		return pc_err_set(e, -PC_E_PROTO, "a sink request names one destination and at "
+				  "least one source");
+	return sink_target_open(target, cfg->rootfd, proto_request_path(req, 0), cfg->beneath,
+				req->nsources, to_stdout, proto_request_path(req, 0), e);
 }
 
 static void server_tell(struct ctl *c, struct pc_err *e, int code)
@@ -43,67 +61,118 @@ static void server_tell(struct ctl *c, struct pc_err *e, int code)
 	(void)ctl_send_error(c, code, msg);
 }
 
+/* Opens the data connections, listening or (with PROTO_REQ_CONNECT)
+ * connecting, and tells the client with READY. Returns 0 or a negative
+ * code; the client has been told. */
+static int server_data(struct ctl *c, const struct server_cfg *cfg,
+		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int *fds,
+		       struct pc_err *e)
+{
+	struct proto_msg m = { .type = PROTO_READY };
+	int lfd = -1, ret;
+
+	snprintf(m.u.ready.host, sizeof(m.u.ready.host), "%s", cfg->self_host ? cfg->self_host : "");
+	if (!(req->flags & PROTO_REQ_CONNECT)) {
+		lfd = net_listen(cfg->listen_host, req->port_lo, req->port_hi, req->family,
+				 req->window, e);
+		if (lfd < 0) {
+			server_tell(c, e, lfd);
+			return lfd;
+		}
+		m.u.ready.data_port = net_local_port(lfd);
+	}
+	ret = ctl_send(c, &m);
+	if (ret < 0) {
+		if (lfd >= 0)
+			close(lfd);
+		return pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
+	}
+	if (lfd >= 0) {
+		ret = session_accept_data(lfd, -1, k, req->streams, req->timeout_s, ctl_peer(c), fds,
+					  e);
+		close(lfd);
+	} else {
+		const char *host = req->connect_host[0] ? req->connect_host : cfg->client_host;
+		if (host == NULL || host[0] == '\0')
+			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
+		else
+			ret = session_connect_data(host, req->connect_port, req->family, k,
+						   req->streams, req->window, req->timeout_s, fds, e);
+	}
+	if (ret < 0)
+		server_tell(c, e, ret);
+	return ret;
+}
+
 int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
 {
+	struct src_file *files = NULL;
 	uint8_t k[PROTO_KEY_LEN];
-	struct proto_request req;
-	struct src_file file = { .fd = -1 };
+	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
-	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
+	unsigned nfiles = 0;
+	int fds[PROTO_MAX_STREAMS], ret;
 
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
 		fds[i] = -1;
-	ret = session_server_handshake(c, cfg->transport, cfg->key, &req, k, e);
+	if (req == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	ret = session_server_handshake(c, cfg->transport, cfg->key, req, k, e);
 	if (ret < 0)
 		goto out;
-	ret = server_prepare(cfg, &req, &file, &target, e);
-	if (ret == 0) {
-		lfd = net_listen(cfg->listen_host, 0, req.window, e);
-		ret = lfd < 0 ? lfd : 0;
-	}
+	if (req->flags & PROTO_REQ_DATA_KEY)
+		memcpy(k, req->data_key, sizeof(k));
+	files = calloc(req->npaths, sizeof(*files));
+	ret = files ? server_prepare(cfg, req, files, &nfiles, &target, e)
+		    : pc_err_set(e, -ENOMEM, "out of memory");
 	if (ret < 0) {
 		server_tell(c, e, ret);
 		goto out;
 	}
-	struct proto_msg m = { .type = PROTO_READY };
-	m.u.ready.data_port = net_local_port(lfd);
-	ret = ctl_send(c, &m);
-	if (ret < 0) {
-		pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
+	ret = server_data(c, cfg, req, k, fds, e);
+	if (ret < 0)
 		goto out;
-	}
-	ret = session_accept_data(lfd, k, req.streams, req.timeout_s, ctl_peer(c), fds, e);
-	close(lfd);
-	lfd = -1;
-	if (ret < 0) {
-		server_tell(c, e, ret);
-		goto out;
-	}
-	session_check_window(fds[0], req.window);
+	session_check_window(fds[0], req->window);
 	struct session_run run = {
-		.role = req.role, .req = &req, .ctl = c, .fds = fds, .sigfd = cfg->sigfd,
-		.report = false, .peer = ctl_peer(c), .files = &file,
-		.nfiles = 1, .target = &target,
+		.role = req->role, .req = req, .ctl = c, .fds = fds, .sigfd = cfg->sigfd,
+		.report = false, .peer = ctl_peer(c), .files = files,
+		.nfiles = nfiles, .target = &target,
 	};
 	ret = session_transfer(&run, e);
 out:
 	session_close_fds(fds, PROTO_MAX_STREAMS);
-	if (lfd >= 0)
-		close(lfd);
-	srcfile_close(&file);
+	for (unsigned i = 0; i < nfiles; i++)
+		srcfile_close(&files[i]);
+	free(files);
 	sink_target_close(&target);
+	crypto_wipe(k, sizeof(k));
+	free(req);
 	return ret;
+}
+
+/* Under ssh, SSH_CONNECTION is "client_ip client_port server_ip server_port". */
+static void server_ssh_addrs(char *client, char *self, size_t cap)
+{
+	const char *sc = getenv("SSH_CONNECTION");
+	char a[NET_MAX_ADDR], b[NET_MAX_ADDR];
+
+	client[0] = self[0] = '\0';
+	if (sc != NULL && sscanf(sc, "%63s %*s %63s", a, b) == 2) {
+		snprintf(client, cap, "%s", a);
+		snprintf(self, cap, "%s", b);
+	}
 }
 
 int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 {
 	int rfd = o->control_fd >= 0 ? o->control_fd : STDIN_FILENO;
 	int wfd = o->control_fd >= 0 ? o->control_fd : STDOUT_FILENO;
+	char client[NET_MAX_ADDR], self[NET_MAX_ADDR];
 	struct server_cfg cfg = {
 		.transport = SESSION_PIPE, .rootfd = AT_FDCWD, .beneath = false,
-		.listen_host = "127.0.0.1", .allow_stdout = o->control_fd >= 0 &&
-							   o->control_fd != STDOUT_FILENO,
-		.sigfd = api_sigfd(),
+		.listen_host = o->bind, .allow_stdout = o->control_fd >= 0 &&
+							o->control_fd != STDOUT_FILENO,
+		.sigfd = api_sigfd(), .self_host = self, .client_host = client,
 	};
 	struct ctl *c = ctl_new(rfd, wfd, "client", false);
 	struct pc_err e;
@@ -111,6 +180,13 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 
 	memset(r, 0, sizeof(*r));
 	pc_err_init(&e);
+	/* Started over ssh: the addresses come from ssh. Started by a local
+	 * client: --bind says where everything is. */
+	server_ssh_addrs(client, self, sizeof(client));
+	if (o->bind != NULL) {
+		snprintf(client, sizeof(client), "%s", o->bind);
+		snprintf(self, sizeof(self), "%s", o->bind);
+	}
 	if (c == NULL)
 		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
 	ret = server_session(c, &cfg, &e);

@@ -19,6 +19,8 @@ struct server_cfg {
 	int rootfd;                /* paths in requests resolve from here */
 	bool beneath;              /* ...and may not leave it (daemon) */
 	const char *listen_host;   /* data listener address; NULL = any */
+	const char *self_host;     /* our address for data as we know it (READY.host); "" unknown */
+	const char *client_host;   /* the client's address, to connect to it (-z); "" unknown */
 	bool allow_stdout;         /* the sink may write to our stdout */
 	int sigfd;                 /* -1: no signal watching */
 };

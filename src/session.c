@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,10 +54,10 @@ static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err 
 
 int session_client_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
-			     uint16_t *port, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
 {
 	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
-	struct proto_msg m;
+	static _Thread_local struct proto_msg m; /* REQUEST is large: keep it off the stack */
 	int ret;
 
 	ret = crypto_random(nc, sizeof(nc));
@@ -105,7 +106,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 	}
 	ret = ctl_expect(c, PROTO_READY, &m, e);
 	if (ret == 0) {
-		*port = m.u.ready.data_port;
+		*ready = m.u.ready;
 		ret = auth_session_key(key, nc, ns, k);
 	}
 out:
@@ -190,6 +191,7 @@ void session_check_window(int fd, uint32_t window)
 struct connector {
 	const char *host;
 	uint16_t port;
+	int family;
 	const uint8_t *k;
 	uint16_t idx;
 	uint32_t window;
@@ -202,7 +204,8 @@ struct connector {
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
-	int fd = net_connect(c->host, c->port, c->window, SESSION_ACCEPT_TIMEOUT_S, &c->err);
+	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_ACCEPT_TIMEOUT_S,
+			     &c->err);
 	int ret;
 
 	if (fd < 0)
@@ -223,17 +226,18 @@ static void *session_connect_one(void *arg)
 	return NULL;
 }
 
-int session_connect_data(const char *host, uint16_t port, const uint8_t k[PROTO_KEY_LEN],
-			 unsigned n, uint32_t window, unsigned timeout_s, int *fds,
-			 struct pc_err *e)
+int session_connect_data(const char *host, uint16_t port, int family,
+			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
+			 unsigned timeout_s, int *fds, struct pc_err *e)
 {
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started = 0;
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		c[i] = (struct connector){ .host = host, .port = port, .k = k, .idx = (uint16_t)i,
-					   .window = window, .timeout_s = timeout_s, .fd = -1 };
+		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
+					   .idx = (uint16_t)i, .window = window,
+					   .timeout_s = timeout_s, .fd = -1 };
 		pc_err_init(&c[i].err);
 		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
 		if (rc != 0) {
@@ -260,8 +264,8 @@ int session_connect_data(const char *host, uint16_t port, const uint8_t k[PROTO_
 	return ret;
 }
 
-int session_accept_data(int lfd, const uint8_t k[PROTO_KEY_LEN], unsigned n, unsigned timeout_s,
-			const char *peer, int *fds, struct pc_err *e)
+int session_accept_data(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+			unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
 {
 	uint64_t deadline = platform_now_ns() + (uint64_t)SESSION_ACCEPT_TIMEOUT_S * 1000000000u;
 	unsigned have = 0;
@@ -276,6 +280,17 @@ int session_accept_data(int lfd, const uint8_t k[PROTO_KEY_LEN], unsigned n, uns
 
 		if (now >= deadline)
 			break;
+		if (watch_fd >= 0) {
+			struct pollfd p[2] = { { .fd = lfd, .events = POLLIN },
+					       { .fd = watch_fd, .events = POLLIN } };
+			int nr = poll(p, 2, (int)((deadline - now) / 1000000u) + 1);
+			if (nr > 0 && p[1].revents && !(p[0].revents & POLLIN)) {
+				session_close_fds(fds, n);
+				return -PC_E_ABORTED;
+			}
+			if (nr <= 0)
+				continue;
+		}
 		fd = net_accept(lfd, (int)((deadline - now) / 1000000u) + 1, who, sizeof(who));
 		if (fd == -PC_E_TIMEOUT)
 			break;

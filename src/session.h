@@ -27,11 +27,12 @@ enum session_transport {
 
 /* Client side of the handshake. For SESSION_PIPE a fresh random key is
  * sent (K is ignored); for SESSION_DAEMON K is the shared key. Sends req,
- * waits for READY. On success *port is the server's data port and k the
- * session key. Returns 0 or a negative code with the detail in e. */
+ * waits for READY. On success *ready is the server's answer (its data port
+ * and address) and k the session key. Returns 0 or a negative code with
+ * the detail in e. */
 int session_client_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
-			     uint16_t *port, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 
 /* Server side up to the REQUEST: HELLO, then KEY (pipe) or AUTH (daemon,
  * checked against K). Fills *req and the session key. On failure an ERROR
@@ -43,15 +44,18 @@ int session_server_handshake(struct ctl *c, enum session_transport t,
 /* Opens n authenticated data connections to host:port (in parallel).
  * fds[0..n-1] receive them. Returns 0 or a negative code (nothing left
  * open). */
-int session_connect_data(const char *host, uint16_t port, const uint8_t k[PROTO_KEY_LEN],
-			 unsigned n, uint32_t window, unsigned timeout_s, int *fds,
-			 struct pc_err *e);
+int session_connect_data(const char *host, uint16_t port, int family,
+			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
+			 unsigned timeout_s, int *fds, struct pc_err *e);
 
 /* Accepts n authenticated data connections on lfd, one per stream index,
  * dropping (and logging) strangers, bad proofs and duplicates, until the
- * deadline. Returns 0 or a negative code (nothing left open). */
-int session_accept_data(int lfd, const uint8_t k[PROTO_KEY_LEN], unsigned n, unsigned timeout_s,
-			const char *peer, int *fds, struct pc_err *e);
+ * deadline. If watch_fd >= 0 (the control channel) becomes readable first,
+ * the peer has something to say (an ERROR, or it went away): stops with
+ * -PC_E_ABORTED so the caller can read it. Returns 0 or a negative code
+ * (nothing left open). */
+int session_accept_data(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+			unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
 
 /* Closes fds[0..n-1] that are open. */
 void session_close_fds(int *fds, unsigned n);

@@ -119,7 +119,7 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 		t->is_dir = true;
 		return sink_check_writable(fd, display, e);
 	}
-	if (fd == -EXDEV || fd == -ELOOP)
+	if (fd == -EXDEV || fd == -ELOOP || (beneath && fd == -EINVAL))
 		return pc_err_set(e, fd, "destination '%s' leads outside the served directory",
 				  display);
 	if (fd != -ENOENT && fd != -ENOTDIR)

@@ -117,8 +117,18 @@ static int source_read_stream(struct source *s, const struct plan_claim *c, stru
 	bool eof = false;
 
 	while (got < c->len) {
+		/* A stream can stay silent forever: wait on it and on the
+		 * abort switch, so Ctrl-C is not stuck behind a read. */
+		struct pollfd p[2] = { { .fd = f->fd, .events = POLLIN },
+				       { .fd = s->x->abort_efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return xfer_fail(s->x, -errno, "poll: %s", strerror(errno));
+		if (p[1].revents) {
+			plan_stream_done(s->plan, c, 0, true);
+			return -PC_E_ABORTED;
+		}
 		ssize_t r = read(f->fd, b->data + got, c->len - got);
-		if (r < 0 && errno == EINTR)
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (r < 0) {
 			int ret = -errno;

@@ -11,18 +11,20 @@
 
 #include "platform.h"
 
-int spawn_local_server(const char *exe, int verbosity, pid_t *pid, int *ctl_fd,
-		       struct pc_err *e)
+int spawn_local_server(const char *exe, const char *bind, int verbosity, pid_t *pid,
+		       int *ctl_fd, struct pc_err *e)
 {
 	const char *vflag = verbosity < 0 ? "-q" : verbosity >= 3 ? "-vv" : verbosity == 2 ? "-v"
 										     : "-q";
 	/* execv takes char *const[]; writable copies keep -Wcast-qual happy. */
 	char a0[] = "pcopy", a1[] = "--server", a2[] = "--control-fd", a3[] = "3", a4[4];
-	char *argv[] = { a0, a1, a2, a3, a4, NULL };
+	char a5[] = "--bind", a6[64];
+	char *argv[] = { a0, a1, a2, a3, a5, a6, a4, NULL };
 	int sv[2];
 	pid_t child;
 
 	snprintf(a4, sizeof(a4), "%s", vflag);
+	snprintf(a6, sizeof(a6), "%s", bind);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		return pc_err_set(e, -errno, "socketpair: %s", strerror(errno));
 	child = fork();
@@ -44,6 +46,45 @@ int spawn_local_server(const char *exe, int verbosity, pid_t *pid, int *ctl_fd,
 	close(sv[1]);
 	*pid = child;
 	*ctl_fd = sv[0];
+	return 0;
+}
+
+int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, struct pc_err *e)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+	pid_t child;
+
+	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
+		int ret = -errno;
+		for (int i = 0; i < 2; i++) {
+			if (in[i] >= 0)
+				close(in[i]);
+			if (out[i] >= 0)
+				close(out[i]);
+		}
+		return pc_err_set(e, ret, "pipe: %s", strerror(-ret));
+	}
+	child = fork();
+	if (child == 0) {
+		/* Async-signal-safe calls only until exec. The new 0 and 1
+		 * lose O_CLOEXEC through dup2. */
+		platform_signals_reset();
+		if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	if (child < 0) {
+		int ret = -errno;
+		close(in[1]);
+		close(out[0]);
+		return pc_err_set(e, ret, "cannot start '%s': %s", argv[0], strerror(-ret));
+	}
+	*pid = child;
+	*rfd = out[0];
+	*wfd = in[1];
 	return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,6 +25,11 @@ int xfer_init(struct xfer *x)
 	atomic_init(&x->wire_bytes, 0);
 	atomic_init(&x->total, 0);
 	x->nwakers = 0;
+	x->abort_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (x->abort_efd < 0) {
+		pthread_mutex_destroy(&x->lock);
+		return -errno;
+	}
 	x->start_ns = platform_now_ns();
 	x->next_progress_ns = x->start_ns + (uint64_t)x->progress_s * 1000000000u;
 	return 0;
@@ -31,6 +37,8 @@ int xfer_init(struct xfer *x)
 
 void xfer_destroy(struct xfer *x)
 {
+	if (x->abort_efd >= 0)
+		close(x->abort_efd);
 	pthread_mutex_destroy(&x->lock);
 }
 
@@ -90,10 +98,16 @@ void xfer_unwatch(struct xfer *x)
 /* Wakes every thread of the transfer. Called once, by whoever aborted. */
 static void xfer_wake_all(struct xfer *x)
 {
+	uint64_t one = 1;
+
 	sync_lock(&x->lock);
 	for (unsigned i = 0; i < x->nwakers; i++)
 		x->wakers[i].fn(x->wakers[i].arg);
 	sync_unlock(&x->lock);
+	/* For threads blocked in poll on something else (a slow stdin). An
+	 * eventfd write cannot fail short of overflow, which one write can't. */
+	if (write(x->abort_efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		log_debug("abort eventfd: %s", strerror(errno));
 	for (unsigned i = 0; x->data_fds != NULL && i < x->streams; i++)
 		if (x->data_fds[i] >= 0)
 			(void)shutdown(x->data_fds[i], SHUT_RDWR);
@@ -133,9 +147,12 @@ static int xfer_record_peer(struct xfer *x, bool replace, int code, const char *
 	return code;
 }
 
+static bool xfer_is_net_error(int code);
+
 int xfer_fail_peer(struct xfer *x, int code, const char *msg)
 {
-	code = xfer_record_peer(x, false, code, msg);
+	/* The peer's own reason beats the broken connection it caused. */
+	code = xfer_record_peer(x, xfer_is_net_error(pc_err_get(x->err, NULL, 0)), code, msg);
 	if (!atomic_exchange(&x->aborted, true))
 		xfer_wake_all(x);
 	return code;

@@ -50,6 +50,7 @@ struct xfer {
 	bool codec_auto;              /* source: -c auto */
 
 	atomic_bool aborted;          /* set once by xfer_fail */
+	int abort_efd;                /* eventfd, readable once aborted; owned */
 	pthread_mutex_t lock;         /* guards the wakers */
 	struct xfer_waker wakers[XFER_MAX_WAKERS]; /* guarded by lock */
 	unsigned nwakers;             /* guarded by lock */
@@ -61,8 +62,8 @@ struct xfer {
 	uint64_t next_progress_ns;        /* control thread only */
 };
 
-/* Initialises the runtime part (lock, counters, clock). Return 0 or a
- * negative code. */
+/* Initialises the runtime part (lock, counters, clock, abort eventfd).
+ * Return 0 or a negative code. */
 int xfer_init(struct xfer *x);
 void xfer_destroy(struct xfer *x);
 

@@ -31,6 +31,13 @@ struct pcopy_opts {
 	const char *root;        /* --root */
 	/* --server (internal: started by a client) */
 	int control_fd;          /* control channel fd; -1 = stdin/stdout */
+	const char *bind;        /* data address (a local client passes 127.0.0.1); NULL = any */
+	/* remote hosts */
+	const char *rsh;         /* --rsh / PCOPY_RSH: the command that reaches a host (ssh) */
+	const char *remote_pcopy; /* --remote-pcopy: the pcopy binary on the remote host */
+	uint16_t port_lo, port_hi; /* -Z: data ports of the listening side; 0 = ephemeral */
+	bool reverse;            /* -z: the client side listens, the remote side connects */
+	int family;              /* -4 / -6: 4 or 6; 0 = either */
 };
 
 struct pcopy_side_stats {

@@ -25,10 +25,19 @@ static const struct good_case good[] = {
 	{ "file", LOC_LOCAL, "", 0, "file" },
 	{ "./a:b", LOC_LOCAL, "", 0, "./a:b" },
 	{ "/abs/dir/", LOC_LOCAL, "", 0, "/abs/dir/" },
-	{ "host:path", LOC_LOCAL, "", 0, "host:path" },
+	{ "host:path", LOC_SSH, "host", 0, "path" },
+	{ "host:", LOC_SSH, "host", 0, "." },
+	{ "user@host:/abs/p", LOC_SSH, "host", 0, "/abs/p" },
+	{ "[::1]:/tmp/x", LOC_SSH, "::1", 0, "/tmp/x" },
+	{ "me@[fe80::1]:d", LOC_SSH, "fe80::1", 0, "d" },
+	{ "10.0.0.2:a:b", LOC_SSH, "10.0.0.2", 0, "a:b" },
+	{ "dir/a:b", LOC_LOCAL, "", 0, "dir/a:b" },
+	{ ":path", LOC_LOCAL, "", 0, ":path" },   /* as scp: a leading colon is part of a name */
+	{ "[::1:p", LOC_LOCAL, "", 0, "[::1:p" },
+	{ "../a:b", LOC_LOCAL, "", 0, "../a:b" },
 	{ "--", LOC_LOCAL, "", 0, "--" },
 	{ "a/../b", LOC_LOCAL, "", 0, "a/../b" },
-	{ "pcopy:/x", LOC_LOCAL, "", 0, "pcopy:/x" },
+	{ "pcopy:/x", LOC_SSH, "pcopy", 0, "/x" },
 	{ "pcopy://host:7000/x/y", LOC_DAEMON, "host", 7000, "x/y" },
 	{ "pcopy://[::1]:7000/a", LOC_DAEMON, "::1", 7000, "a" },
 	{ "pcopy://[fe80::1%eth0]:22/a", LOC_DAEMON, "fe80::1%eth0", 22, "a" },
@@ -43,6 +52,7 @@ static const struct good_case good[] = {
 
 static const char *const bad[] = {
 	"",
+	"@host:p",               /* empty user */
 	"pcopy://h/x",          /* no port */
 	"pcopy://h",
 	"pcopy://h:/x",

@@ -49,11 +49,19 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.request.window = 0x01020304;
 		m->u.request.timeout_s = 0x8000000f;
 		m->u.request.nsources = 123456;
-		strcpy(m->u.request.path, "dir/sub dir/file.bin");
+		m->u.request.port_lo = 5000;
+		m->u.request.port_hi = 5010;
+		m->u.request.family = 6;
+		fill_pattern(m->u.request.data_key, PROTO_KEY_LEN, 9);
+		m->u.request.connect_port = 0xbeef;
+		strcpy(m->u.request.connect_host, "h1.example");
 		strcpy(m->u.request.codec, "zlib:1,lz4");
+		m->u.request.npaths = 1;
+		strcpy(m->u.request.paths, "dir/sub dir/file.bin");
 		break;
 	case PROTO_READY:
 		m->u.ready.data_port = 0xfedc;
+		strcpy(m->u.ready.host, "10.1.2.3");
 		break;
 	case PROTO_FILE:
 		m->u.file.id = 0x89abcdef;
@@ -100,8 +108,10 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_HELLO: return 44;
 	case PROTO_AUTH: return 32;
 	case PROTO_KEY: return 32;
-	case PROTO_REQUEST: return 24 + strlen("dir/sub dir/file.bin") + strlen("zlib:1,lz4");
-	case PROTO_READY: return 2;
+	case PROTO_REQUEST:
+		return 59 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4") + 2 + 2 +
+		       strlen("dir/sub dir/file.bin");
+	case PROTO_READY: return 4 + strlen("10.1.2.3");
 	case PROTO_FILE: return 34 + strlen("r\xc3\xa9sum\xc3\xa9.txt");
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
@@ -153,7 +163,7 @@ static void test_roundtrip_all(void **state)
 
 static void test_layout_ready(void **state)
 {
-	static const uint8_t want[] = { 5, 0, 0, 0, 0, 0, 0, 2, 0x1f, 0x90 };
+	static const uint8_t want[] = { 5, 0, 0, 0, 0, 0, 0, 4, 0x1f, 0x90, 0, 0 };
 	struct proto_msg m;
 
 	(void)state;
@@ -240,8 +250,9 @@ struct str_case {
 };
 
 static const struct str_case str_cases[] = {
-	/* REQUEST's last string, the codec spec, after the 20-byte path. */
-	{ PROTO_REQUEST, 20 + 2 + 20, PROTO_MAX_CODEC_SPEC },
+	/* REQUEST's last string: its only path, after the fixed fields, the
+	 * connect host, the codec spec and the path count. */
+	{ PROTO_REQUEST, 59 + 12 + 12 + 2, PROTO_MAX_PATH },
 	{ PROTO_FILE, 32, PROTO_MAX_PATH },
 	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
@@ -251,7 +262,7 @@ static const struct str_case str_cases[] = {
 static char *str_field(struct proto_msg *m)
 {
 	switch (m->type) {
-	case PROTO_REQUEST: return m->u.request.codec;
+	case PROTO_REQUEST: return m->u.request.paths;
 	case PROTO_FILE: return m->u.file.name;
 	case PROTO_FILE_DONE: return m->u.file_done.msg;
 	default: return m->u.error.msg;
@@ -291,6 +302,48 @@ static void test_string_limits(void **state)
 	}
 }
 
+static void test_request_paths(void **state)
+{
+	struct proto_msg m, out;
+	size_t plen;
+
+	(void)state;
+	sample(PROTO_REQUEST, &m);
+	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	m.u.request.npaths = 0;
+	assert_int_equal(proto_request_add_path(&m.u.request, "a"), 0);
+	assert_int_equal(proto_request_add_path(&m.u.request, "b/c"), 0);
+	assert_int_equal(proto_request_add_path(&m.u.request, ""), -PC_E_PROTO);
+	assert_int_equal(m.u.request.npaths, 2);
+	assert_string_equal(proto_request_path(&m.u.request, 0), "a");
+	assert_string_equal(proto_request_path(&m.u.request, 1), "b/c");
+	assert_null(proto_request_path(&m.u.request, 2));
+	plen = encode_ok(&m);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request.npaths, 2);
+	assert_string_equal(proto_request_path(&out.u.request, 1), "b/c");
+	/* No paths at all is refused both ways. */
+	m.u.request.npaths = 0;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	/* A path list that overflows PROTO_REQ_PATHS_BYTES is refused. */
+	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	char big[PROTO_MAX_PATH + 1];
+	memset(big, 'x', PROTO_MAX_PATH);
+	big[PROTO_MAX_PATH] = '\0';
+	unsigned added = 0;
+	while (proto_request_add_path(&m.u.request, big) == 0)
+		added++;
+	assert_int_equal(added, PROTO_REQ_PATHS_BYTES / (PROTO_MAX_PATH + 1));
+	/* A port range upside down, and a family that is not 0, 4 or 6. */
+	sample(PROTO_REQUEST, &m);
+	m.u.request.port_lo = 10;
+	m.u.request.port_hi = 9;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_REQUEST, &m);
+	m.u.request.family = 5;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+}
+
 static void test_string_empty(void **state)
 {
 	(void)state;
@@ -300,6 +353,11 @@ static void test_string_empty(void **state)
 
 		sample(c->type, &m);
 		memset(str_field(&m), 0, c->max + 1);
+		if (c->type == PROTO_REQUEST) {
+			/* A request's paths may not be empty. */
+			assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+			continue;
+		}
 		size_t plen = encode_ok(&m);
 		assert_int_equal(plen, c->len_off + 2);
 		assert_int_equal(proto_decode(c->type, payload(), plen, &out), 0);
@@ -355,7 +413,7 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 0, 1, 3, -PC_E_PROTO },
 	{ PROTO_REQUEST, 0, 1, 255, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 1, PROTO_REQ_KNOWN, 0 },
-	{ PROTO_REQUEST, 1, 1, 0x8, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 1, 0x20, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 1, 0x80, -PC_E_PROTO },
 	{ PROTO_REQUEST, 2, 2, 0, -PC_E_PROTO },
 	{ PROTO_REQUEST, 2, 2, 1, 0 },
@@ -369,7 +427,7 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 4, 4, PROTO_MAX_BLOCK + 1, -PC_E_PROTO },
 	{ PROTO_REQUEST, 4, 4, 0xffffffff, -PC_E_PROTO },
 	{ PROTO_REQUEST, 8, 4, 0xffffffff, 0 },       /* window: any */
-	{ PROTO_READY, 0, 2, 0, -PC_E_PROTO },
+	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	{ PROTO_FILE, 4, 4, 2, -PC_E_PROTO },
 	{ PROTO_FILE, 4, 4, 0x80000000, -PC_E_PROTO },
@@ -697,6 +755,7 @@ int main(void)
 		cmocka_unit_test(test_decode_unknown_type),
 		cmocka_unit_test(test_string_limits),
 		cmocka_unit_test(test_string_empty),
+		cmocka_unit_test(test_request_paths),
 		cmocka_unit_test(test_string_nul_rejected),
 		cmocka_unit_test(test_range_checks),
 		cmocka_unit_test(test_file_size_unknown),

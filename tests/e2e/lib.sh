@@ -1,0 +1,578 @@
+# lib.sh: helpers for the pcopy end-to-end tests.
+#
+# Each tests/e2e/t_*.sh starts with
+#
+#   source "$PCOPY_TEST_LIB"
+#
+# and ends with `finish`. ctest sets the environment:
+#   PCOPY           the pcopy binary under test
+#   PCOPY_TEST_TMP  a scratch directory shared by all tests
+#   PCOPY_TEST_LIB  this file
+#   PCOPY_SHIM      corrupt_shim.so, an LD_PRELOAD library that flips a byte
+#                   in a big sendmsg() once PCOPY_CORRUPT_AFTER bytes were sent
+# Optional:
+#   PCOPY_TEST_KEEP=1      keep the scratch directory of a failed test
+#   PCOPY_TEST_CMD_TIMEOUT seconds one command under expect_exit may take
+#                          (default 120, times $SLOW)
+#
+# A script is a list of cases. `run_case NAME FUNCTION [ARGS...]` runs one in a
+# subshell with errexit on: `fail` or any failing command ends that case only,
+# and the script goes on with the next one, so one bug does not hide the
+# results of the other cases. `finish` prints "ok: <test>" when every case
+# passed, and otherwise lists the failed cases and exits 1.
+#
+# Processes, daemons and mounts are recorded in files under the scratch
+# directory (not in shell variables), so that the ones a case starts in its
+# subshell are still cleaned up by the EXIT trap of the main shell.
+
+set -euo pipefail
+# The last command of a pipeline runs in this shell, so that
+# `producer | expect_exit ...` keeps LAST_STDERR and LAST_RC.
+shopt -s lastpipe
+
+: "${PCOPY:?PCOPY must name the pcopy binary (ctest sets it)}"
+: "${PCOPY_TEST_TMP:?PCOPY_TEST_TMP must name a scratch directory (ctest sets it)}"
+[[ -x $PCOPY ]] || { echo "FAIL: PCOPY=$PCOPY is not an executable" >&2; exit 1; }
+
+TEST_NAME=$(basename "$0" .sh)
+mkdir -p "$PCOPY_TEST_TMP"
+# T: this test's scratch directory. Mode 0755 so that the unprivileged user
+# of the permission tests can reach files in it.
+T=$PCOPY_TEST_TMP/$TEST_NAME.$$
+rm -rf "$T"
+mkdir -p "$T"
+chmod 0755 "$T"
+_LIB_STATE=$T/.lib
+mkdir -p "$_LIB_STATE"
+: >"$_LIB_STATE/pids"
+: >"$_LIB_STATE/daemons"
+: >"$_LIB_STATE/mounts"
+
+# SLOW: factor for every wait and time limit; sanitizer builds run slower.
+PCOPY_SANITIZER=none
+SLOW=1
+if grep -qa __tsan_init "$PCOPY"; then
+    PCOPY_SANITIZER=thread
+    SLOW=5
+elif grep -qa __asan_init "$PCOPY"; then
+    PCOPY_SANITIZER=address
+    SLOW=3
+fi
+# A fixed umask, so that the mode checks do not depend on the caller's.
+umask 022
+
+_LIB_CASES_RUN=0
+_LIB_CASES_FAILED=()
+_LIB_START=$EPOCHREALTIME
+
+# log MSG...: a progress note on stderr.
+log() {
+    printf '%s: %s\n' "$TEST_NAME" "$*" >&2
+}
+
+# fail MSG...: report a failed check and exit 1 (ends the current case).
+fail() {
+    printf 'FAIL: %s: %s\n' "$TEST_NAME" "$*" >&2
+    exit 1
+}
+
+# now: seconds since the epoch, with microseconds.
+now() {
+    printf '%s\n' "$EPOCHREALTIME"
+}
+
+# secs_since START: seconds elapsed since START (a `now` value), 0.1 s steps.
+secs_since() {
+    awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }'
+}
+
+# to_bytes SIZE: SIZE with an optional k/M/G suffix (powers of 1024) as bytes.
+to_bytes() {
+    local s=$1 n mult=1
+    case $s in
+    *[kK]) n=${s%?} mult=1024 ;;
+    *[mM]) n=${s%?} mult=$((1024 * 1024)) ;;
+    *[gG]) n=${s%?} mult=$((1024 * 1024 * 1024)) ;;
+    *) n=$s ;;
+    esac
+    [[ $n =~ ^[0-9]+$ ]] || fail "to_bytes: bad size '$s'"
+    echo $((n * mult))
+}
+
+# ---------------------------------------------------------------- processes
+
+# _starttime PID: the start time of PID (field 22 of /proc/PID/stat), so
+# that a recorded PID is never confused with a later process of that number.
+_starttime() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) }
+    set -- $stat
+    echo "${20}"
+}
+
+# track_pid PID: kill PID (TERM, then KILL) at the end of the case, or of
+# the test.
+track_pid() {
+    echo "$1 $(_starttime "$1")" >>"$_LIB_STATE/pids"
+}
+
+# proc_gone PID: true when PID has exited (is gone or a zombie).
+proc_gone() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) }
+    [[ ${stat%% *} == Z ]]
+}
+
+# wait_until SECONDS CMD...: run CMD every 50 ms until it succeeds; return 1
+# if it still fails after SECONDS (a whole number, times $SLOW). CMD may be a
+# shell function.
+wait_until() {
+    local limit=$1 deadline
+    shift
+    [[ $limit =~ ^[0-9]+$ ]] || fail "wait_until: '$limit' is not a whole number of seconds"
+    deadline=$((${EPOCHREALTIME/./} + limit * SLOW * 1000000))
+    while :; do
+        if "$@"; then
+            return 0
+        fi
+        ((${EPOCHREALTIME/./} < deadline)) || return 1
+        sleep 0.05
+    done
+}
+
+# wait_exit SECONDS PID: wait for our child PID to exit, at most SECONDS
+# (times $SLOW). Sets WAIT_RC to its exit status and returns 0; returns 1 and
+# leaves PID running when it did not exit in time.
+WAIT_RC=
+wait_exit() {
+    local limit=$1 pid=$2
+    WAIT_RC=
+    wait_until "$limit" proc_gone "$pid" || return 1
+    WAIT_RC=0
+    wait "$pid" || WAIT_RC=$?
+    return 0
+}
+
+# stop_pid PID: TERM, then after 5 s KILL, our child PID, and reap it.
+stop_pid() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+        proc_gone "$pid" && break
+        sleep 0.05
+    done
+    proc_gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+# slow_producer FIFO BYTES SECONDS [OUT]: in the background, write BYTES
+# random bytes to FIFO (created if needed), then hold it open for SECONDS
+# before closing it (EOF). With OUT, the bytes are also saved to OUT, so the
+# copy can be compared. Sets PRODUCER_PID (killing it closes the FIFO).
+PRODUCER_PID=
+slow_producer() {
+    local fifo=$1 bytes=$2 secs=$3 out=${4:-/dev/null}
+    [[ -p $fifo ]] || mkfifo "$fifo"
+    { head -c "$bytes" /dev/urandom | tee "$out"; exec sleep "$secs"; } >"$fifo" &
+    PRODUCER_PID=$!
+    track_pid "$PRODUCER_PID"
+}
+
+# ----------------------------------------------------------- command checks
+
+# LAST_STDERR: the file holding the stderr of the last expect_exit command.
+LAST_STDERR=
+LAST_RC=
+_LIB_N=0
+
+# expect_exit CODES CMD...: run CMD (an executable, not a shell function),
+# with its stderr captured to $LAST_STDERR, and check that its exit status is
+# one of CODES (a comma-separated list, e.g. "0" or "1,11"). Prints the
+# stderr when it is not. CMD gets a time limit; stdin and stdout pass through.
+expect_exit() {
+    local want=$1 limit rc=0
+    shift
+    _LIB_N=$((_LIB_N + 1))
+    LAST_STDERR=$T/stderr.$BASHPID.$_LIB_N
+    limit=$((${PCOPY_TEST_CMD_TIMEOUT:-120} * SLOW))
+    timeout -k 10 "$limit" "$@" 2>"$LAST_STDERR" || rc=$?
+    LAST_RC=$rc
+    if [[ ,$want, != *,$rc,* ]]; then
+        {
+            printf 'command: '
+            printf '%q ' "$@"
+            printf '\n--- stderr:\n'
+            cat "$LAST_STDERR"
+            printf -- '---\n'
+        } >&2
+        if [[ $rc -eq 124 ]]; then
+            fail "command did not finish in ${limit}s (wanted exit $want)"
+        fi
+        fail "exit status $rc, wanted $want: $*"
+    fi
+}
+
+# expect_fail CMD...: like expect_exit, but any failure (non-zero, not a
+# timeout) will do; the status and stderr are kept in FAIL_RC and
+# FAIL_STDERR for a later expect_rc. For checks that must hold whatever the
+# status is (nothing written, old file kept), done before the status check.
+FAIL_RC= FAIL_STDERR=
+expect_fail() {
+    expect_exit 1,2,3,5,10,11,12,20,30 "$@"
+    FAIL_RC=$LAST_RC
+    FAIL_STDERR=$T/fail-stderr.$BASHPID.$_LIB_N
+    cp "$LAST_STDERR" "$FAIL_STDERR"
+}
+
+# expect_rc CODES: the command of the last expect_fail exited with one of
+# CODES; afterwards LAST_STDERR is its stderr again, for the stderr checks.
+expect_rc() {
+    LAST_STDERR=$FAIL_STDERR
+    LAST_RC=$FAIL_RC
+    if [[ ,$1, != *,$FAIL_RC,* ]]; then
+        sed 's/^/  stderr: /' "$FAIL_STDERR" >&2
+        fail "exit status $FAIL_RC, wanted $1"
+    fi
+}
+
+# expect_stderr_contains TEXT: the last captured stderr contains TEXT.
+expect_stderr_contains() {
+    grep -qF -- "$1" "$LAST_STDERR" || {
+        sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+        fail "stderr does not contain '$1'"
+    }
+}
+
+# expect_stderr_matches REGEX: a line of the last stderr matches REGEX (ERE).
+expect_stderr_matches() {
+    grep -qE -- "$1" "$LAST_STDERR" || {
+        sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+        fail "no stderr line matches /$1/"
+    }
+}
+
+# expect_stderr_lacks TEXT: the last captured stderr does not contain TEXT.
+expect_stderr_lacks() {
+    if grep -qF -- "$1" "$LAST_STDERR"; then
+        sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+        fail "stderr contains '$1'"
+    fi
+}
+
+# expect_stderr_empty: the last command printed nothing on stderr.
+expect_stderr_empty() {
+    if [[ -s $LAST_STDERR ]]; then
+        sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+        fail "stderr is not empty"
+    fi
+}
+
+# expect_summary BYTES FILES STREAMS: the last stderr has the summary line
+# "pcopy: BYTES bytes in FILES file(s), S s, R MB/s, STREAMS stream(s)".
+expect_summary() {
+    expect_stderr_matches "^pcopy: $1 bytes in $2 files?, [0-9]+(\.[0-9]+)? s, [0-9]+(\.[0-9]+)? MB/s, $3 streams?\$"
+}
+
+# ------------------------------------------------------------- file checks
+
+# mkfile PATH SIZE: a file of SIZE (bytes, or with k/M/G) random bytes.
+mkfile() {
+    head -c "$(to_bytes "$2")" /dev/urandom >"$1"
+}
+
+# same_file A B: A and B exist and have the same size and SHA-256.
+same_file() {
+    [[ -f $1 ]] || fail "same_file: '$1' is missing"
+    [[ -f $2 ]] || fail "same_file: '$2' is missing"
+    local sa sb
+    sa=$(stat -c %s "$1")
+    sb=$(stat -c %s "$2")
+    [[ $sa == "$sb" ]] || fail "'$2' has $sb bytes, '$1' has $sa"
+    sa=$(sha256sum <"$1")
+    sb=$(sha256sum <"$2")
+    [[ $sa == "$sb" ]] || fail "'$2' differs from '$1' (sha256 ${sb%% *} vs ${sa%% *})"
+}
+
+# same_sparse_file A B: like same_file, but reads only the data extents of
+# both files (SEEK_DATA/SEEK_HOLE), so a mostly-empty 5 GiB file compares in
+# a moment. Bytes outside every extent of both files are holes (zeros) in
+# both. Falls back to cmp when python3 is missing.
+same_sparse_file() {
+    [[ -f $1 && -f $2 ]] || fail "same_sparse_file: '$1' or '$2' is missing"
+    if ! command -v python3 >/dev/null; then
+        cmp -- "$1" "$2" >/dev/null || fail "'$2' differs from '$1'"
+        return 0
+    fi
+    local why
+    why=$(python3 - "$1" "$2" <<'EOF'
+import os, sys
+
+def extents(fd, size):
+    """The data extents of fd as (start, end) pairs."""
+    out, off = [], 0
+    while off < size:
+        try:
+            start = os.lseek(fd, off, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data after off
+            break
+        end = os.lseek(fd, start, os.SEEK_HOLE)
+        out.append((start, end))
+        off = end
+    return out
+
+a, b = (os.open(p, os.O_RDONLY) for p in sys.argv[1:3])
+size = os.fstat(a).st_size
+if os.fstat(b).st_size != size:
+    print(f"sizes differ: {size} vs {os.fstat(b).st_size}")
+    sys.exit(1)
+spans = sorted(extents(a, size) + extents(b, size))
+merged = []
+for s, e in spans:
+    if merged and s <= merged[-1][1]:
+        merged[-1][1] = max(merged[-1][1], e)
+    else:
+        merged.append([s, e])
+for s, e in merged:
+    off = s
+    while off < e:
+        n = min(1 << 20, e - off)
+        if os.pread(a, n, off) != os.pread(b, n, off):
+            print(f"contents differ in the 1 MiB at offset {off}")
+            sys.exit(1)
+        off += n
+EOF
+    ) || fail "'$2' differs from '$1': $why"
+}
+
+# mode_of PATH: the permission bits of PATH in octal, e.g. 644.
+mode_of() {
+    stat -c %a "$1"
+}
+
+# no_temp_files DIR: no .NAME.pcopy-XXXXXX temporary file is left in DIR.
+no_temp_files() {
+    local left
+    left=$(find "$1" -name '.*.pcopy-*' 2>/dev/null || true)
+    [[ -z $left ]] || fail "temporary files left in $1: $left"
+}
+
+# has_temp_file DIR NAME: a temporary file for NAME exists in DIR.
+has_temp_file() {
+    compgen -G "$1/.$2.pcopy-*" >/dev/null
+}
+
+# dir_is_empty DIR: DIR has no entries at all.
+dir_is_empty() {
+    [[ -z $(find "$1" -mindepth 1 -print -quit) ]]
+}
+
+# ------------------------------------------------------------------ mounts
+
+# mount_tmpfs DIR OPTIONS: mount a tmpfs on DIR (created if needed); it is
+# unmounted when the test exits.
+mount_tmpfs() {
+    mkdir -p "$1"
+    mount -t tmpfs -o "$2" tmpfs "$1" ||
+        fail "cannot mount a tmpfs on $1 (the e2e tests must run as root with CAP_SYS_ADMIN)"
+    echo "$1" >>"$_LIB_STATE/mounts"
+}
+
+# ----------------------------------------------------------------- network
+
+# port_in_use PORT: something listens on TCP PORT.
+port_in_use() {
+    [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
+}
+
+# free_port: a random TCP port from 20000 to 60000 that nothing listens on.
+free_port() {
+    local port i
+    for ((i = 0; i < 200; i++)); do
+        port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+        if ! port_in_use "$port"; then
+            echo "$port"
+            return 0
+        fi
+    done
+    fail "free_port: no free port found"
+}
+
+# _daemon_listening PID PORT: PID itself listens on PORT.
+_daemon_listening() {
+    ss -Hltnp "sport = :$2" 2>/dev/null | grep -q "pid=$1,"
+}
+
+# start_daemon ROOT [VAR=VALUE...]: generate a key and start
+# `pcopy --serve 127.0.0.1:PORT --root ROOT --key-file KEY` in the background
+# (with VAR=VALUE in its environment), and wait until it listens. Sets
+# DAEMON_PID, DAEMON_PORT, DAEMON_KEY, DAEMON_URL (pcopy://127.0.0.1:PORT)
+# and DAEMON_LOG (its stderr). The daemon is stopped when the test exits.
+DAEMON_PID= DAEMON_PORT= DAEMON_KEY= DAEMON_URL= DAEMON_LOG=
+start_daemon() {
+    local root=$1 try
+    shift
+    _LIB_N=$((_LIB_N + 1))
+    DAEMON_KEY=$T/daemon.$BASHPID.$_LIB_N.key
+    DAEMON_LOG=$T/daemon.$BASHPID.$_LIB_N.log
+    "$PCOPY" --gen-key "$DAEMON_KEY" || fail "pcopy --gen-key $DAEMON_KEY failed"
+    for ((try = 0; try < 5; try++)); do
+        DAEMON_PORT=$(free_port)
+        env "$@" "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$root" \
+            --key-file "$DAEMON_KEY" 2>>"$DAEMON_LOG" &
+        DAEMON_PID=$!
+        echo "$DAEMON_PID $(_starttime "$DAEMON_PID")" >>"$_LIB_STATE/daemons"
+        # Another test may have taken the port meanwhile: then the daemon
+        # exits, and we try another one.
+        if wait_until 20 _daemon_or_exit "$DAEMON_PID" "$DAEMON_PORT" &&
+            _daemon_listening "$DAEMON_PID" "$DAEMON_PORT"; then
+            DAEMON_URL=pcopy://127.0.0.1:$DAEMON_PORT
+            return 0
+        fi
+        proc_gone "$DAEMON_PID" || break
+        wait "$DAEMON_PID" 2>/dev/null || true
+    done
+    sed 's/^/  daemon: /' "$DAEMON_LOG" >&2
+    fail "the daemon did not start listening on 127.0.0.1:$DAEMON_PORT"
+}
+
+_daemon_or_exit() {
+    proc_gone "$1" || _daemon_listening "$1" "$2"
+}
+
+# stop_daemon [PID]: send SIGTERM to the daemon (default $DAEMON_PID) and
+# wait for it; sets WAIT_RC to its exit status. Fails if it does not exit.
+stop_daemon() {
+    local pid=${1:-$DAEMON_PID}
+    kill -TERM "$pid" 2>/dev/null || true
+    wait_exit 15 "$pid" || fail "daemon $pid did not exit after SIGTERM"
+}
+
+# session_pids [PID]: the session processes of a daemon (its children).
+session_pids() {
+    pgrep -P "${1:-$DAEMON_PID}" || true
+}
+
+# ------------------------------------------------------------------ shim
+
+# SHIM_ENV: environment that preloads the corruption shim so that the byte
+# after AFTER bytes of block payload sent is flipped; set by shim_env AFTER.
+SHIM_ENV=()
+shim_env() {
+    [[ -n ${PCOPY_SHIM-} && -f $PCOPY_SHIM ]] || fail "PCOPY_SHIM ('${PCOPY_SHIM-}') is not a file"
+    SHIM_ENV=(LD_PRELOAD="$PCOPY_SHIM" PCOPY_CORRUPT_AFTER="$1"
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+}
+
+# ------------------------------------------------------------- cases, exit
+
+# _lib_sanitizer_reports DIR: fail if a captured stderr or daemon log in DIR
+# holds a sanitizer report. UBSan goes on after printing one, and a daemon
+# reports leaks only when it exits, so exit statuses alone would miss them.
+_lib_sanitizer_reports() {
+    local hits
+    hits=$(find "$1" -type f \( -name 'stderr.*' -o -name 'fail-stderr.*' -o -name '*.err' \
+        -o -name '*.log' \) -exec grep -lE \
+        'ERROR: (Address|Leak|Memory|Thread|UndefinedBehavior)Sanitizer|WARNING: ThreadSanitizer|runtime error: ' \
+        {} + 2>/dev/null || true)
+    [[ -z $hits ]] && return 0
+    local f
+    for f in $hits; do
+        printf 'FAIL: %s: sanitizer report in %s:\n' "$TEST_NAME" "$f" >&2
+        head -n 60 "$f" >&2
+    done
+    return 1
+}
+
+# run_case NAME FUNCTION [ARGS...]: run one case in a subshell, with T set to
+# a fresh directory of its own, and record whether it passed.
+run_case() {
+    local name=$1 rc=0 start=$EPOCHREALTIME
+    shift
+    _LIB_CASES_RUN=$((_LIB_CASES_RUN + 1))
+    log "case $name"
+    set +e
+    (
+        set -euo pipefail
+        # Each case works in its own directory.
+        T=$T/$name
+        mkdir -p "$T"
+        chmod 0755 "$T"
+        "$@"
+    )
+    rc=$?
+    _lib_reap
+    set -e
+    _lib_sanitizer_reports "$T/$name" || rc=1
+    if [[ $rc -ne 0 ]]; then
+        _LIB_CASES_FAILED+=("$name")
+        log "case $name FAILED ($(secs_since "$start") s)"
+    else
+        log "case $name passed ($(secs_since "$start") s)"
+    fi
+}
+
+# finish: end the test; prints "ok: NAME" if every case passed.
+finish() {
+    local secs
+    secs=$(secs_since "$_LIB_START")
+    if [[ ${#_LIB_CASES_FAILED[@]} -ne 0 ]]; then
+        printf 'FAIL: %s: %d of %d cases failed in %s s: %s\n' "$TEST_NAME" \
+            "${#_LIB_CASES_FAILED[@]}" "$_LIB_CASES_RUN" "$secs" "${_LIB_CASES_FAILED[*]}" >&2
+        exit 1
+    fi
+    echo "ok: $TEST_NAME ($_LIB_CASES_RUN cases, $secs s, sanitizer: $PCOPY_SANITIZER)"
+}
+
+# _lib_ours PID START: PID is still the process that was recorded.
+_lib_ours() {
+    [[ -n $1 && -e /proc/$1 && $(_starttime "$1") == "$2" ]]
+}
+
+# _lib_reap: stop every process and daemon recorded so far and unmount the
+# recorded mounts: clients and producers first, then daemons with their
+# sessions, then the mounts they may still use.
+_lib_reap() {
+    local pid start m
+    while read -r pid start; do
+        _lib_ours "$pid" "$start" && kill -TERM "$pid" 2>/dev/null
+    done <"$_LIB_STATE/pids"
+    while read -r pid start; do
+        _lib_ours "$pid" "$start" || continue
+        pkill -TERM -P "$pid" 2>/dev/null
+        kill -TERM "$pid" 2>/dev/null
+    done <"$_LIB_STATE/daemons"
+    cat "$_LIB_STATE/pids" "$_LIB_STATE/daemons" | while read -r pid start; do
+        for ((m = 0; m < 100; m++)); do
+            proc_gone "$pid" && break
+            sleep 0.05
+        done
+        if _lib_ours "$pid" "$start" && ! proc_gone "$pid"; then
+            pkill -KILL -P "$pid" 2>/dev/null
+            kill -KILL "$pid" 2>/dev/null
+        fi
+    done
+    : >"$_LIB_STATE/pids"
+    : >"$_LIB_STATE/daemons"
+    tac "$_LIB_STATE/mounts" | while read -r m; do
+        umount "$m" 2>/dev/null || umount -l "$m"
+    done
+    : >"$_LIB_STATE/mounts"
+}
+
+_lib_cleanup() {
+    local rc=$?
+    set +e
+    _lib_reap
+    wait 2>/dev/null
+    if [[ $rc -ne 0 && ${PCOPY_TEST_KEEP-} == 1 ]]; then
+        echo "kept the scratch directory $T" >&2
+    else
+        rm -rf "$T"
+    fi
+    exit "$rc"
+}
+trap _lib_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# t_cli: --help, --version, --gen-key, the summary and stats lines, -q, and
+# options placed after the operands.
+source "$PCOPY_TEST_LIB"
+
+# Every option of the usage, short and long.
+OPTIONS=(-s --streams -w --window -B --block-size -P --progress --timeout
+    --key-file --serve --root --gen-key -v --verbose -q --quiet -h --help
+    -V --version)
+
+case_help() {
+    local out=$T/help.out
+    expect_exit 0 "$PCOPY" --help >"$out"
+    expect_stderr_empty
+    grep -q '^Usage: pcopy' "$out" || fail "--help does not start with 'Usage: pcopy'"
+    local opt
+    for opt in "${OPTIONS[@]}"; do
+        grep -qE -- "(^|[ ,])$opt([ ,=]|\$)" "$out" || fail "--help does not mention $opt"
+    done
+    for opt in pcopy:// '--serve' '--gen-key' 'Exit status'; do
+        grep -qF -- "$opt" "$out" || fail "--help does not mention '$opt'"
+    done
+    # Each exit status of the contract is listed.
+    local code
+    for code in 0 1 2 3 5 10 11 12 20 30; do
+        grep -qE "(^|[ ,])$code [a-z]" "$out" || fail "--help does not explain exit status $code"
+    done
+    # -h is the same text.
+    expect_exit 0 "$PCOPY" -h >"$T/h.out"
+    cmp -s "$out" "$T/h.out" || fail "-h and --help print different text"
+    # Every long option of the man page is in --help too (the man page is
+    # generated next to the binary).
+    local man
+    man=$(dirname "$PCOPY")/pcopy.1
+    if [[ -f $man ]]; then
+        for opt in $(grep -o '\\-\\-[a-z][a-z-]*' "$man" | sed 's/\\//g' | sort -u); do
+            case $opt in --server | --control-fd | --control) continue ;; esac
+            grep -qF -- "$opt" "$out" || fail "$opt is in pcopy.1 but not in --help"
+        done
+    fi
+}
+
+case_version() {
+    local out=$T/version.out
+    expect_exit 0 "$PCOPY" --version >"$out"
+    expect_stderr_empty
+    grep -qE '^pcopy [0-9]+\.[0-9]+\.[0-9]+$' "$out" ||
+        fail "--version printed '$(cat "$out")', not 'pcopy X.Y.Z'"
+    [[ $(wc -l <"$out") -eq 1 ]] || fail "--version printed more than one line"
+    expect_exit 0 "$PCOPY" -V >"$T/V.out"
+    cmp -s "$out" "$T/V.out" || fail "-V and --version differ"
+}
+
+case_gen_key() {
+    local k=$T/k1 k2=$T/k2
+    expect_exit 0 "$PCOPY" --gen-key "$k"
+    [[ $(mode_of "$k") == 600 ]] || fail "key file has mode $(mode_of "$k"), not 600"
+    grep -qxE '[0-9a-f]{64}' "$k" || fail "key file is not 64 hex digits: $(cat "$k")"
+    [[ $(wc -l <"$k") -eq 1 && $(stat -c %s "$k") -eq 65 ]] ||
+        fail "key file is not one line of 64 hex digits and a newline"
+    # Mode 0600 even with a permissive umask.
+    (umask 000 && "$PCOPY" --gen-key "$k2") || fail "--gen-key $k2 failed"
+    [[ $(mode_of "$k2") == 600 ]] || fail "with umask 000 the key has mode $(mode_of "$k2")"
+    [[ $(cat "$k") != "$(cat "$k2")" ]] || fail "two generated keys are equal"
+    # The daemon and the client accept the key it makes.
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    mkfile "$T/src" 1000
+    expect_exit 0 "$PCOPY" "$T/src" "$DAEMON_URL/src" --key-file "$DAEMON_KEY"
+    same_file "$T/src" "$T/root/src"
+}
+
+case_summary() {
+    mkfile "$T/a" 3M
+    mkfile "$T/b" 12345
+    mkdir -p "$T/d"
+    expect_exit 0 "$PCOPY" -s 3 "$T/a" "$T/b" "$T/d"
+    expect_summary $((3 * 1048576 + 12345)) 2 3
+    expect_exit 0 "$PCOPY" -s 1 "$T/b" "$T/one"
+    expect_summary 12345 1 1
+    expect_stderr_lacks 'pcopy: stats'
+    # -v adds the stats line.
+    expect_exit 0 "$PCOPY" -v "$T/a" "$T/two"
+    expect_summary $((3 * 1048576)) 1 4
+    # A line of name=value pairs; later versions may add more pairs.
+    expect_stderr_matches '^pcopy: stats( [a-z_]+=[0-9.]+)+$'
+    local key
+    for key in src_cpu_s src_maxrss_kib sink_cpu_s sink_maxrss_kib wall_s; do
+        expect_stderr_matches "^pcopy: stats (.* )?$key=[0-9.]+( |\$)"
+    done
+    # -q prints nothing at all on success.
+    expect_exit 0 "$PCOPY" -q "$T/a" "$T/three"
+    expect_stderr_empty
+    same_file "$T/a" "$T/three"
+}
+
+case_options_after_operands() {
+    mkfile "$T/src" 200k
+    expect_exit 0 "$PCOPY" "$T/src" "$T/dst" -s 2 -B 64k
+    expect_summary 204800 1 2
+    same_file "$T/src" "$T/dst"
+    expect_exit 0 "$PCOPY" --streams=5 --block-size=16k --window=256k "$T/src" "$T/dst2"
+    expect_summary 204800 1 5
+    same_file "$T/src" "$T/dst2"
+}
+
+run_case help case_help
+run_case version case_version
+run_case gen-key case_gen_key
+run_case summary case_summary
+run_case options-after-operands case_options_after_operands
+finish

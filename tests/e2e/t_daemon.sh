@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# t_daemon: push and pull through `pcopy --serve`: sizes around the block
+# size with 1 to 8 streams, destination names, PCOPY_KEY_FILE, concurrent
+# sessions, strangers on the port, and the daemon's exit on a signal.
+source "$PCOPY_TEST_LIB"
+
+B=1048576
+SIZES="0 1 $((B - 1)) $((B + 1)) $((3 * B + 17))"
+
+case_push_pull_matrix() {
+    local s n
+    mkdir -p "$T/root" "$T/src" "$T/back"
+    start_daemon "$T/root"
+    for n in $SIZES; do
+        mkfile "$T/src/f$n" "$n"
+    done
+    for s in 1 2 4 8; do
+        for n in $SIZES; do
+            expect_exit 0 "$PCOPY" -s "$s" "$T/src/f$n" "$DAEMON_URL/f$n.s$s" --key-file "$DAEMON_KEY"
+            expect_summary "$n" 1 "$s"
+            same_file "$T/src/f$n" "$T/root/f$n.s$s"
+            expect_exit 0 "$PCOPY" -s "$s" "$DAEMON_URL/f$n.s$s" "$T/back/f$n.s$s" --key-file "$DAEMON_KEY"
+            expect_summary "$n" 1 "$s"
+            same_file "$T/src/f$n" "$T/back/f$n.s$s"
+        done
+    done
+    # A smaller block size, both ways.
+    expect_exit 0 "$PCOPY" -s 4 -B 64k "$T/src/f$((3 * B + 17))" "$DAEMON_URL/b64k" --key-file "$DAEMON_KEY"
+    same_file "$T/src/f$((3 * B + 17))" "$T/root/b64k"
+    expect_exit 0 "$PCOPY" -s 3 -B 64k "$DAEMON_URL/b64k" "$T/back/b64k" --key-file "$DAEMON_KEY"
+    same_file "$T/src/f$((3 * B + 17))" "$T/back/b64k"
+    no_temp_files "$T/root"
+    no_temp_files "$T/back"
+    [[ -z $(session_pids) ]] || sleep 0.5
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+case_destination_names() {
+    mkdir -p "$T/root/sub" "$T/local"
+    mkfile "$T/a" 100000
+    mkfile "$T/b" 2000
+    start_daemon "$T/root"
+    local k=(--key-file "$DAEMON_KEY")
+    # The root itself, as "/" and as an empty path.
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/" "${k[@]}"
+    same_file "$T/a" "$T/root/a"
+    expect_exit 0 "$PCOPY" "$T/b" "$DAEMON_URL" "${k[@]}"
+    same_file "$T/b" "$T/root/b"
+    # An existing directory below the root, with several sources.
+    expect_exit 0 "$PCOPY" "$T/a" "$T/b" "$DAEMON_URL/sub" "${k[@]}"
+    expect_summary 102000 2 4
+    same_file "$T/a" "$T/root/sub/a"
+    same_file "$T/b" "$T/root/sub/b"
+    # A new name, in a subdirectory.
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/sub/renamed" "${k[@]}"
+    same_file "$T/a" "$T/root/sub/renamed"
+    # An existing file on the daemon is replaced.
+    expect_exit 0 "$PCOPY" "$T/b" "$DAEMON_URL/sub/renamed" "${k[@]}"
+    same_file "$T/b" "$T/root/sub/renamed"
+    # Several sources into a name that is not a directory.
+    expect_exit 1,11 "$PCOPY" "$T/a" "$T/b" "$DAEMON_URL/notadir" "${k[@]}"
+    expect_stderr_contains notadir
+    [[ ! -e $T/root/notadir ]] || fail "root/notadir was created"
+    # A missing directory under the root.
+    expect_exit 11 "$PCOPY" "$T/a" "$DAEMON_URL/nodir/x" "${k[@]}"
+    expect_stderr_contains nodir
+    [[ ! -e $T/root/nodir ]] || fail "root/nodir was created"
+    # A pull into an existing local directory keeps the base name.
+    expect_exit 0 "$PCOPY" "$DAEMON_URL/sub/a" "$T/local" "${k[@]}"
+    same_file "$T/a" "$T/local/a"
+    no_temp_files "$T/root"
+    no_temp_files "$T/local"
+}
+
+case_pull_missing() {
+    # A pull whose only source is missing, or a directory: like a local
+    # copy of a missing source, exit 3, naming it, and no file is made.
+    mkdir -p "$T/root/sub" "$T/local"
+    start_daemon "$T/root"
+    expect_exit 3 "$PCOPY" "$DAEMON_URL/sub/missing" "$T/local/m" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "sub/missing"
+    [[ ! -e $T/local/m ]] || fail "a pull of a missing file created $T/local/m"
+    expect_exit 3 "$PCOPY" "$DAEMON_URL/sub" "$T/local/subcopy" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "sub"
+    [[ ! -e $T/local/subcopy ]] || fail "a pull of a directory created $T/local/subcopy"
+    no_temp_files "$T/local"
+}
+
+case_key_file_env() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 1500000
+    start_daemon "$T/root"
+    PCOPY_KEY_FILE=$DAEMON_KEY expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/a"
+    same_file "$T/a" "$T/root/a"
+    PCOPY_KEY_FILE=$DAEMON_KEY expect_exit 0 "$PCOPY" "$DAEMON_URL/a" "$T/back"
+    same_file "$T/a" "$T/back"
+    # --key-file overrides the environment.
+    "$PCOPY" --gen-key "$T/other.key"
+    PCOPY_KEY_FILE=$T/other.key expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/a2" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/a2"
+    PCOPY_KEY_FILE=$DAEMON_KEY expect_exit 5 "$PCOPY" "$T/a" "$DAEMON_URL/a3" --key-file "$T/other.key"
+    [[ ! -e $T/root/a3 ]] || fail "a3 was written with the wrong key"
+}
+
+# gated_input GATE: 3 MiB of random data, then, once GATE exists, 3 more.
+gated_input() {
+    head -c 3M /dev/urandom
+    while [[ ! -e $1 ]]; do sleep 0.05; done
+    head -c 3M /dev/urandom
+}
+
+case_two_sessions() {
+    # Two pushes at once against one daemon. Their input stops half-way
+    # until both temporary files exist on the daemon, so both sessions are
+    # surely open at the same time.
+    local p1 p2
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    gated_input "$T/gate" | tee "$T/in1" |
+        "$PCOPY" -s 4 - "$DAEMON_URL/one" --key-file "$DAEMON_KEY" 2>"$T/one.err" &
+    p1=$!
+    track_pid "$p1"
+    gated_input "$T/gate" | tee "$T/in2" |
+        "$PCOPY" -s 2 -B 256k - "$DAEMON_URL/two" --key-file "$DAEMON_KEY" 2>"$T/two.err" &
+    p2=$!
+    track_pid "$p2"
+    wait_until 20 has_temp_file "$T/root" one || { touch "$T/gate"; fail "session one never started a file"; }
+    wait_until 20 has_temp_file "$T/root" two || { touch "$T/gate"; fail "session two never started a file"; }
+    [[ $(session_pids | wc -l) -ge 2 ]] || log "note: fewer than two session processes seen"
+    touch "$T/gate"
+    wait_exit 60 "$p1" || fail "push one did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/one.err" >&2; fail "push one exited $WAIT_RC"; }
+    wait_exit 60 "$p2" || fail "push two did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/two.err" >&2; fail "push two exited $WAIT_RC"; }
+    same_file "$T/in1" "$T/root/one"
+    same_file "$T/in2" "$T/root/two"
+    # And a push and a pull at once.
+    mkfile "$T/big" 30M
+    "$PCOPY" -q -s 4 "$T/big" "$DAEMON_URL/big" --key-file "$DAEMON_KEY" &
+    p1=$!
+    "$PCOPY" -q -s 4 "$DAEMON_URL/one" "$T/one.back" --key-file "$DAEMON_KEY" &
+    p2=$!
+    wait "$p1" || fail "the concurrent push failed"
+    wait "$p2" || fail "the concurrent pull failed"
+    same_file "$T/big" "$T/root/big"
+    same_file "$T/in1" "$T/one.back"
+    no_temp_files "$T/root"
+}
+
+case_strangers() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 2M
+    start_daemon "$T/root"
+    # Garbage on the control port.
+    head -c 1000 /dev/urandom | nc -q1 -w5 127.0.0.1 "$DAEMON_PORT" >/dev/null 2>&1 || true
+    # Something that looks like HTTP.
+    printf 'GET / HTTP/1.0\r\n\r\n' | nc -q1 -w5 127.0.0.1 "$DAEMON_PORT" >/dev/null 2>&1 || true
+    # A connection that is opened and closed at once.
+    nc -z -w2 127.0.0.1 "$DAEMON_PORT" || true
+    kill -0 "$DAEMON_PID" || fail "the daemon died after receiving garbage"
+    # A stranger that connects and says nothing, and stays connected while
+    # a real client copies.
+    exec {silent}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/during" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/during"
+    exec {silent}>&-
+    # And after all of them have gone.
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+    expect_exit 0 "$PCOPY" "$DAEMON_URL/after" "$T/pulled" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/pulled"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+    # The daemon logged the garbage (naming the peer), and wrote nothing.
+    grep -q '127\.0\.0\.1' "$DAEMON_LOG" || fail "the daemon log does not name the strangers"
+    [[ $(find "$T/root" -mindepth 1 | wc -l) -eq 2 ]] ||
+        fail "unexpected files under the root: $(ls -A "$T/root")"
+}
+
+case_daemon_signals() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 10000
+    local port
+    start_daemon "$T/root"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/a" --key-file "$DAEMON_KEY"
+    port=$DAEMON_PORT
+    stop_daemon
+    [[ $WAIT_RC -eq 0 ]] || fail "the daemon exited $WAIT_RC after SIGTERM, not 0"
+    ! port_in_use "$port" || fail "port $port still listens after the daemon exited"
+    # SIGINT too. (Background jobs of a script start with SIGINT ignored;
+    # the daemon must install its own handler.)
+    start_daemon "$T/root"
+    expect_exit 0 "$PCOPY" "$DAEMON_URL/a" "$T/b" --key-file "$DAEMON_KEY"
+    kill -INT "$DAEMON_PID"
+    wait_exit 15 "$DAEMON_PID" || fail "the daemon ignored SIGINT"
+    [[ $WAIT_RC -eq 0 ]] || fail "the daemon exited $WAIT_RC after SIGINT, not 0"
+}
+
+case_daemon_bad_setup() {
+    # The daemon's own usage errors name what is wrong.
+    mkdir -p "$T/root"
+    "$PCOPY" --gen-key "$T/key"
+    expect_exit 1,11 "$PCOPY" --serve 127.0.0.1:"$(free_port)" --root "$T/noroot" --key-file "$T/key"
+    expect_stderr_contains noroot
+    expect_exit 1 "$PCOPY" --serve 127.0.0.1:"$(free_port)" --key-file "$T/key"
+    expect_stderr_contains "--root"
+    expect_exit 1 "$PCOPY" --serve 127.0.0.1:"$(free_port)" --root "$T/root"
+    expect_stderr_contains key
+    expect_exit 1 "$PCOPY" --serve 127.0.0.1:99999 --root "$T/root" --key-file "$T/key"
+    expect_stderr_contains 99999
+    # A port that is already taken.
+    start_daemon "$T/root"
+    expect_exit 10 "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$T/root" --key-file "$T/key"
+    expect_stderr_contains "$DAEMON_PORT"
+}
+
+run_case push-pull-matrix case_push_pull_matrix
+run_case destination-names case_destination_names
+run_case pull-missing case_pull_missing
+run_case key-file-env case_key_file_env
+run_case two-sessions case_two_sessions
+run_case strangers case_strangers
+run_case daemon-signals case_daemon_signals
+run_case daemon-bad-setup case_daemon_bad_setup
+finish

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# t_dest_rules: how a local copy names its destination (as cp does), and
+# that a destination is replaced only by a complete, verified copy.
+source "$PCOPY_TEST_LIB"
+
+case_into_existing_dir() {
+    mkfile "$T/a" 300000
+    mkdir -p "$T/d" "$T/real"
+    expect_exit 0 "$PCOPY" "$T/a" "$T/d"
+    same_file "$T/a" "$T/d/a"
+    # With a trailing slash.
+    rm -f "$T/d/a"
+    expect_exit 0 "$PCOPY" "$T/a" "$T/d/"
+    same_file "$T/a" "$T/d/a"
+    # Through a symbolic link to a directory.
+    ln -s real "$T/link"
+    expect_exit 0 "$PCOPY" "$T/a" "$T/link"
+    same_file "$T/a" "$T/real/a"
+    [[ -L $T/link ]] || fail "the symlink $T/link was replaced"
+    # A relative destination, from the source's directory.
+    rm -f "$T/d/a"
+    (cd "$T" && exec "$PCOPY" -q a d) || fail "pcopy a d (relative) failed"
+    same_file "$T/a" "$T/d/a"
+    no_temp_files "$T"
+}
+
+case_new_name() {
+    mkfile "$T/a" 2M
+    mkdir -p "$T/d"
+    expect_exit 0 "$PCOPY" "$T/a" "$T/d/newname"
+    same_file "$T/a" "$T/d/newname"
+    [[ ! -e $T/d/a ]] || fail "copied as $T/d/a instead of newname"
+    # An existing file of that name is replaced.
+    mkfile "$T/b" 5000
+    expect_exit 0 "$PCOPY" "$T/b" "$T/d/newname"
+    same_file "$T/b" "$T/d/newname"
+    # A destination that is a symlink to a file: record what happens and
+    # check the copy is readable under the name given.
+    ln -s newname "$T/d/flink"
+    expect_exit 0 "$PCOPY" "$T/a" "$T/d/flink"
+    same_file "$T/a" "$T/d/flink"
+    # The source copied onto itself is left intact.
+    expect_exit 0 "$PCOPY" "$T/a" "$T/a"
+    [[ -s $T/a && $(stat -c %s "$T/a") -eq 2097152 ]] || fail "copying $T/a onto itself damaged it"
+    no_temp_files "$T"
+}
+
+case_several_into_dir() {
+    mkdir -p "$T/d"
+    mkfile "$T/x" 1500000
+    mkfile "$T/y" 0
+    mkfile "$T/z" 77
+    expect_exit 0 "$PCOPY" -s 2 "$T/x" "$T/y" "$T/z" "$T/d"
+    expect_summary $((1500000 + 77)) 3 2
+    same_file "$T/x" "$T/d/x"
+    same_file "$T/y" "$T/d/y"
+    same_file "$T/z" "$T/d/z"
+    no_temp_files "$T/d"
+}
+
+case_several_into_non_dir() {
+    mkfile "$T/x" 1000
+    mkfile "$T/y" 2000
+    # DST does not exist.
+    expect_exit 1,11 "$PCOPY" "$T/x" "$T/y" "$T/nodir"
+    log "several sources into a missing DST: exit $LAST_RC: $(head -n1 "$LAST_STDERR")"
+    expect_stderr_contains "$T/nodir"
+    [[ ! -e $T/nodir ]] || fail "$T/nodir was created"
+    # DST is an existing file: it is left alone.
+    mkfile "$T/file" 3000
+    cp "$T/file" "$T/file.orig"
+    expect_exit 1,11 "$PCOPY" "$T/x" "$T/y" "$T/file"
+    log "several sources into an existing file: exit $LAST_RC: $(head -n1 "$LAST_STDERR")"
+    expect_stderr_contains "$T/file"
+    same_file "$T/file.orig" "$T/file"
+    no_temp_files "$T"
+}
+
+case_several_into_non_dir_one_missing() {
+    # Several sources, one of them missing: DST must still be an existing
+    # directory; the remaining source must not be written as the file DST.
+    mkfile "$T/x" 1000
+    expect_exit 1,11 "$PCOPY" "$T/x" "$T/missing" "$T/nodir"
+    expect_stderr_contains "$T/nodir"
+    [[ ! -e $T/nodir ]] || fail "with sources x and a missing one, x was written as the file $T/nodir"
+}
+
+case_several_into_non_dir_one_dir() {
+    mkfile "$T/x" 1000
+    mkdir -p "$T/sub"
+    expect_exit 1,11 "$PCOPY" "$T/x" "$T/sub" "$T/nodir"
+    expect_stderr_contains "$T/nodir"
+    [[ ! -e $T/nodir ]] || fail "with sources x and a directory, x was written as the file $T/nodir"
+}
+
+case_dest_dir_missing() {
+    mkfile "$T/a" 1000
+    expect_exit 11 "$PCOPY" "$T/a" "$T/nodir/x"
+    expect_stderr_contains "$T/nodir"
+    [[ ! -e $T/nodir ]] || fail "$T/nodir was created"
+    # A trailing slash names a directory, which does not exist.
+    expect_exit 11 "$PCOPY" "$T/a" "$T/nodir2/"
+    expect_stderr_contains "nodir2"
+    [[ ! -e $T/nodir2 ]] || fail "$T/nodir2 was created"
+    # Several sources into a missing directory.
+    expect_exit 1,11 "$PCOPY" "$T/a" "$T/a" "$T/nodir3/"
+    expect_stderr_contains "nodir3"
+    [[ ! -e $T/nodir3 ]] || fail "$T/nodir3 was created"
+}
+
+case_dest_read_only() {
+    mkfile "$T/a" 100000
+    mount_tmpfs "$T/ro" ro,size=1m
+    expect_exit 11 "$PCOPY" "$T/a" "$T/ro"
+    expect_stderr_contains "$T/ro"
+    expect_exit 11 "$PCOPY" "$T/a" "$T/ro/newname"
+    expect_stderr_contains "$T/ro"
+    dir_is_empty "$T/ro" || fail "files appeared in the read-only $T/ro"
+    # An existing file in a file system that became read-only stays.
+    mount_tmpfs "$T/rw" size=1m
+    mkfile "$T/rw/keep" 4000
+    cp "$T/rw/keep" "$T/keep.orig"
+    mount -o remount,ro "$T/rw" || fail "cannot remount $T/rw read-only"
+    expect_exit 11 "$PCOPY" "$T/a" "$T/rw/keep"
+    expect_stderr_contains "$T/rw"
+    same_file "$T/keep.orig" "$T/rw/keep"
+    no_temp_files "$T/rw"
+}
+
+case_dest_not_writable_user() {
+    # A directory the (unprivileged) user may not write to.
+    mkfile "$T/a" 100000
+    chmod 644 "$T/a"
+    mkdir -p "$T/locked"
+    chmod 755 "$T/locked"
+    command -v setpriv >/dev/null || fail "setpriv is needed for this case"
+    setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$T/a" ||
+        fail "user nobody cannot reach $T (check the modes of $PCOPY_TEST_TMP)"
+    expect_exit 11 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PCOPY" "$T/a" "$T/locked"
+    expect_stderr_contains "$T/locked"
+    dir_is_empty "$T/locked" || fail "files appeared in $T/locked"
+}
+
+case_replaced_only_on_success() {
+    mkfile "$T/old" 70000
+    cp "$T/old" "$T/old.orig"
+    mkdir -p "$T/dir"
+    # A missing source leaves the destination alone.
+    expect_exit 3 "$PCOPY" "$T/missing" "$T/old"
+    same_file "$T/old.orig" "$T/old"
+    # So does a directory as the source.
+    expect_exit 3 "$PCOPY" "$T/dir" "$T/old"
+    same_file "$T/old.orig" "$T/old"
+    # A successful copy replaces it, with the source's mode.
+    mkfile "$T/new" 1234567
+    chmod 600 "$T/new"
+    chmod 644 "$T/old"
+    expect_exit 0 "$PCOPY" "$T/new" "$T/old"
+    same_file "$T/new" "$T/old"
+    [[ $(mode_of "$T/old") == 600 ]] || fail "the replaced file has mode $(mode_of "$T/old"), not the source's 600"
+    # A read-only destination file (mode 0444) is replaced too, since the
+    # copy is renamed into place.
+    chmod 444 "$T/old"
+    expect_exit 0 "$PCOPY" "$T/old.orig" "$T/old"
+    same_file "$T/old.orig" "$T/old"
+    no_temp_files "$T"
+}
+
+run_case into-existing-dir case_into_existing_dir
+run_case new-name case_new_name
+run_case several-into-dir case_several_into_dir
+run_case several-into-non-dir case_several_into_non_dir
+run_case several-into-non-dir-one-missing case_several_into_non_dir_one_missing
+run_case several-into-non-dir-one-dir case_several_into_non_dir_one_dir
+run_case dest-dir-missing case_dest_dir_missing
+run_case dest-read-only case_dest_read_only
+run_case dest-not-writable-user case_dest_not_writable_user
+run_case replaced-only-on-success case_replaced_only_on_success
+finish

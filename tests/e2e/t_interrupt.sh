@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# t_interrupt: a client stopped by SIGINT/SIGTERM exits 20 promptly and
+# leaves no partial file; a daemon (or its session) killed mid-transfer makes
+# the client fail promptly, naming the daemon; an idle transfer times out.
+#
+# The transfers are kept open by a slow standard input: a producer writes a
+# few MiB into a FIFO, then holds it open without writing.
+source "$PCOPY_TEST_LIB"
+
+# How long a client may take to react, in seconds (times $SLOW).
+REACT=5
+
+# producer_idle: the producer has written all its bytes (it is now the
+# `sleep` that holds the FIFO open).
+producer_idle() {
+    [[ $(cat "/proc/$PRODUCER_PID/comm" 2>/dev/null) == sleep ]]
+}
+
+CLIENT_PID= CLIENT_ERR=
+# IDLE=1: start_client also waits until the client has read the input and
+# waits for more (the moment a user would press ^C); IDLE=0: it returns as
+# soon as the copy has begun, while data still flows.
+IDLE=1
+# start_client DIR NAME ARGS...: start `pcopy ARGS...` in the background,
+# reading a slow standard input (5 MiB, then nothing for a minute), and wait
+# until the temporary file for NAME shows up in DIR.
+start_client() {
+    local dir=$1 name=$2
+    shift 2
+    slow_producer "$T/fifo" 5M 60
+    CLIENT_ERR=$T/client.err
+    "$PCOPY" "$@" <"$T/fifo" 2>"$CLIENT_ERR" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    wait_until 30 has_temp_file "$dir" "$name" || {
+        cat "$CLIENT_ERR" >&2
+        fail "no temporary file for $name appeared in $dir"
+    }
+    if [[ $IDLE == 1 ]]; then
+        wait_until 30 producer_idle || fail "the client did not read its input"
+        # What is left in the pipe buffer (64 KiB at most) is read at once.
+        sleep 0.5
+    fi
+}
+
+# client_exit: wait for the client; sets CLIENT_RC. Fails if it did not exit
+# within REACT seconds (then ends its input, to record its status anyway).
+CLIENT_RC=
+client_exit() {
+    local start late=
+    start=$(now)
+    if ! wait_exit "$REACT" "$CLIENT_PID"; then
+        late=1
+        kill "$PRODUCER_PID" 2>/dev/null || true
+        wait_exit 30 "$CLIENT_PID" || stop_pid "$CLIENT_PID"
+    fi
+    CLIENT_RC=$WAIT_RC
+    log "client exited with status ${CLIENT_RC:-?} after $(secs_since "$start") s: $(head -n 1 "$CLIENT_ERR")"
+    LAST_STDERR=$CLIENT_ERR
+    [[ -z $late ]] || fail "the client did not exit within $((REACT * SLOW)) s (it exited only once its input ended)"
+}
+
+# signal_local SIG: a local copy from slow stdin over an existing file,
+# stopped by SIG: exit 20, old file kept, no temporary file.
+signal_local() {
+    mkdir -p "$T/d"
+    mkfile "$T/d/dst" 100000
+    cp "$T/d/dst" "$T/dst.orig"
+    start_client "$T/d" dst -s 4 - "$T/d/dst"
+    kill -"$1" "$CLIENT_PID"
+    client_exit
+    same_file "$T/dst.orig" "$T/d/dst"
+    no_temp_files "$T/d"
+    [[ $CLIENT_RC -eq 20 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC after SIG$1, wanted 20"; }
+    expect_stderr_contains "interrupted"
+}
+
+case_sigint_local() {
+    signal_local INT
+}
+
+case_sigterm_local() {
+    signal_local TERM
+}
+
+case_sigint_local_busy() {
+    IDLE=0
+    signal_local INT
+}
+
+case_sigint_push() {
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    start_client "$T/root" pushed -s 4 - "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    kill -INT "$CLIENT_PID"
+    client_exit
+    [[ ! -e $T/root/pushed ]] || fail "the interrupted push left $T/root/pushed"
+    # The daemon's session notices and removes its temporary file.
+    wait_until "$REACT" no_temp_files "$T/root" || no_temp_files "$T/root"
+    [[ $CLIENT_RC -eq 20 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC after SIGINT, wanted 20"; }
+    # The daemon still serves.
+    mkfile "$T/small" 1000
+    expect_exit 0 "$PCOPY" "$T/small" "$DAEMON_URL/small" --key-file "$DAEMON_KEY"
+    same_file "$T/small" "$T/root/small"
+}
+
+case_sigint_pull() {
+    # A pull of a FIFO in the daemon's root, fed slowly.
+    mkdir -p "$T/root" "$T/local"
+    start_daemon "$T/root"
+    mkfile "$T/local/dst" 1000
+    cp "$T/local/dst" "$T/dst.orig"
+    slow_producer "$T/root/fifo" 5M 60
+    "$PCOPY" -s 4 "$DAEMON_URL/fifo" "$T/local/dst" --key-file "$DAEMON_KEY" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    CLIENT_ERR=$T/client.err
+    track_pid "$CLIENT_PID"
+    wait_until 30 has_temp_file "$T/local" dst || {
+        cat "$CLIENT_ERR" >&2
+        fail "no temporary file appeared in $T/local"
+    }
+    kill -INT "$CLIENT_PID"
+    client_exit
+    same_file "$T/dst.orig" "$T/local/dst"
+    no_temp_files "$T/local"
+    [[ $CLIENT_RC -eq 20 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC after SIGINT, wanted 20"; }
+}
+
+case_daemon_sigterm() {
+    # The daemon is stopped mid-push: the client fails, naming it; nothing
+    # appears under the final name; the sessions remove their temporary files.
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    start_client "$T/root" pushed -s 4 - "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    stop_daemon
+    log "daemon exited with status $WAIT_RC"
+    client_exit
+    [[ $CLIENT_RC -ne 0 ]] || fail "the client exited 0 although the daemon was stopped"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
+    [[ ! -e $T/root/pushed ]] || fail "$T/root/pushed appeared"
+    no_temp_files "$T/root"
+}
+
+case_session_sigkill() {
+    # The session process dies mid-push: the client fails, naming the daemon;
+    # the daemon itself lives on.
+    local sessions
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    start_client "$T/root" pushed -s 4 - "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    sessions=$(session_pids)
+    [[ -n $sessions ]] || fail "no session process under daemon $DAEMON_PID"
+    pkill -KILL -P "$DAEMON_PID"
+    client_exit
+    [[ $CLIENT_RC -ne 0 ]] || fail "the client exited 0 although its session was killed"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
+    [[ ! -e $T/root/pushed ]] || fail "$T/root/pushed appeared"
+    kill -0 "$DAEMON_PID" || fail "the daemon died with its session"
+    mkfile "$T/small" 1000
+    expect_exit 0 "$PCOPY" "$T/small" "$DAEMON_URL/small" --key-file "$DAEMON_KEY"
+    same_file "$T/small" "$T/root/small"
+}
+
+case_idle_timeout() {
+    # Input that stalls makes the data streams idle: --timeout 2 gives
+    # exit 30, well before the input would end.
+    mkdir -p "$T/d"
+    start_client "$T/d" out --timeout 2 -s 2 - "$T/d/out"
+    client_exit
+    [[ ! -e $T/d/out ]] || fail "$T/d/out appeared"
+    no_temp_files "$T/d"
+    [[ $CLIENT_RC -eq 30 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC, wanted 30"; }
+}
+
+run_case sigint-local case_sigint_local
+run_case sigterm-local case_sigterm_local
+run_case sigint-local-busy case_sigint_local_busy
+run_case sigint-push case_sigint_push
+run_case sigint-pull case_sigint_pull
+run_case daemon-sigterm case_daemon_sigterm
+run_case session-sigkill case_session_sigkill
+run_case idle-timeout case_idle_timeout
+finish

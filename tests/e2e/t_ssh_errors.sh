@@ -1,0 +1,247 @@
+#!/usr/bin/env bash
+# t_ssh_errors: how an ssh copy fails. ssh cannot connect or log in (exit 5
+# with ssh's own message), no pcopy on the remote (exit 5), a missing or
+# read-only remote destination (exit 11 naming it), a missing remote
+# source (exit 3), and the remote pcopy or the ssh connection dying, or the
+# client interrupted, in the middle of a copy (no file under the final
+# name, and no remote pcopy left behind).
+source "$PCOPY_TEST_LIB"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+
+sshd_start
+
+# config_with OUT: a copy of SSH_CONFIG in OUT whose first lines are read
+# from standard input (ssh takes the first value it finds for a setting).
+config_with() {
+    { cat; cat "$SSH_CONFIG"; } >"$1"
+}
+
+case_connection_refused() {
+    local dead
+    mkfile "$T/f" 1000
+    mkdir -p "$T/remote"
+    dead=$(free_port)
+    expect_exit 5 env PCOPY_RSH="ssh -F $SSH_CONFIG -p $dead" "$PCOPY" "$T/f" "pctest:$T/remote/"
+    expect_stderr_contains "port $dead: Connection refused"
+    expect_exit 5 "$PCOPY" --rsh "ssh -F $SSH_CONFIG -p $dead" "pctest:$T/f" "$T/remote/pulled"
+    expect_stderr_contains "port $dead: Connection refused"
+    [[ ! -e $T/remote/f && ! -e $T/remote/pulled ]] || fail "a file was created"
+    # A third-party copy whose destination cannot be reached.
+    printf 'Host h2\n    Port %s\n' "$dead" | config_with "$T/h2dead.config"
+    expect_exit 5 "$PCOPY" --rsh "ssh -F $T/h2dead.config" "h1:$T/f" "h2:$T/remote/third"
+    expect_stderr_contains "port $dead: Connection refused"
+    [[ ! -e $T/remote/third ]] || fail "$T/remote/third was created"
+    [[ -z $(sshd_remote_pids) ]] || sleep 1
+    [[ -z $(sshd_remote_pids) ]] || fail "a remote pcopy is left: $(sshd_remote_pids)"
+    # A command that does not exist at all.
+    expect_exit 5 "$PCOPY" --rsh "/nonexistent/ssh-$$" "$T/f" "pctest:$T/remote/"
+    expect_stderr_contains "/nonexistent/ssh-$$"
+}
+
+case_wrong_key() {
+    mkfile "$T/f" 1000
+    mkdir -p "$T/remote"
+    ssh-keygen -q -t ed25519 -N '' -C stranger -f "$T/stranger" || fail "ssh-keygen failed"
+    printf 'Host *\n    IdentityFile %s\n' "$T/stranger" | config_with "$T/stranger.config"
+    # The config's own IdentityFile must not be offered as well.
+    sed -i "\|IdentityFile $SSH_KEY\$|d" "$T/stranger.config"
+    grep -q "$SSH_KEY" "$T/stranger.config" && fail "the good key is still in $T/stranger.config"
+    expect_exit 5 "$PCOPY" --rsh "ssh -F $T/stranger.config" "$T/f" "pctest:$T/remote/"
+    expect_stderr_contains "Permission denied"
+    expect_exit 5 "$PCOPY" --rsh "ssh -F $T/stranger.config" "pctest:$T/f" "$T/remote/pulled"
+    expect_stderr_contains "Permission denied"
+    [[ ! -e $T/remote/f && ! -e $T/remote/pulled ]] || fail "a file was created"
+}
+
+case_no_remote_pcopy() {
+    mkfile "$T/f" 1000
+    mkdir -p "$T/remote"
+    expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "$T/f" "pctest:$T/remote/"
+    expect_stderr_contains "pcopy not found on pctest"
+    expect_stderr_contains "--remote-pcopy"
+    expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "pctest:$T/f" "$T/remote/pulled"
+    expect_stderr_contains "pcopy not found on pctest"
+    # A name that is not on the remote PATH.
+    expect_exit 5 "$PCOPY" --remote-pcopy "pcopy-not-installed-$$" "$T/f" "pctest:$T/remote/"
+    expect_stderr_contains "pcopy not found on pctest"
+    # Third party: the message names the host without pcopy.
+    expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "h1:$T/f" "h2:$T/remote/third"
+    expect_stderr_matches "pcopy not found on h[12]"
+    [[ ! -e $T/remote/f && ! -e $T/remote/pulled && ! -e $T/remote/third ]] || fail "a file was created"
+}
+
+case_remote_dest_missing() {
+    mkfile "$T/f" 100000
+    expect_exit 11 "$PCOPY" "$T/f" "pctest:$T/missing/out"
+    expect_stderr_contains "$T/missing"
+    expect_exit 11 "$PCOPY" -s 4 "$T/f" "pctest:$T/missing2/"
+    expect_stderr_contains "$T/missing2"
+    expect_exit 1,11 "$PCOPY" "$T/f" "$T/f" "pctest:$T/missing3/"
+    expect_stderr_contains "$T/missing3"
+    expect_exit 11 "$PCOPY" "h1:$T/f" "h2:$T/missing4/out"
+    expect_stderr_contains "$T/missing4"
+    local m
+    for m in missing missing2 missing3 missing4; do
+        [[ ! -e $T/$m ]] || fail "$T/$m was created"
+    done
+}
+
+case_remote_source_missing() {
+    mkdir -p "$T/back"
+    expect_exit 3 "$PCOPY" "pctest:$T/nosuch" "$T/back/x"
+    expect_stderr_contains "$T/nosuch"
+    [[ ! -e $T/back/x ]] || fail "$T/back/x was created"
+    expect_exit 3 "$PCOPY" "h1:$T/nosuch2" "h2:$T/back/y"
+    expect_stderr_contains "$T/nosuch2"
+    [[ ! -e $T/back/y ]] || fail "$T/back/y was created"
+}
+
+case_remote_read_only() {
+    mkfile "$T/f" 100000
+    mount_tmpfs "$T/ro" ro,size=1m
+    expect_exit 11 "$PCOPY" "$T/f" "pctest:$T/ro"
+    expect_stderr_contains "$T/ro"
+    expect_exit 11 "$PCOPY" -s 4 "$T/f" "pctest:$T/ro/newname"
+    expect_stderr_contains "$T/ro"
+    expect_exit 11 "$PCOPY" "h1:$T/f" "h2:$T/ro/"
+    expect_stderr_contains "$T/ro"
+    dir_is_empty "$T/ro" || fail "files appeared in the read-only $T/ro"
+}
+
+# _data_conn_of_family FAMILY: a remote pcopy has an established TCP
+# connection of FAMILY (-4 or -6).
+_data_conn_of_family() {
+    local p
+    for p in $(sshd_remote_pids); do
+        ss -Htnp "$1" state established 2>/dev/null | grep -q "pid=$p," && return 0
+    done
+    return 1
+}
+
+# forced_family FLAG OTHER HOST: `pcopy FLAG` to HOST, which ssh reaches
+# over the other family only, either copies over FLAG's family or fails
+# with exit 10; no data connection of family OTHER is ever seen.
+forced_family() {
+    local flag=$1 other=$2 host=$3 cpid seen= i
+    mkfile "$T/f$flag" 3M
+    mkdir -p "$T/remote"
+    "$PCOPY" "$flag" -s 2 "$T/f$flag" "$host:$T/remote/" 2>"$T/err$flag" &
+    cpid=$!
+    track_pid "$cpid"
+    for ((i = 0; i < 1200 * SLOW; i++)); do
+        proc_gone "$cpid" && break
+        if [[ -z $seen ]] && _data_conn_of_family "$other"; then
+            seen=$(ss -Htnp "$other" state established | grep pcopy)
+        fi
+        sleep 0.05
+    done
+    wait_exit 10 "$cpid" || fail "pcopy $flag ... $host:... did not finish in 60 s"
+    log "pcopy $flag to $host: exit $WAIT_RC: $(tr '\n' ' ' <"$T/err$flag")"
+    [[ -z $seen ]] || fail "pcopy $flag to $host used a data connection of family $other: $seen"
+    case $WAIT_RC in
+    0) same_file "$T/f$flag" "$T/remote/f$flag" ;;
+    10) [[ ! -e $T/remote/f$flag ]] || fail "$T/remote/f$flag was created" ;;
+    *) fail "pcopy $flag to $host exited with $WAIT_RC: $(cat "$T/err$flag")" ;;
+    esac
+}
+
+case_family_unreachable() {
+    forced_family -6 -4 pctest4
+    forced_family -4 -6 pctest6
+}
+
+# _receiving DIR NAME: a remote pcopy runs and has written data to its
+# temporary file for NAME in DIR.
+_receiving() {
+    [[ -n $(sshd_remote_pids) ]] &&
+        [[ -n $(find "$1" -maxdepth 1 -name ".$2.pcopy-*" -size +0 -print -quit 2>/dev/null) ]]
+}
+
+# start_slow_push: push 4 MiB and then nothing for 20 s from standard input
+# to pctest:$T/dir/out in the background; wait until the remote pcopy has
+# written some of it. Sets CLIENT_PID; the client's stderr is $T/client.err.
+CLIENT_PID=
+start_slow_push() {
+    mkdir -p "$T/dir"
+    slow_producer "$T/fifo" 4194304 20
+    "$PCOPY" -s 4 -B 256k - "pctest:$T/dir/out" <"$T/fifo" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    if ! wait_until 30 _receiving "$T/dir" out; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        ls -la "$T/dir" >&2
+        fail "the remote pcopy did not start writing $T/dir/out"
+    fi
+}
+
+# check_broken_push WHAT: the client exited non-zero within 30 s of WHAT,
+# naming the host; no $T/dir/out, and no remote pcopy left.
+check_broken_push() {
+    if ! wait_exit 30 "$CLIENT_PID"; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        fail "the client did not exit within 30 s after $1"
+    fi
+    if [[ $WAIT_RC -eq 0 ]]; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        fail "the client exited 0 after $1"
+    fi
+    if ! grep -q pctest "$T/client.err"; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        fail "after $1 the client (exit $WAIT_RC) did not name the host pctest"
+    fi
+    log "after $1: exit $WAIT_RC, $(grep -v '^ *$' "$T/client.err" | tail -n 1)"
+    [[ ! -e $T/dir/out ]] || fail "$T/dir/out exists after $1"
+    wait_until 20 test -z "$(sshd_remote_pids)" ||
+        fail "the remote pcopy is still running 20 s after $1: $(sshd_remote_pids)"
+}
+
+case_remote_dies() {
+    start_slow_push
+    # shellcheck disable=SC2046
+    kill -KILL $(sshd_remote_pids)
+    check_broken_push "the remote pcopy was killed"
+}
+
+case_ssh_dies() {
+    local ssh_pid p
+    start_slow_push
+    ssh_pid=$(for p in $(proc_descendants "$CLIENT_PID"); do
+        if [[ $(cat "/proc/$p/comm" 2>/dev/null) == ssh ]]; then
+            echo "$p"
+            break
+        fi
+    done)
+    [[ -n $ssh_pid ]] || fail "the client $CLIENT_PID has no ssh child"
+    kill -KILL "$ssh_pid"
+    check_broken_push "the client's ssh was killed"
+}
+
+case_client_interrupted() {
+    start_slow_push
+    kill -TERM "$CLIENT_PID"
+    if ! wait_exit 30 "$CLIENT_PID"; then
+        fail "the client did not exit within 30 s of SIGTERM"
+    fi
+    if [[ $WAIT_RC -ne 20 ]]; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        fail "the client exited with $WAIT_RC after SIGTERM, not 20"
+    fi
+    [[ ! -e $T/dir/out ]] || fail "$T/dir/out exists after the client was interrupted"
+    wait_until 20 test -z "$(sshd_remote_pids)" ||
+        fail "the remote pcopy is still running 20 s after the client was interrupted"
+    # The remote side removes its temporary file.
+    wait_until 10 eval '[[ -z $(find "$T/dir" -name ".out.pcopy-*" -print -quit) ]]' ||
+        fail "the remote left its temporary file: $(ls -a "$T/dir")"
+}
+
+run_case connection-refused case_connection_refused
+run_case wrong-key case_wrong_key
+run_case no-remote-pcopy case_no_remote_pcopy
+run_case remote-dest-missing case_remote_dest_missing
+run_case remote-source-missing case_remote_source_missing
+run_case remote-read-only case_remote_read_only
+run_case family-unreachable case_family_unreachable
+run_case remote-dies case_remote_dies
+run_case ssh-dies case_ssh_dies
+run_case client-interrupted case_client_interrupted
+finish

@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# t_ssh_modes: the ways an ssh copy sets up its data connections: -z (the
+# client listens, the remote connects), -Z LO-HI (the data ports the
+# listening side uses) with a free range and with a range where every port
+# is taken, -4 and -6, and a third-party copy h1 -> h2 with 1 and 8
+# streams (h1 and h2 are two names of one sshd).
+source "$PCOPY_TEST_LIB"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+
+sshd_start
+
+# free_range N: the first of N consecutive TCP ports that nothing listens on.
+free_range() {
+    local n=$1 lo i try
+    for ((try = 0; try < 50; try++)); do
+        lo=$(free_port)
+        ((lo + n - 1 <= 65535)) || continue
+        for ((i = 1; i < n; i++)); do
+            port_in_use $((lo + i)) && continue 2
+        done
+        echo "$lo"
+        return 0
+    done
+    fail "free_range: no $n consecutive free ports found"
+}
+
+# hold_ports LO HI: listen on every port from LO to HI, on all IPv4 and
+# IPv6 addresses, until the case ends.
+hold_ports() {
+    rm -f "$T/held"
+    python3 - "$1" "$2" "$T/held" <<'EOF' &
+import socket, sys, time
+lo, hi, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+held = []
+for port in range(lo, hi + 1):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.bind(("::", port))
+    s.listen(16)
+    held.append(s)
+open(ready, "w").close()
+time.sleep(3600)
+EOF
+    track_pid $!
+    wait_until 10 test -e "$T/held" || fail "could not listen on ports $1-$2"
+}
+
+# _has_data_conn WHO CLIENT_PID SS_FILTER...: the client (WHO=client) or
+# the remote pcopy (WHO=server) has a TCP connection that
+# `ss -Htnp SS_FILTER...` lists.
+_has_data_conn() {
+    local who=$1 cpid=$2 p pids
+    shift 2
+    if [[ $who == client ]]; then
+        pids=$cpid
+    else
+        pids=$(sshd_remote_pids)
+    fi
+    for p in $pids; do
+        ss -Htnp "$@" 2>/dev/null | grep -q "pid=$p," && return 0
+    done
+    return 1
+}
+
+# watch_push WHO HOST 'SS_FILTER' OPTS...: push 2 MiB from a slow standard
+# input (held open 4 s more) to HOST with OPTS, check that meanwhile WHO
+# (client or server) has a data connection that `ss -Htnp SS_FILTER`
+# lists, and that the copy is complete.
+watch_push() {
+    local who=$1 host=$2 filter=$3 cpid
+    shift 3
+    rm -rf "$T/watch" "$T/watch.in" "$T/fifo"
+    mkdir -p "$T/watch"
+    slow_producer "$T/fifo" 2097152 4 "$T/watch.in"
+    "$PCOPY" "$@" - "$host:$T/watch/out" <"$T/fifo" 2>"$T/watch.err" &
+    cpid=$!
+    track_pid "$cpid"
+    # shellcheck disable=SC2086  # the filter is several words on purpose
+    if ! wait_until 30 _has_data_conn "$who" "$cpid" $filter; then
+        ss -Htnp state established 2>/dev/null | grep -E 'pcopy' | sed 's/^/  ss: /' >&2
+        sed 's/^/  stderr: /' "$T/watch.err" >&2
+        fail "pcopy $* - $host:...: the $who had no connection matching: ss $filter"
+    fi
+    wait_exit 60 "$cpid" || fail "pcopy $* - $host:... did not finish"
+    if [[ $WAIT_RC -ne 0 ]]; then
+        sed 's/^/  stderr: /' "$T/watch.err" >&2
+        fail "pcopy $* - $host:... exited with $WAIT_RC"
+    fi
+    same_file "$T/watch.in" "$T/watch/out"
+}
+
+case_reverse() {
+    local s
+    mkfile "$T/f" 9M
+    mkfile "$T/g" 12345
+    mkdir -p "$T/remote" "$T/back"
+    for s in 1 4; do
+        expect_exit 0 "$PCOPY" -z -s "$s" "$T/f" "$T/g" "pctest:$T/remote/"
+        expect_summary $((9 * 1048576 + 12345)) 2 "$s"
+        same_file "$T/f" "$T/remote/f"
+        same_file "$T/g" "$T/remote/g"
+        rm -f "$T/back/f" "$T/back/g"
+        expect_exit 0 "$PCOPY" -z -s "$s" "pctest:$T/remote/f" "pctest:$T/remote/g" "$T/back/"
+        expect_summary $((9 * 1048576 + 12345)) 2 "$s"
+        same_file "$T/f" "$T/back/f"
+        same_file "$T/g" "$T/back/g"
+        rm -f "$T/remote/f" "$T/remote/g"
+    done
+    # With -z the client's own port carries the data.
+    watch_push client pctest "state established" -z -s 4
+}
+
+case_port_range() {
+    local lo hi
+    lo=$(free_range 3)
+    hi=$((lo + 2))
+    mkfile "$T/f" 5M
+    mkdir -p "$T/remote" "$T/back"
+    expect_exit 0 "$PCOPY" -Z "$lo-$hi" -s 8 "$T/f" "pctest:$T/remote/"
+    same_file "$T/f" "$T/remote/f"
+    expect_exit 0 "$PCOPY" -Z "$lo-$hi" -s 8 "pctest:$T/remote/f" "$T/back/"
+    same_file "$T/f" "$T/back/f"
+    expect_exit 0 "$PCOPY" -z -Z "$lo-$hi" -s 3 "$T/f" "pctest:$T/remote/f.z"
+    same_file "$T/f" "$T/remote/f.z"
+    # The listening side's end of the data connections is in the range: the
+    # remote's without -z, the client's with it.
+    watch_push server pctest "state established ( sport >= :$lo and sport <= :$hi )" -Z "$lo-$hi" -s 4
+    watch_push client pctest "state established ( sport >= :$lo and sport <= :$hi )" -z -Z "$lo-$hi" -s 4
+}
+
+case_port_range_taken() {
+    local lo hi
+    lo=$(free_range 3)
+    hi=$((lo + 2))
+    mkfile "$T/f" 1M
+    mkdir -p "$T/remote" "$T/back"
+    hold_ports "$lo" "$hi"
+    # The remote listens: push and pull.
+    PCOPY_TEST_CMD_TIMEOUT=60 expect_exit 10 "$PCOPY" -Z "$lo-$hi" "$T/f" "pctest:$T/remote/"
+    expect_stderr_matches '(-z|-Z)'
+    [[ ! -e $T/remote/f ]] || fail "$T/remote/f was created"
+    PCOPY_TEST_CMD_TIMEOUT=60 expect_exit 10 "$PCOPY" -Z "$lo-$hi" -s 2 "pctest:$T/f" "$T/back/"
+    expect_stderr_matches '(-z|-Z)'
+    [[ ! -e $T/back/f ]] || fail "$T/back/f was created"
+    # The client listens.
+    PCOPY_TEST_CMD_TIMEOUT=60 expect_exit 10 "$PCOPY" -z -Z "$lo-$hi" "$T/f" "pctest:$T/remote/"
+    expect_stderr_matches '(-z|-Z)'
+    [[ ! -e $T/remote/f ]] || fail "$T/remote/f was created"
+    no_temp_files "$T/remote"
+    no_temp_files "$T/back"
+}
+
+case_address_family() {
+    mkfile "$T/f" 4M
+    mkdir -p "$T/remote" "$T/back"
+    expect_exit 0 "$PCOPY" -4 -s 4 "$T/f" "pctest:$T/remote/f4"
+    same_file "$T/f" "$T/remote/f4"
+    expect_exit 0 "$PCOPY" -4 -s 4 "pctest:$T/remote/f4" "$T/back/"
+    same_file "$T/f" "$T/back/f4"
+    expect_exit 0 "$PCOPY" -6 -s 4 "$T/f" "[::1]:$T/remote/f6"
+    same_file "$T/f" "$T/remote/f6"
+    expect_exit 0 "$PCOPY" -6 -s 4 "[::1]:$T/remote/f6" "$T/back/"
+    same_file "$T/f" "$T/back/f6"
+    expect_exit 0 "$PCOPY" -4 -z -s 2 "$T/f" "pctest:$T/remote/f4z"
+    same_file "$T/f" "$T/remote/f4z"
+    # The data connections are of the family asked for.
+    watch_push server pctest "-4 state established" -4 -s 2
+    watch_push server "[::1]" "-6 state established" -6 -s 2
+}
+
+case_third_party() {
+    local s
+    mkdir -p "$T/src"
+    mkfile "$T/src/f" 12M
+    mkfile "$T/src/g" 5000
+    mkfile "$T/src/e" 0
+    for s in 1 8; do
+        mkdir -p "$T/dst.$s"
+        expect_exit 0 "$PCOPY" -s "$s" "h1:$T/src/f" "h2:$T/dst.$s/"
+        same_file "$T/src/f" "$T/dst.$s/f"
+        # Several sources from h1 into a directory on h2.
+        mkdir -p "$T/dst.$s/more"
+        expect_exit 0 "$PCOPY" -s "$s" "h1:$T/src/f" "h1:$T/src/g" "h1:$T/src/e" "h2:$T/dst.$s/more/"
+        same_file "$T/src/f" "$T/dst.$s/more/f"
+        same_file "$T/src/g" "$T/dst.$s/more/g"
+        same_file "$T/src/e" "$T/dst.$s/more/e"
+        no_temp_files "$T/dst.$s"
+    done
+    # To a new name, with users.
+    expect_exit 0 "$PCOPY" -s 4 "root@h1:$T/src/g" "root@h2:$T/dst.1/renamed"
+    same_file "$T/src/g" "$T/dst.1/renamed"
+}
+
+run_case reverse case_reverse
+run_case port-range case_port_range
+run_case port-range-taken case_port_range_taken
+run_case address-family case_address_family
+run_case third-party case_third_party
+finish

@@ -1,0 +1,369 @@
+/* Unit tests for auth: the control MACs and session key against
+ * docs/PROTOCOL.md, and the data handshake over a socketpair, with the
+ * right key, a wrong key, an out-of-range stream index and garbage. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "crypto.h"
+#include "err.h"
+#include "platform.h"
+#include "proto.h"
+
+static void fill(uint8_t *p, size_t len, uint8_t start)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)(start + i * 7);
+}
+
+/* HMAC(key, label | a | b | extra), written out from the protocol text. */
+static void spec_mac(const uint8_t key[PROTO_KEY_LEN], const char *label,
+		     const uint8_t a[PROTO_NONCE_LEN], const uint8_t b[PROTO_NONCE_LEN],
+		     const uint8_t *extra, size_t extra_len, uint8_t out[PROTO_MAC_LEN])
+{
+	char lbl[32];
+	uint8_t na[PROTO_NONCE_LEN], nb[PROTO_NONCE_LEN], ex[4];
+	struct iovec iov[4];
+
+	assert_true(strlen(label) < sizeof(lbl));
+	assert_true(extra_len <= sizeof(ex));
+	strcpy(lbl, label);
+	memcpy(na, a, sizeof(na));
+	memcpy(nb, b, sizeof(nb));
+	if (extra_len > 0)
+		memcpy(ex, extra, extra_len);
+	iov[0] = (struct iovec){ lbl, strlen(lbl) };
+	iov[1] = (struct iovec){ na, sizeof(na) };
+	iov[2] = (struct iovec){ nb, sizeof(nb) };
+	iov[3] = (struct iovec){ ex, extra_len };
+	assert_int_equal(crypto_hmac(key, PROTO_KEY_LEN, iov, extra_len ? 4 : 3, out), 0);
+}
+
+/* ---- Pure derivations -------------------------------------------------- */
+
+static void test_ctl_mac(void **state)
+{
+	uint8_t K[PROTO_KEY_LEN], K2[PROTO_KEY_LEN], nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN];
+	uint8_t c1[PROTO_MAC_LEN], c2[PROTO_MAC_LEN], s1[PROTO_MAC_LEN], x[PROTO_MAC_LEN];
+	uint8_t want[PROTO_MAC_LEN];
+
+	(void)state;
+	fill(K, sizeof(K), 1);
+	fill(nc, sizeof(nc), 50);
+	fill(ns, sizeof(ns), 150);
+
+	assert_int_equal(auth_ctl_mac(K, true, nc, ns, c1), 0);
+	assert_int_equal(auth_ctl_mac(K, true, nc, ns, c2), 0);
+	assert_memory_equal(c1, c2, PROTO_MAC_LEN);
+	spec_mac(K, "pcopy ctl C", nc, ns, NULL, 0, want);
+	assert_memory_equal(c1, want, PROTO_MAC_LEN);
+
+	assert_int_equal(auth_ctl_mac(K, false, nc, ns, s1), 0);
+	assert_memory_not_equal(c1, s1, PROTO_MAC_LEN);
+	spec_mac(K, "pcopy ctl S", nc, ns, NULL, 0, want);
+	assert_memory_equal(s1, want, PROTO_MAC_LEN);
+
+	/* Swapped nonces, a changed nonce byte, another key: all differ. */
+	assert_int_equal(auth_ctl_mac(K, true, ns, nc, x), 0);
+	assert_memory_not_equal(c1, x, PROTO_MAC_LEN);
+	nc[PROTO_NONCE_LEN - 1] ^= 1;
+	assert_int_equal(auth_ctl_mac(K, true, nc, ns, x), 0);
+	assert_memory_not_equal(c1, x, PROTO_MAC_LEN);
+	nc[PROTO_NONCE_LEN - 1] ^= 1;
+	ns[0] ^= 0x80;
+	assert_int_equal(auth_ctl_mac(K, true, nc, ns, x), 0);
+	assert_memory_not_equal(c1, x, PROTO_MAC_LEN);
+	ns[0] ^= 0x80;
+	memcpy(K2, K, sizeof(K2));
+	K2[5] ^= 2;
+	assert_int_equal(auth_ctl_mac(K2, true, nc, ns, x), 0);
+	assert_memory_not_equal(c1, x, PROTO_MAC_LEN);
+}
+
+static void test_session_key(void **state)
+{
+	uint8_t K[PROTO_KEY_LEN], nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN];
+	uint8_t k1[PROTO_KEY_LEN], k2[PROTO_KEY_LEN], x[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
+	uint8_t want[PROTO_MAC_LEN];
+
+	(void)state;
+	fill(K, sizeof(K), 9);
+	fill(nc, sizeof(nc), 77);
+	fill(ns, sizeof(ns), 200);
+	assert_int_equal(auth_session_key(K, nc, ns, k1), 0);
+	assert_int_equal(auth_session_key(K, nc, ns, k2), 0);
+	assert_memory_equal(k1, k2, PROTO_KEY_LEN);
+	spec_mac(K, "pcopy session", nc, ns, NULL, 0, want);
+	assert_memory_equal(k1, want, PROTO_KEY_LEN);
+
+	nc[3] ^= 4;
+	assert_int_equal(auth_session_key(K, nc, ns, x), 0);
+	assert_memory_not_equal(k1, x, PROTO_KEY_LEN);
+	nc[3] ^= 4;
+	ns[31] ^= 4;
+	assert_int_equal(auth_session_key(K, nc, ns, x), 0);
+	assert_memory_not_equal(k1, x, PROTO_KEY_LEN);
+	ns[31] ^= 4;
+	assert_int_equal(auth_session_key(K, ns, nc, x), 0);
+	assert_memory_not_equal(k1, x, PROTO_KEY_LEN);
+
+	/* Not the same as either control MAC. */
+	assert_int_equal(auth_ctl_mac(K, true, nc, ns, mac), 0);
+	assert_memory_not_equal(k1, mac, PROTO_KEY_LEN);
+	assert_int_equal(auth_ctl_mac(K, false, nc, ns, mac), 0);
+	assert_memory_not_equal(k1, mac, PROTO_KEY_LEN);
+}
+
+/* ---- Data handshake ---------------------------------------------------- */
+
+/* A connected pair with a generous receive timeout, so that a broken test
+ * fails instead of hanging. The timeout never decides a passing run. */
+static void make_pair(int sv[2])
+{
+	struct timeval tv = { .tv_sec = 20, .tv_usec = 0 };
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(setsockopt(sv[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+}
+
+struct listener {
+	int fd;                 /* closed by the thread when it is done */
+	const uint8_t *key;
+	unsigned nstreams;
+	uint16_t stream;        /* written by the thread, read after join */
+	int ret;                /* written by the thread, read after join */
+};
+
+static void *listener_main(void *arg)
+{
+	struct listener *l = arg;
+
+	l->stream = 0xffff;
+	l->ret = auth_data_accept(l->fd, l->key, l->nstreams, &l->stream);
+	close(l->fd);
+	return NULL;
+}
+
+static void listener_start(struct listener *l, int fd, const uint8_t *key, unsigned nstreams,
+			   pthread_t *th)
+{
+	l->fd = fd;
+	l->key = key;
+	l->nstreams = nstreams;
+	l->ret = 99;
+	assert_int_equal(pthread_create(th, NULL, listener_main, l), 0);
+}
+
+/* Runs the real connector against the real listener. */
+static void handshake(const uint8_t *kc, const uint8_t *kl, uint16_t stream,
+		      unsigned nstreams, int *cret, struct listener *l)
+{
+	pthread_t th;
+	int sv[2];
+
+	make_pair(sv);
+	listener_start(l, sv[1], kl, nstreams, &th);
+	*cret = auth_data_connect(sv[0], kc, stream);
+	close(sv[0]);
+	assert_int_equal(pthread_join(th, NULL), 0);
+}
+
+static void test_data_same_key(void **state)
+{
+	static const uint16_t streams[] = { 0, 1, 7, 63 };
+	uint8_t k[PROTO_KEY_LEN];
+	struct listener l;
+	int cret;
+
+	(void)state;
+	fill(k, sizeof(k), 33);
+	for (size_t i = 0; i < sizeof(streams) / sizeof(streams[0]); i++) {
+		handshake(k, k, streams[i], 64, &cret, &l);
+		assert_int_equal(cret, 0);
+		assert_int_equal(l.ret, 0);
+		assert_int_equal(l.stream, streams[i]);
+	}
+	/* The last index in range. */
+	handshake(k, k, 2, 3, &cret, &l);
+	assert_int_equal(cret, 0);
+	assert_int_equal(l.ret, 0);
+	assert_int_equal(l.stream, 2);
+}
+
+static void test_data_wrong_key(void **state)
+{
+	uint8_t k1[PROTO_KEY_LEN], k2[PROTO_KEY_LEN];
+	struct listener l;
+	int cret;
+
+	(void)state;
+	fill(k1, sizeof(k1), 1);
+	memcpy(k2, k1, sizeof(k2));
+	k2[PROTO_KEY_LEN - 1] ^= 1;
+	handshake(k1, k2, 3, 8, &cret, &l);
+	/* The connector sees the listener's wrong proof first and stops;
+	 * the listener then never gets a proof at all. */
+	assert_int_equal(cret, -PC_E_AUTH);
+	assert_true(l.ret < 0);
+	assert_int_equal(l.stream, 0xffff);
+}
+
+/* A connector that speaks the protocol by hand but proves a wrong key: the
+ * listener must refuse it with -PC_E_AUTH. */
+static void test_data_listener_refuses_wrong_proof(void **state)
+{
+	uint8_t k[PROTO_KEY_LEN], bad[PROTO_KEY_LEN], hello[PROTO_DHELLO_LEN];
+	uint8_t reply[PROTO_NONCE_LEN + PROTO_MAC_LEN], want[PROTO_MAC_LEN], mac[PROTO_MAC_LEN];
+	uint8_t idx[2] = { 0, 5 };
+	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
+				  .stream = 5 };
+	struct listener l;
+	pthread_t th;
+	int sv[2];
+
+	(void)state;
+	fill(k, sizeof(k), 10);
+	memcpy(bad, k, sizeof(bad));
+	bad[0] ^= 0xff;
+	fill(h.nonce, sizeof(h.nonce), 90);
+	proto_dhello_encode(&h, hello);
+
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 8, &th);
+	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
+	assert_int_equal(platform_read_full(sv[0], reply, sizeof(reply), NULL), 0);
+	/* The listener's proof follows the protocol text. */
+	spec_mac(k, "pcopy data L", h.nonce, reply, idx, sizeof(idx), want);
+	assert_memory_equal(reply + PROTO_NONCE_LEN, want, PROTO_MAC_LEN);
+	spec_mac(bad, "pcopy data C", h.nonce, reply, idx, sizeof(idx), mac);
+	assert_int_equal(platform_write_full(sv[0], mac, sizeof(mac)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sv[0]);
+	assert_int_equal(l.ret, -PC_E_AUTH);
+	assert_int_equal(l.stream, 0xffff);
+
+	/* The same by hand with the right key is accepted. */
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 8, &th);
+	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
+	assert_int_equal(platform_read_full(sv[0], reply, sizeof(reply), NULL), 0);
+	spec_mac(k, "pcopy data C", h.nonce, reply, idx, sizeof(idx), mac);
+	assert_int_equal(platform_write_full(sv[0], mac, sizeof(mac)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sv[0]);
+	assert_int_equal(l.ret, 0);
+	assert_int_equal(l.stream, 5);
+}
+
+/* A listener that answers with a wrong proof: the connector refuses. */
+static void test_data_connector_refuses_wrong_proof(void **state)
+{
+	uint8_t k[PROTO_KEY_LEN], hello[PROTO_DHELLO_LEN];
+	uint8_t reply[PROTO_NONCE_LEN + PROTO_MAC_LEN];
+	int sv[2], cret;
+
+	(void)state;
+	fill(k, sizeof(k), 20);
+	make_pair(sv);
+	/* The whole reply fits in the socket buffer, so it can be written
+	 * before the connector runs. It is a random nonce and a zero MAC. */
+	fill(reply, PROTO_NONCE_LEN, 3);
+	memset(reply + PROTO_NONCE_LEN, 0, PROTO_MAC_LEN);
+	assert_int_equal(platform_write_full(sv[1], reply, sizeof(reply)), 0);
+	cret = auth_data_connect(sv[0], k, 1);
+	assert_int_equal(cret, -PC_E_AUTH);
+	assert_int_equal(platform_read_full(sv[1], hello, sizeof(hello), NULL), 0);
+	close(sv[0]);
+	/* Nothing followed the hello: no proof from a connector that failed. */
+	assert_int_equal(platform_read_full(sv[1], reply, 1, NULL), -PC_E_NET);
+	close(sv[1]);
+}
+
+static void test_data_stream_out_of_range(void **state)
+{
+	uint8_t k[PROTO_KEY_LEN];
+	struct listener l;
+	int cret;
+
+	(void)state;
+	fill(k, sizeof(k), 44);
+	handshake(k, k, 4, 4, &cret, &l);
+	assert_int_equal(l.ret, -PC_E_PROTO);
+	assert_int_equal(l.stream, 0xffff);
+	assert_true(cret < 0);
+
+	handshake(k, k, 0xffff, 64, &cret, &l);
+	assert_int_equal(l.ret, -PC_E_PROTO);
+	assert_true(cret < 0);
+
+	handshake(k, k, 0, 0, &cret, &l);
+	assert_int_equal(l.ret, -PC_E_PROTO);
+	assert_true(cret < 0);
+}
+
+static void test_data_garbage(void **state)
+{
+	uint8_t k[PROTO_KEY_LEN], junk[PROTO_DHELLO_LEN];
+	struct proto_dhello h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION };
+	struct listener l;
+	pthread_t th;
+	int sv[2];
+
+	(void)state;
+	fill(k, sizeof(k), 55);
+
+	/* 40 bytes that are not a hello: an HTTP request, say. */
+	memset(junk, ' ', sizeof(junk));
+	memcpy(junk, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 4, &th);
+	assert_int_equal(platform_write_full(sv[0], junk, sizeof(junk)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sv[0]);
+	assert_int_equal(l.ret, -PC_E_PROTO);
+
+	/* A control-channel magic on a data connection. */
+	proto_dhello_encode(&h, junk);
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 4, &th);
+	assert_int_equal(platform_write_full(sv[0], junk, sizeof(junk)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sv[0]);
+	assert_int_equal(l.ret, -PC_E_PROTO);
+
+	/* A stranger that sends a few bytes and hangs up. */
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 4, &th);
+	assert_int_equal(platform_write_full(sv[0], "PCD", 3), 0);
+	close(sv[0]);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.ret, -PC_E_NET);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ctl_mac),
+		cmocka_unit_test(test_session_key),
+		cmocka_unit_test(test_data_same_key),
+		cmocka_unit_test(test_data_wrong_key),
+		cmocka_unit_test(test_data_listener_refuses_wrong_proof),
+		cmocka_unit_test(test_data_connector_refuses_wrong_proof),
+		cmocka_unit_test(test_data_stream_out_of_range),
+		cmocka_unit_test(test_data_garbage),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

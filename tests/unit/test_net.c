@@ -1,0 +1,373 @@
+/* Unit tests for net, over loopback: listen on an ephemeral port, connect,
+ * accept with a peer name and a deadline, refused connections and their
+ * messages, receive timeouts, vectored sends, and IPv6 where ::1 exists. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "net.h"
+#include "platform.h"
+
+/* The two calls whose signatures are still moving (port ranges and address
+ * families): every test goes through these. */
+static int listen_on(const char *host, uint16_t port, uint32_t window, struct pc_err *e)
+{
+	return net_listen(host, port, port, 0, window, e);
+}
+
+static int connect_to(const char *host, uint16_t port, uint32_t window, unsigned timeout_s,
+		      struct pc_err *e)
+{
+	return net_connect(host, port, 0, window, timeout_s, e);
+}
+
+/* A connected loopback pair made through net_listen/connect/accept. */
+struct pair {
+	int lfd, cfd, afd;
+	uint16_t port;
+	char peer[NET_MAX_ADDR];
+};
+
+static void pair_open(struct pair *p, const char *host)
+{
+	struct pc_err e;
+
+	pc_err_init(&e);
+	p->lfd = listen_on(host, 0, 0, &e);
+	assert_true(p->lfd >= 0);
+	p->port = net_local_port(p->lfd);
+	assert_true(p->port != 0);
+	p->cfd = connect_to(host, p->port, 0, 5, &e);
+	assert_true(p->cfd >= 0);
+	/* The connection is already queued, so the deadline is never hit. */
+	p->afd = net_accept(p->lfd, 5000, p->peer, sizeof(p->peer));
+	assert_true(p->afd >= 0);
+	assert_int_equal(pc_err_get(&e, NULL, 0), 0);
+	pc_err_destroy(&e);
+}
+
+static void pair_close(struct pair *p)
+{
+	close(p->afd);
+	close(p->cfd);
+	close(p->lfd);
+}
+
+static void test_listen_connect_accept(void **state)
+{
+	char want[NET_MAX_ADDR + 8], host[NET_MAX_ADDR];
+	struct pair p;
+	char buf[6];
+
+	(void)state;
+	pair_open(&p, "127.0.0.1");
+	snprintf(want, sizeof(want), "127.0.0.1:%u", (unsigned)net_local_port(p.cfd));
+	assert_string_equal(p.peer, want);
+	assert_int_equal(net_local_port(p.afd), p.port);
+	assert_int_equal(net_local_host(p.cfd, host, sizeof(host)), 0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(net_peer_host(p.afd, host, sizeof(host)), 0);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(net_set_nodelay(p.cfd), 0);
+
+	/* Bytes flow both ways. */
+	assert_int_equal(platform_write_full(p.cfd, "hello", 5), 0);
+	assert_int_equal(platform_read_full(p.afd, buf, 5, NULL), 0);
+	assert_memory_equal(buf, "hello", 5);
+	assert_int_equal(platform_write_full(p.afd, "world", 5), 0);
+	assert_int_equal(platform_read_full(p.cfd, buf, 5, NULL), 0);
+	assert_memory_equal(buf, "world", 5);
+	pair_close(&p);
+}
+
+/* Without a timeout, and with a NULL peer buffer. */
+static void test_connect_no_timeout(void **state)
+{
+	struct pc_err e;
+	int lfd, cfd, afd;
+	uint16_t port;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	port = net_local_port(lfd);
+	cfd = connect_to("127.0.0.1", port, 0, 0, &e);
+	assert_true(cfd >= 0);
+	afd = net_accept(lfd, -1, NULL, 0);
+	assert_true(afd >= 0);
+	close(afd);
+	close(cfd);
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
+static void test_window(void **state)
+{
+	struct pc_err e;
+	int lfd, cfd, afd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 256u << 10, &e);
+	assert_true(lfd >= 0);
+	cfd = connect_to("127.0.0.1", net_local_port(lfd), 256u << 10, 5, &e);
+	assert_true(cfd >= 0);
+	afd = net_accept(lfd, 5000, NULL, 0);
+	assert_true(afd >= 0);
+	/* The kernel may clamp, but something was granted on both ends. */
+	assert_true(net_granted_window(afd) > 0);
+	assert_true(net_granted_window(cfd) > 0);
+	close(afd);
+	close(cfd);
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
+static void test_accept_timeout(void **state)
+{
+	struct pc_err e;
+	char peer[NET_MAX_ADDR] = "unchanged";
+	int lfd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	/* Nobody connects, so this is -PC_E_TIMEOUT however long it takes. */
+	assert_int_equal(net_accept(lfd, 50, peer, sizeof(peer)), -PC_E_TIMEOUT);
+	assert_int_equal(net_accept(lfd, 0, peer, sizeof(peer)), -PC_E_TIMEOUT);
+	assert_string_equal(peer, "unchanged");
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
+/* A port on which nothing listens: bind one, then close it. */
+static uint16_t closed_port(void)
+{
+	struct pc_err e;
+	uint16_t port;
+	int lfd;
+
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	port = net_local_port(lfd);
+	close(lfd);
+	pc_err_destroy(&e);
+	return port;
+}
+
+static void test_connect_refused(void **state)
+{
+	char msg[1024], portstr[16];
+	unsigned timeouts[] = { 0, 5 };
+	struct pc_err e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
+		uint16_t port = closed_port();
+
+		pc_err_init(&e);
+		assert_int_equal(connect_to("127.0.0.1", port, 0, timeouts[i], &e),
+				 -ECONNREFUSED);
+		assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -ECONNREFUSED);
+		snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+		if (strstr(msg, "127.0.0.1") == NULL || strstr(msg, portstr) == NULL)
+			fail_msg("message does not name host and port %s: '%s'", portstr, msg);
+		pc_err_destroy(&e);
+	}
+}
+
+static void test_listen_in_use(void **state)
+{
+	char msg[1024], portstr[16];
+	struct pc_err e;
+	int lfd, ret;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	ret = listen_on("127.0.0.1", net_local_port(lfd), 0, &e);
+	assert_int_equal(ret, -EADDRINUSE);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -EADDRINUSE);
+	snprintf(portstr, sizeof(portstr), "%u", (unsigned)net_local_port(lfd));
+	assert_non_null(strstr(msg, portstr));
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
+static void test_read_timeout(void **state)
+{
+	struct pair p;
+	size_t got = 99;
+	char buf[4];
+
+	(void)state;
+	pair_open(&p, "127.0.0.1");
+	assert_int_equal(net_set_timeout(p.afd, 1), 0);
+	/* The peer never sends: the read can only time out. */
+	assert_int_equal(platform_read_full(p.afd, buf, sizeof(buf), &got), -PC_E_TIMEOUT);
+	assert_int_equal(got, 0);
+	/* 0 clears the timeout; data still arrives afterwards. */
+	assert_int_equal(net_set_timeout(p.afd, 0), 0);
+	assert_int_equal(platform_write_full(p.cfd, "abcd", 4), 0);
+	assert_int_equal(platform_read_full(p.afd, buf, 4, NULL), 0);
+	assert_memory_equal(buf, "abcd", 4);
+	pair_close(&p);
+}
+
+/* ---- net_sendv_full ------------------------------------------------------ */
+
+#define SENDV_TOTAL ((3u << 20) + 1234u)
+
+struct drain {
+	int fd;
+	uint8_t *buf;         /* SENDV_TOTAL bytes; read after join */
+	int ret;              /* written by the thread, read after join */
+};
+
+static void *drain_main(void *arg)
+{
+	struct drain *d = arg;
+
+	d->ret = platform_read_full(d->fd, d->buf, SENDV_TOTAL, NULL);
+	return NULL;
+}
+
+static void test_sendv_full(void **state)
+{
+	/* Pieces of several sizes, including empty ones; more than the socket
+	 * buffers hold, so sendmsg returns short counts on the way. */
+	static const size_t sizes[] = { 1, 0, 4096, 1u << 20, 7, 0, (2u << 20) - 4096 - 8 + 1234, 0 };
+	struct iovec iov[sizeof(sizes) / sizeof(sizes[0])];
+	size_t total = 0, off = 0;
+	struct drain d;
+	struct pair p;
+	pthread_t th;
+	uint8_t *src;
+	char extra;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		total += sizes[i];
+	assert_int_equal(total, SENDV_TOTAL);
+	src = malloc(SENDV_TOTAL);
+	d.buf = malloc(SENDV_TOTAL);
+	assert_non_null(src);
+	assert_non_null(d.buf);
+	for (size_t i = 0; i < SENDV_TOTAL; i++)
+		src[i] = (uint8_t)(i * 2654435761u >> 13);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		iov[i].iov_base = src + off;
+		iov[i].iov_len = sizes[i];
+		off += sizes[i];
+	}
+
+	pair_open(&p, "127.0.0.1");
+	d.fd = p.afd;
+	d.ret = 99;
+	assert_int_equal(pthread_create(&th, NULL, drain_main, &d), 0);
+	assert_int_equal(net_sendv_full(p.cfd, iov, (int)(sizeof(sizes) / sizeof(sizes[0]))), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(d.ret, 0);
+	assert_memory_equal(d.buf, src, SENDV_TOTAL);
+	/* Not a byte more. */
+	assert_int_equal(shutdown(p.cfd, SHUT_WR), 0);
+	assert_int_equal(read(p.afd, &extra, 1), 0);
+
+	/* Zero iovecs: nothing to do. */
+	assert_int_equal(net_sendv_full(p.cfd, iov, 0), 0);
+	pair_close(&p);
+	free(src);
+	free(d.buf);
+}
+
+/* A send to a peer that has gone fails with an errno, without SIGPIPE. */
+static void test_sendv_peer_gone(void **state)
+{
+	static uint8_t chunk[64 << 10];
+	struct iovec iov;
+	struct pair p;
+	int ret = 0;
+
+	(void)state;
+	pair_open(&p, "127.0.0.1");
+	close(p.afd);
+	p.afd = -1;
+	/* The first sends may still succeed; a reset soon follows. */
+	for (int i = 0; i < 1000 && ret == 0; i++) {
+		iov.iov_base = chunk;
+		iov.iov_len = sizeof(chunk);
+		ret = net_sendv_full(p.cfd, &iov, 1);
+	}
+	assert_true(ret == -EPIPE || ret == -ECONNRESET);
+	close(p.cfd);
+	close(p.lfd);
+}
+
+/* ---- IPv6 ----------------------------------------------------------------- */
+
+static void test_ipv6_loopback(void **state)
+{
+	char want[NET_MAX_ADDR + 8], host[NET_MAX_ADDR], msg[1024];
+	struct pc_err e;
+	struct pair p;
+	int lfd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("::1", 0, 0, &e);
+	if (lfd < 0) {
+		pc_err_get(&e, msg, sizeof(msg));
+		printf("skipping IPv6 test: this machine cannot listen on ::1 (%s)\n", msg);
+		pc_err_destroy(&e);
+		skip();
+	}
+	close(lfd);
+	pc_err_destroy(&e);
+
+	pair_open(&p, "::1");
+	snprintf(want, sizeof(want), "[::1]:%u", (unsigned)net_local_port(p.cfd));
+	assert_string_equal(p.peer, want);
+	assert_int_equal(net_local_host(p.cfd, host, sizeof(host)), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(net_peer_host(p.afd, host, sizeof(host)), 0);
+	assert_string_equal(host, "::1");
+	assert_int_equal(platform_write_full(p.cfd, "six", 3), 0);
+	assert_int_equal(platform_read_full(p.afd, msg, 3, NULL), 0);
+	assert_memory_equal(msg, "six", 3);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_listen_connect_accept),
+		cmocka_unit_test(test_connect_no_timeout),
+		cmocka_unit_test(test_window),
+		cmocka_unit_test(test_accept_timeout),
+		cmocka_unit_test(test_connect_refused),
+		cmocka_unit_test(test_listen_in_use),
+		cmocka_unit_test(test_read_timeout),
+		cmocka_unit_test(test_sendv_full),
+		cmocka_unit_test(test_sendv_peer_gone),
+		cmocka_unit_test(test_ipv6_loopback),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
