@@ -49,43 +49,63 @@ int spawn_local_server(const char *exe, const char *bind, int verbosity, pid_t *
 	return 0;
 }
 
+/* In a child after fork: exec argv, or report errno on errfd and exit.
+ * Async-signal-safe calls only. */
+static void spawn_exec(char *const argv[], int errfd)
+{
+	int err;
+
+	platform_signals_reset();
+	execvp(argv[0], argv);
+	err = errno;
+	if (write(errfd, &err, sizeof(err)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
 int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, struct pc_err *e)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
-	pid_t child;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, ex[2] = { -1, -1 }, err = 0, ret = 0;
+	pid_t child = -1;
 
-	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) {
-		int ret = -errno;
-		for (int i = 0; i < 2; i++) {
-			if (in[i] >= 0)
-				close(in[i]);
-			if (out[i] >= 0)
-				close(out[i]);
-		}
-		return pc_err_set(e, ret, "pipe: %s", strerror(-ret));
+	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(ex, O_CLOEXEC) != 0) {
+		ret = pc_err_set(e, -errno, "pipe: %s", strerror(errno));
+		goto out;
 	}
 	child = fork();
 	if (child == 0) {
-		/* Async-signal-safe calls only until exec. The new 0 and 1
-		 * lose O_CLOEXEC through dup2. */
-		platform_signals_reset();
+		/* The new 0 and 1 lose O_CLOEXEC through dup2; ex[1] closes
+		 * itself on a successful exec, which is how we know. */
 		if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
 			_exit(127);
-		execvp(argv[0], argv);
-		_exit(127);
+		spawn_exec(argv, ex[1]);
 	}
-	close(in[0]);
-	close(out[1]);
 	if (child < 0) {
-		int ret = -errno;
-		close(in[1]);
-		close(out[0]);
-		return pc_err_set(e, ret, "cannot start '%s': %s", argv[0], strerror(-ret));
+		ret = pc_err_set(e, -errno, "cannot start '%s': %s", argv[0], strerror(errno));
+		goto out;
+	}
+	close(ex[1]);
+	ex[1] = -1;
+	while (read(ex[0], &err, sizeof(err)) < 0 && errno == EINTR)
+		;
+	if (err != 0) {
+		(void)spawn_wait(child);
+		child = -1;
+		ret = pc_err_set(e, -PC_E_LAUNCH, "cannot run '%s': %s", argv[0], strerror(err));
+		goto out;
 	}
 	*pid = child;
 	*rfd = out[0];
 	*wfd = in[1];
-	return 0;
+	out[0] = in[1] = -1;
+out:
+	for (int i = 0; i < 2; i++) {
+		int *fds[] = { &in[i], &out[i], &ex[i] };
+		for (int j = 0; j < 3; j++)
+			if (*fds[j] >= 0)
+				close(*fds[j]);
+	}
+	return ret;
 }
 
 int spawn_wait(pid_t pid)

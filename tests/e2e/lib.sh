@@ -358,6 +358,18 @@ no_temp_files() {
     [[ -z $left ]] || fail "temporary files left in $1: $left"
 }
 
+# temp_files_gone DIR: true when DIR holds no temporary file (no failure).
+temp_files_gone() {
+    [[ -z $(find "$1" -name '.*.pcopy-*' 2>/dev/null || true) ]]
+}
+
+# wait_no_temp_files DIR: like no_temp_files, for a directory a daemon
+# writes to: its session may still be removing its temporary file when the
+# client has already exited, so wait up to 10 s for them to go.
+wait_no_temp_files() {
+    wait_until 10 temp_files_gone "$1" || no_temp_files "$1"
+}
+
 # has_temp_file DIR NAME: a temporary file for NAME exists in DIR.
 has_temp_file() {
     compgen -G "$1/.$2.pcopy-*" >/dev/null
@@ -458,11 +470,18 @@ session_pids() {
 
 # SHIM_ENV: environment that preloads the corruption shim so that the byte
 # after AFTER bytes of block payload sent is flipped; set by shim_env AFTER.
+# Under ASan the shim must not be refused for coming before the ASan
+# runtime. Under TSan, the shim's own lazy dlsym() of the real sendmsg is a
+# (benign) race between the sending threads: suppress reports from it, so
+# that only pcopy's races count.
 SHIM_ENV=()
 shim_env() {
     [[ -n ${PCOPY_SHIM-} && -f $PCOPY_SHIM ]] || fail "PCOPY_SHIM ('${PCOPY_SHIM-}') is not a file"
+    local supp=$_LIB_STATE/tsan-shim.supp
+    printf 'race:corrupt_shim.c\nrace:libcorrupt_shim.so\n' >"$supp"
     SHIM_ENV=(LD_PRELOAD="$PCOPY_SHIM" PCOPY_CORRUPT_AFTER="$1"
-        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+        TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}suppressions=$supp")
 }
 
 # ------------------------------------------------------------- cases, exit

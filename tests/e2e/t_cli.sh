@@ -104,9 +104,27 @@ case_options_after_operands() {
     same_file "$T/src" "$T/dst2"
 }
 
+case_window_warning() {
+    # A window above the kernel's limit: the copy goes on with a warning
+    # that gives both numbers; -q silences it.
+    local max
+    max=$(cat /proc/sys/net/core/rmem_max)
+    mkfile "$T/src" 300k
+    expect_exit 0 "$PCOPY" -w 1G "$T/src" "$T/dst"
+    same_file "$T/src" "$T/dst"
+    if ((max < 1073741824)); then
+        expect_stderr_contains 1073741824
+        expect_stderr_contains rmem_max
+    fi
+    expect_exit 0 "$PCOPY" -q -w 1G "$T/src" "$T/dst2"
+    expect_stderr_empty
+    same_file "$T/src" "$T/dst2"
+}
+
 run_case help case_help
 run_case version case_version
 run_case gen-key case_gen_key
 run_case summary case_summary
 run_case options-after-operands case_options_after_operands
+run_case window-warning case_window_warning
 finish

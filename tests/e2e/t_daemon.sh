@@ -29,7 +29,7 @@ case_push_pull_matrix() {
     same_file "$T/src/f$((3 * B + 17))" "$T/root/b64k"
     expect_exit 0 "$PCOPY" -s 3 -B 64k "$DAEMON_URL/b64k" "$T/back/b64k" --key-file "$DAEMON_KEY"
     same_file "$T/src/f$((3 * B + 17))" "$T/back/b64k"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
     no_temp_files "$T/back"
     [[ -z $(session_pids) ]] || sleep 0.5
     kill -0 "$DAEMON_PID" || fail "the daemon died"
@@ -68,7 +68,7 @@ case_destination_names() {
     # A pull into an existing local directory keeps the base name.
     expect_exit 0 "$PCOPY" "$DAEMON_URL/sub/a" "$T/local" "${k[@]}"
     same_file "$T/a" "$T/local/a"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
     no_temp_files "$T/local"
 }
 
@@ -144,7 +144,7 @@ case_two_sessions() {
     wait "$p2" || fail "the concurrent pull failed"
     same_file "$T/big" "$T/root/big"
     same_file "$T/in1" "$T/one.back"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
 }
 
 case_strangers() {
@@ -213,8 +213,30 @@ case_daemon_bad_setup() {
     expect_stderr_contains "$DAEMON_PORT"
 }
 
+case_modes() {
+    # The copy gets the source's permission bits less the receiver's umask
+    # (the daemon's is 022 here), without set-user-ID, set-group-ID, sticky.
+    local m want
+    mkdir -p "$T/root" "$T/back"
+    start_daemon "$T/root"
+    for m in 600:600 640:640 755:755 777:755 4755:755 2750:750 1777:755; do
+        want=${m#*:}
+        m=${m%:*}
+        mkfile "$T/m$m" 1000
+        chmod "$m" "$T/m$m"
+        expect_exit 0 "$PCOPY" -q "$T/m$m" "$DAEMON_URL/m$m" --key-file "$DAEMON_KEY"
+        [[ $(mode_of "$T/root/m$m") == "$want" ]] ||
+            fail "pushed mode $m became $(mode_of "$T/root/m$m"), wanted $want"
+        chmod "$m" "$T/root/m$m"
+        expect_exit 0 "$PCOPY" -q "$DAEMON_URL/m$m" "$T/back/m$m" --key-file "$DAEMON_KEY"
+        [[ $(mode_of "$T/back/m$m") == "$want" ]] ||
+            fail "pulled mode $m became $(mode_of "$T/back/m$m"), wanted $want"
+    done
+}
+
 run_case push-pull-matrix case_push_pull_matrix
 run_case destination-names case_destination_names
+run_case modes case_modes
 run_case pull-missing case_pull_missing
 run_case key-file-env case_key_file_env
 run_case two-sessions case_two_sessions

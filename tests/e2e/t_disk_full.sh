@@ -10,7 +10,7 @@ full_copy() {
     shift 2
     expect_fail "$PCOPY" "$@"
     [[ ! -e $dst ]] || fail "$dst exists after a failed copy ($*)"
-    no_temp_files "$dir"
+    wait_no_temp_files "$dir"
     expect_rc 11
     expect_stderr_contains "No space left on device"
 }

@@ -271,7 +271,7 @@ case_symlink_escape() {
     # Nothing was written outside the root, and the file there is intact.
     [[ $(ls -A "$T/outside") == f ]] || fail "files appeared outside the root: $(ls -A "$T/outside")"
     same_file "$T/f.orig" "$T/outside/f"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
     # A link inside the root to a file inside the root is fine.
     cp "$T/a" "$T/root/real"
     ln -s real "$T/root/inside"

@@ -11,7 +11,7 @@ corrupt_fails() {
     shift 2
     expect_fail "$@"
     [[ ! -e $dst ]] || fail "$dst exists after a corrupted transfer"
-    no_temp_files "$dir"
+    wait_no_temp_files "$dir"
     expect_rc 12
     expect_stderr_contains "checksum"
 }
@@ -96,7 +96,7 @@ case_daemon_push() {
     corrupt_fails "$T/root" "$T/root/src" env "${SHIM_ENV[@]}" "$PCOPY" -s 4 "$T/src" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
     expect_fail env "${SHIM_ENV[@]}" "$PCOPY" -s 2 "$T/src" "$DAEMON_URL/existing" --key-file "$DAEMON_KEY"
     same_file "$T/existing.orig" "$T/root/existing"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
     expect_rc 12
 }
 

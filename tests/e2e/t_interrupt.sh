@@ -96,7 +96,7 @@ case_sigint_push() {
     client_exit
     [[ ! -e $T/root/pushed ]] || fail "the interrupted push left $T/root/pushed"
     # The daemon's session notices and removes its temporary file.
-    wait_until "$REACT" no_temp_files "$T/root" || no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
     [[ $CLIENT_RC -eq 20 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC after SIGINT, wanted 20"; }
     # The daemon still serves.
     mkfile "$T/small" 1000
@@ -138,7 +138,7 @@ case_daemon_sigterm() {
     [[ $CLIENT_RC -ne 0 ]] || fail "the client exited 0 although the daemon was stopped"
     expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
     [[ ! -e $T/root/pushed ]] || fail "$T/root/pushed appeared"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
 }
 
 case_session_sigkill() {
@@ -165,7 +165,13 @@ case_idle_timeout() {
     # Input that stalls makes the data streams idle: --timeout 2 gives
     # exit 30, well before the input would end.
     mkdir -p "$T/d"
+    IDLE=0
     start_client "$T/d" out --timeout 2 -s 2 - "$T/d/out"
+    # Meanwhile the data goes to a temporary name in the same directory,
+    # and nothing has the final name.
+    [[ ! -e $T/d/out ]] || fail "$T/d/out exists while the copy is still running"
+    compgen -G "$T/d/.out.pcopy-??????" >/dev/null ||
+        fail "the temporary file is not named .out.pcopy-XXXXXX: $(ls -A "$T/d")"
     client_exit
     [[ ! -e $T/d/out ]] || fail "$T/d/out appeared"
     no_temp_files "$T/d"

@@ -75,7 +75,7 @@ case_daemon_to_stdout() {
     # And standard input pushed to the daemon.
     expect_exit 0 "$PCOPY" -s 4 -B 64k - "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY" <"$T/root/file"
     same_file "$T/root/file" "$T/root/pushed"
-    no_temp_files "$T/root"
+    wait_no_temp_files "$T/root"
 }
 
 case_fifo_source() {
