@@ -403,16 +403,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd)
 	if (lfd >= 0) {
 		ret = session_accept_data(lfd, ctl_rfd(ep->ctl), ep->k, req->streams,
 					  req->timeout_s, ep->peer, c->fds, c->e);
-		if (ret == -PC_E_ABORTED) {
-			/* The server gave up on connecting to us: its ERROR
-			 * says why (ctl_expect records it; END never comes). */
-			struct proto_msg *m = calloc(1, sizeof(*m));
-			ret = m ? ctl_expect(ep->ctl, PROTO_END, m, c->e) : -ENOMEM;
-			free(m);
-			if (ret == 0)
-				ret = pc_err_set(c->e, -PC_E_PROTO, "%s sent END early", ep->peer);
-		}
-		return ret;
+		/* The server gave up on connecting to us: its ERROR says why. */
+		return ret == -PC_E_ABORTED ? session_peer_gave_up(ep->ctl, c->e) : ret;
 	}
 	pc_err_init(&e2);
 	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,

@@ -88,9 +88,13 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		return pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
 	}
 	if (lfd >= 0) {
-		ret = session_accept_data(lfd, -1, k, req->streams, req->timeout_s, ctl_peer(c), fds,
-					  e);
+		/* Watch the client too: if it gives up (its other end failed,
+		 * or it cannot reach us), stop waiting at once. */
+		ret = session_accept_data(lfd, ctl_rfd(c), k, req->streams, req->timeout_s,
+					  ctl_peer(c), fds, e);
 		close(lfd);
+		if (ret == -PC_E_ABORTED)
+			return session_peer_gave_up(c, e);
 	} else {
 		const char *host = req->connect_host[0] ? req->connect_host : cfg->client_host;
 		if (host == NULL || host[0] == '\0')

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -167,6 +168,17 @@ int session_server_handshake(struct ctl *c, enum session_transport t,
 	}
 	crypto_wipe(key, sizeof(key));
 	return ret;
+}
+
+int session_peer_gave_up(struct ctl *c, struct pc_err *e)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m)); /* large: not on the stack */
+	int ret = m ? ctl_expect(c, PROTO_END, m, e) : -ENOMEM;
+
+	free(m);
+	/* ctl_expect recorded the ERROR or the lost connection; END itself
+	 * cannot come before the data connections exist. */
+	return ret < 0 ? ret : pc_err_set(e, -PC_E_PROTO, "%s sent END early", ctl_peer(c));
 }
 
 void session_close_fds(int *fds, unsigned n)

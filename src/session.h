@@ -57,6 +57,11 @@ int session_connect_data(const char *host, uint16_t port, int family,
 int session_accept_data(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
 			unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
 
+/* After session_accept_data stopped with -PC_E_ABORTED: the peer has
+ * spoken or gone. Reads its ERROR (or notices it went away) and records
+ * why in e. Returns the negative code. */
+int session_peer_gave_up(struct ctl *c, struct pc_err *e);
+
 /* Closes fds[0..n-1] that are open. */
 void session_close_fds(int *fds, unsigned n);
 

@@ -61,6 +61,14 @@ fi
 # A fixed umask, so that the mode checks do not depend on the caller's.
 umask 022
 
+# WITH_SIGINT: a command prefix that starts a program with SIGINT and
+# SIGQUIT at their default. A script's background jobs start with them
+# ignored; a user's pcopy, started from a terminal, does not.
+WITH_SIGINT=(env)
+if env --default-signal=INT,QUIT true 2>/dev/null; then
+    WITH_SIGINT=(env --default-signal=INT,QUIT)
+fi
+
 _LIB_CASES_RUN=0
 _LIB_CASES_FAILED=()
 _LIB_START=$EPOCHREALTIME
@@ -431,7 +439,7 @@ start_daemon() {
     "$PCOPY" --gen-key "$DAEMON_KEY" || fail "pcopy --gen-key $DAEMON_KEY failed"
     for ((try = 0; try < 5; try++)); do
         DAEMON_PORT=$(free_port)
-        env "$@" "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$root" \
+        "${WITH_SIGINT[@]}" "$@" "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$root" \
             --key-file "$DAEMON_KEY" 2>>"$DAEMON_LOG" &
         DAEMON_PID=$!
         echo "$DAEMON_PID $(_starttime "$DAEMON_PID")" >>"$_LIB_STATE/daemons"
@@ -541,7 +549,8 @@ finish() {
             "${#_LIB_CASES_FAILED[@]}" "$_LIB_CASES_RUN" "$secs" "${_LIB_CASES_FAILED[*]}" >&2
         exit 1
     fi
-    echo "ok: $TEST_NAME ($_LIB_CASES_RUN cases, $secs s, sanitizer: $PCOPY_SANITIZER)"
+    log "$_LIB_CASES_RUN cases passed in $secs s (sanitizer: $PCOPY_SANITIZER)"
+    echo "ok: $TEST_NAME"
 }
 
 # _lib_ours PID START: PID is still the process that was recorded.

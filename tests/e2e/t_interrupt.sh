@@ -29,7 +29,7 @@ start_client() {
     shift 2
     slow_producer "$T/fifo" 5M 60
     CLIENT_ERR=$T/client.err
-    "$PCOPY" "$@" <"$T/fifo" 2>"$CLIENT_ERR" &
+    "${WITH_SIGINT[@]}" "$PCOPY" "$@" <"$T/fifo" 2>"$CLIENT_ERR" &
     CLIENT_PID=$!
     track_pid "$CLIENT_PID"
     wait_until 30 has_temp_file "$dir" "$name" || {
@@ -111,7 +111,7 @@ case_sigint_pull() {
     mkfile "$T/local/dst" 1000
     cp "$T/local/dst" "$T/dst.orig"
     slow_producer "$T/root/fifo" 5M 60
-    "$PCOPY" -s 4 "$DAEMON_URL/fifo" "$T/local/dst" --key-file "$DAEMON_KEY" 2>"$T/client.err" &
+    "${WITH_SIGINT[@]}" "$PCOPY" -s 4 "$DAEMON_URL/fifo" "$T/local/dst" --key-file "$DAEMON_KEY" 2>"$T/client.err" &
     CLIENT_PID=$!
     CLIENT_ERR=$T/client.err
     track_pid "$CLIENT_PID"

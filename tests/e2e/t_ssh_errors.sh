@@ -125,7 +125,7 @@ _data_conn_of_family() {
 # or fails with exit 10, within 15 s; no data connection of family OTHER
 # is ever seen.
 forced_family() {
-    local flag=$1 other=$2 host=$3 cpid seen= i
+    local flag=$1 other=$2 host=$3 cpid seen= start
     shift 3
     mkfile "$T/f$flag" 3M
     mkdir -p "$T/remote"
@@ -133,22 +133,23 @@ forced_family() {
     cpid=$!
     track_pid "$cpid"
     # There is nothing to wait for: the host has no address of that family.
-    for ((i = 0; i < 300 * SLOW; i++)); do
-        proc_gone "$cpid" && break
+    start=$(now)
+    while ! proc_gone "$cpid"; do
         if [[ -z $seen ]] && _data_conn_of_family "$other"; then
             seen=$(ss -Htnp "$other" state established | grep pcopy)
         fi
+        awk -v t="$(secs_since "$start")" -v l=$((15 * SLOW)) 'BEGIN { exit !(t < l) }' || break
         sleep 0.05
     done
     if ! wait_exit 1 "$cpid"; then
-        fail "pcopy $flag $* to $host did not finish in $((15 * SLOW)) s: $(cat "$T/err$flag")"
+        fail "pcopy $flag${*:+ $*} to $host did not finish in $((15 * SLOW)) s: $(cat "$T/err$flag")"
     fi
-    log "pcopy $flag $* to $host: exit $WAIT_RC: $(tr '\n' ' ' <"$T/err$flag")"
-    [[ -z $seen ]] || fail "pcopy $flag $* to $host used a data connection of family $other: $seen"
+    log "pcopy $flag${*:+ $*} to $host: exit $WAIT_RC: $(tr '\n' ' ' <"$T/err$flag")"
+    [[ -z $seen ]] || fail "pcopy $flag${*:+ $*} to $host used a data connection of family $other: $seen"
     case $WAIT_RC in
     0) same_file "$T/f$flag" "$T/remote/f$flag" ;;
     10) [[ ! -e $T/remote/f$flag ]] || fail "$T/remote/f$flag was created" ;;
-    *) fail "pcopy $flag $* to $host exited with $WAIT_RC: $(cat "$T/err$flag")" ;;
+    *) fail "pcopy $flag${*:+ $*} to $host exited with $WAIT_RC: $(cat "$T/err$flag")" ;;
     esac
 }
 
