@@ -13,6 +13,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "api.h"
 #include "codec.h"
 #include "crypto.h"
@@ -257,7 +258,7 @@ static int client_spawn_local(struct client *c, struct endpoint *ep)
 static int client_connect_daemon(struct client *c, struct endpoint *ep)
 {
 	int fd = net_connect(ep->loc->host, ep->loc->port, c->o->family, 0,
-			     SESSION_ACCEPT_TIMEOUT_S, c->e);
+			     SESSION_CONNECT_TIMEOUT_S, c->e);
 	int ret;
 
 	if (fd < 0)
@@ -401,7 +402,7 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd)
 	int ret;
 
 	if (lfd >= 0) {
-		ret = session_accept_data(lfd, ctl_rfd(ep->ctl), ep->k, req->streams,
+		ret = acceptor_run(lfd, ctl_rfd(ep->ctl), ep->k, req->streams,
 					  req->timeout_s, ep->peer, c->fds, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? session_peer_gave_up(ep->ctl, c->e) : ret;

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "api.h"
+#include "codec.h"
 #include "crypto.h"
 #include "log.h"
 #include "net.h"
@@ -26,6 +28,18 @@ static int server_prepare(const struct server_cfg *cfg, const struct proto_reque
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
+	/* Refuse now, before READY, what would only fail later. */
+	if (req->codec[0] != '\0') {
+		struct codec_choice choice[CODEC_MAX_CHOICES];
+		unsigned n;
+		bool is_auto;
+		int ret = codec_parse(req->codec, choice, &n, &is_auto, e);
+		if (ret < 0)
+			return ret;
+	}
+	if ((req->flags & PROTO_REQ_DATA_KEY) && cfg->transport != SESSION_PIPE)
+		return pc_err_set(e, -PC_E_PROTO, "a data key may only travel over a private "
+				  "channel (ssh), not to a daemon");
 	for (unsigned i = 0; i < req->npaths; i++) {
 		const char *path = proto_request_path(req, i);
 		if (cfg->beneath && pathsafe_check_rel(path) < 0)
@@ -90,7 +104,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = session_accept_data(lfd, ctl_rfd(c), k, req->streams, req->timeout_s,
+		ret = acceptor_run(lfd, ctl_rfd(c), k, req->streams, req->timeout_s,
 					  ctl_peer(c), fds, e);
 		close(lfd);
 		if (ret == -PC_E_ABORTED)

@@ -216,7 +216,7 @@ struct connector {
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
-	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_ACCEPT_TIMEOUT_S,
+	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
 			     &c->err);
 	int ret;
 
@@ -274,66 +274,6 @@ int session_connect_data(const char *host, uint16_t port, int family,
 	if (ret < 0)
 		session_close_fds(fds, started);
 	return ret;
-}
-
-int session_accept_data(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
-			unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
-{
-	uint64_t deadline = platform_now_ns() + (uint64_t)SESSION_ACCEPT_TIMEOUT_S * 1000000000u;
-	unsigned have = 0;
-
-	for (unsigned i = 0; i < n; i++)
-		fds[i] = -1;
-	while (have < n) {
-		uint64_t now = platform_now_ns();
-		char who[NET_MAX_ADDR];
-		uint16_t idx;
-		int fd, ret;
-
-		if (now >= deadline)
-			break;
-		if (watch_fd >= 0) {
-			struct pollfd p[2] = { { .fd = lfd, .events = POLLIN },
-					       { .fd = watch_fd, .events = POLLIN } };
-			int nr = poll(p, 2, (int)((deadline - now) / 1000000u) + 1);
-			if (nr > 0 && p[1].revents && !(p[0].revents & POLLIN)) {
-				session_close_fds(fds, n);
-				return -PC_E_ABORTED;
-			}
-			if (nr <= 0)
-				continue;
-		}
-		fd = net_accept(lfd, (int)((deadline - now) / 1000000u) + 1, who, sizeof(who));
-		if (fd == -PC_E_TIMEOUT)
-			break;
-		if (fd < 0) {
-			session_close_fds(fds, n);
-			return pc_err_set(e, fd, "accepting data connections: %s", pc_strerror(fd));
-		}
-		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
-		if (ret == 0)
-			ret = auth_data_accept(fd, k, n, &idx);
-		if (ret == 0 && fds[idx] >= 0)
-			ret = -PC_E_PROTO;
-		if (ret == 0)
-			ret = net_set_timeout(fd, timeout_s);
-		if (ret < 0) {
-			log_warn("dropped data connection from %s: %s", who,
-				 ret == -PC_E_AUTH ? "bad authentication" : pc_strerror(ret));
-			close(fd);
-			continue;
-		}
-		fds[idx] = fd;
-		have++;
-	}
-	if (have < n) {
-		session_close_fds(fds, n);
-		return pc_err_set(e, -PC_E_TIMEOUT,
-				  "only %u of %u data connections from %s arrived within %u s; "
-				  "is a firewall blocking them?",
-				  have, n, peer, SESSION_ACCEPT_TIMEOUT_S);
-	}
-	return 0;
 }
 
 int session_transfer(struct session_run *run, struct pc_err *e)

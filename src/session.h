@@ -22,8 +22,8 @@ enum session_transport {
 	SESSION_DAEMON,     /* TCP to a daemon: both prove knowledge of the key file's key */
 };
 
-#define SESSION_ACCEPT_TIMEOUT_S 30u
-#define SESSION_AUTH_TIMEOUT_S 10u
+#define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */
+#define SESSION_AUTH_TIMEOUT_S 10u   /* for a data connection's handshake */
 
 /* Client side of the handshake. For SESSION_PIPE a fresh random key is
  * sent (K is ignored); for SESSION_DAEMON K is the shared key. Sends req,
@@ -48,16 +48,7 @@ int session_connect_data(const char *host, uint16_t port, int family,
 			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
 			 unsigned timeout_s, int *fds, struct pc_err *e);
 
-/* Accepts n authenticated data connections on lfd, one per stream index,
- * dropping (and logging) strangers, bad proofs and duplicates, until the
- * deadline. If watch_fd >= 0 (the control channel) becomes readable first,
- * the peer has something to say (an ERROR, or it went away): stops with
- * -PC_E_ABORTED so the caller can read it. Returns 0 or a negative code
- * (nothing left open). */
-int session_accept_data(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
-			unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
-
-/* After session_accept_data stopped with -PC_E_ABORTED: the peer has
+/* After acceptor_run stopped with -PC_E_ABORTED: the peer has
  * spoken or gone. Reads its ERROR (or notices it went away) and records
  * why in e. Returns the negative code. */
 int session_peer_gave_up(struct ctl *c, struct pc_err *e);

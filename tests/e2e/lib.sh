@@ -378,6 +378,28 @@ wait_no_temp_files() {
     wait_until 10 temp_files_gone "$1" || no_temp_files "$1"
 }
 
+# receiving DIR [N]: at least N (default 1) files in DIR are being written
+# by a pcopy process and already hold data. A file being received is either
+# unnamed (O_TMPFILE: its link reads "DIR/#INODE (deleted)") or named
+# .NAME.pcopy-XXXXXX, so look at the open files of the pcopy processes, not
+# at the directory listing.
+receiving() {
+    local dir n=${2:-1} found=0 pid fd target flags size
+    dir=$(cd "$1" && pwd -P) || return 1
+    for pid in $(pgrep -x pcopy); do
+        for fd in /proc/"$pid"/fd/*; do
+            target=$(readlink "$fd" 2>/dev/null) || continue
+            [[ $target == "$dir"/* ]] || continue
+            # Open for writing: O_WRONLY or O_RDWR in the octal flags.
+            flags=$(awk '/^flags:/ { print $2 }' "/proc/$pid/fdinfo/${fd##*/}" 2>/dev/null) || continue
+            [[ -n $flags ]] && (((8#$flags & 3) != 0)) || continue
+            size=$(stat -L -c %s "$fd" 2>/dev/null) || continue
+            ((size > 0)) && found=$((found + 1))
+        done
+    done
+    ((found >= n))
+}
+
 # has_temp_file DIR NAME: a temporary file for NAME exists in DIR.
 has_temp_file() {
     compgen -G "$1/.$2.pcopy-*" >/dev/null

@@ -28,6 +28,7 @@
 #   sshd_remote_pids [ERE]  the processes the sshd's sessions run whose
 #                           command line matches ERE (default: the remote
 #                           pcopy, "--server")
+#   sshd_no_remote_pcopy    true when no remote pcopy runs (for wait_until)
 #   sshd_sessions           how many processes run under the sshd
 #   proc_descendants PID    every descendant of PID
 #   sshd_at_exit CMD...     run CMD at exit, after the sshds are stopped
@@ -51,7 +52,7 @@ mkdir -p "$_SSHD_STATE"
 : >"$_SSHD_STATE/atexit"
 _SSHD_N=0
 
-SSHD_PID= SSHD_PORT= SSHD_LOG= SSHD_DIR= SSHD_NETNS= SSH_CONFIG= SSH_KEY=
+SSHD_PID='' SSHD_PORT='' SSHD_LOG='' SSHD_DIR='' SSHD_NETNS='' SSH_CONFIG='' SSH_KEY=''
 SSHD_ADDRS=()
 
 # sshd_at_exit CMD...: run CMD when the test exits, after the sshds are
@@ -84,12 +85,20 @@ proc_descendants() {
 # sshd whose command line matches PATTERN (an ERE, default: pcopy's server
 # side, "--server"). These are the remote ends of pcopy.
 sshd_remote_pids() {
-    local pat=${1:---server} p
+    local pat=${1:---server} p cmd
     [[ -n $SSHD_PID ]] || return 0
     for p in $(proc_descendants "$SSHD_PID"); do
-        tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline" | grep -qE -- "$pat" && echo "$p"
+        cmd=$(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline") || continue
+        if [[ $cmd =~ $pat ]]; then
+            echo "$p"
+        fi
     done
     return 0
+}
+
+# sshd_no_remote_pcopy: no remote pcopy runs under the current sshd.
+sshd_no_remote_pcopy() {
+    [[ -z $(sshd_remote_pids) ]]
 }
 
 # sshd_sessions: the number of processes under the current sshd (0 when no
@@ -105,13 +114,15 @@ _sshd_listening() {
     [[ $n -ge $3 ]]
 }
 
-_sshd_up_or_gone() {
-    proc_gone "$1" || _sshd_listening "$1" "$2" "$3"
+# _sshd_settled PID PORT N LOG: sshd PID listens on PORT on N addresses, or
+# has exited, or could not bind one of them (it says so in LOG).
+_sshd_settled() {
+    proc_gone "$1" || _sshd_listening "$1" "$2" "$3" || grep -q "Bind to port $2 " "$4" 2>/dev/null
 }
 
 # _sshd_write_configs DIR PORT: write DIR/sshd_config and DIR/ssh_config.
 _sshd_write_configs() {
-    local dir=$1 port=$2 a v first4= first6= setenv
+    local dir=$1 port=$2 a v first4='' first6='' setenv
     # The remote pcopy finds the binary under test first; the sanitizer
     # options of this test reach it too, since ssh passes no environment.
     setenv="PATH=$dir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -190,8 +201,9 @@ _sshd_write_configs() {
 # until it accepts logins, and check that the remote `pcopy` is $PCOPY.
 # Sets the variables listed at the top of this file.
 sshd_start() {
-    local netns=${1-} dir try path
+    local netns=${1-} dir try path start
     shift || true
+    start=$(now)
     if [[ ! -x $SSHD_BIN ]]; then
         fail "$SSHD_BIN is missing: the ssh tests need openssh-server (tools/install-deps installs it)"
     fi
@@ -242,7 +254,7 @@ sshd_start() {
         # Another test may take the port meanwhile: then sshd exits (or,
         # with one of its addresses left, runs on the others), and we try
         # another port.
-        if wait_until 20 _sshd_up_or_gone "$SSHD_PID" "$SSHD_PORT" "${#SSHD_ADDRS[@]}" &&
+        if wait_until 20 _sshd_settled "$SSHD_PID" "$SSHD_PORT" "${#SSHD_ADDRS[@]}" "$SSHD_LOG" &&
             _sshd_listening "$SSHD_PID" "$SSHD_PORT" "${#SSHD_ADDRS[@]}"; then
             break
         fi
@@ -267,7 +279,7 @@ sshd_start() {
         [[ $path == "$dir/bin/pcopy" ]] ||
             fail "the remote pcopy on $name is '$path', not $dir/bin/pcopy (a login script changes PATH?)"
     done
-    log "sshd $SSHD_PID on ${SSHD_ADDRS[*]} port $SSHD_PORT${netns:+ in netns $netns}; PCOPY_RSH=$PCOPY_RSH"
+    log "sshd $SSHD_PID on ${SSHD_ADDRS[*]} port $SSHD_PORT${netns:+ in netns $netns}, up in $(secs_since "$start") s ($((try + 1)) tries); PCOPY_RSH=$PCOPY_RSH"
 }
 
 # _sshd_stop PID: stop sshd PID and every process under it (its sessions
@@ -275,6 +287,7 @@ sshd_start() {
 _sshd_stop() {
     local pid=$1 p all left i
     all="$pid $(proc_descendants "$pid")"
+    # shellcheck disable=SC2086  # lists of PIDs
     kill -TERM $all 2>/dev/null
     for ((i = 0; i < 100; i++)); do
         left=$(for p in $all; do proc_gone "$p" || echo "$p"; done)
@@ -283,6 +296,7 @@ _sshd_stop() {
     done
     # What is left, and whatever a session started meanwhile.
     left=$(for p in $all $(proc_descendants "$pid"); do proc_gone "$p" || echo "$p"; done)
+    # shellcheck disable=SC2086
     [[ -z $left ]] || kill -KILL $left 2>/dev/null
     wait "$pid" 2>/dev/null
     return 0

@@ -110,8 +110,8 @@ gated_input() {
 
 case_two_sessions() {
     # Two pushes at once against one daemon. Their input stops half-way
-    # until both temporary files exist on the daemon, so both sessions are
-    # surely open at the same time.
+    # until the daemon is writing both files, so both sessions are surely
+    # open at the same time.
     local p1 p2
     mkdir -p "$T/root"
     start_daemon "$T/root"
@@ -123,8 +123,7 @@ case_two_sessions() {
         "$PCOPY" -s 2 -B 256k - "$DAEMON_URL/two" --key-file "$DAEMON_KEY" 2>"$T/two.err" &
     p2=$!
     track_pid "$p2"
-    wait_until 20 has_temp_file "$T/root" one || { touch "$T/gate"; fail "session one never started a file"; }
-    wait_until 20 has_temp_file "$T/root" two || { touch "$T/gate"; fail "session two never started a file"; }
+    wait_until 20 receiving "$T/root" 2 || { touch "$T/gate"; fail "the daemon is not writing both files at once"; }
     [[ $(session_pids | wc -l) -ge 2 ]] || log "note: fewer than two session processes seen"
     touch "$T/gate"
     wait_exit 60 "$p1" || fail "push one did not finish"

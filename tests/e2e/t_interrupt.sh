@@ -23,7 +23,7 @@ CLIENT_PID= CLIENT_ERR=
 IDLE=1
 # start_client DIR NAME ARGS...: start `pcopy ARGS...` in the background,
 # reading a slow standard input (5 MiB, then nothing for a minute), and wait
-# until the temporary file for NAME shows up in DIR.
+# until a file for NAME is being written in DIR.
 start_client() {
     local dir=$1 name=$2
     shift 2
@@ -32,9 +32,9 @@ start_client() {
     "${WITH_SIGINT[@]}" "$PCOPY" "$@" <"$T/fifo" 2>"$CLIENT_ERR" &
     CLIENT_PID=$!
     track_pid "$CLIENT_PID"
-    wait_until 30 has_temp_file "$dir" "$name" || {
+    wait_until 30 receiving "$dir" || {
         cat "$CLIENT_ERR" >&2
-        fail "no temporary file for $name appeared in $dir"
+        fail "pcopy did not start writing $name in $dir"
     }
     if [[ $IDLE == 1 ]]; then
         wait_until 30 producer_idle || fail "the client did not read its input"
@@ -115,9 +115,9 @@ case_sigint_pull() {
     CLIENT_PID=$!
     CLIENT_ERR=$T/client.err
     track_pid "$CLIENT_PID"
-    wait_until 30 has_temp_file "$T/local" dst || {
+    wait_until 30 receiving "$T/local" || {
         cat "$CLIENT_ERR" >&2
-        fail "no temporary file appeared in $T/local"
+        fail "pcopy did not start writing in $T/local"
     }
     kill -INT "$CLIENT_PID"
     client_exit
@@ -156,6 +156,9 @@ case_session_sigkill() {
     expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
     [[ ! -e $T/root/pushed ]] || fail "$T/root/pushed appeared"
     kill -0 "$DAEMON_PID" || fail "the daemon died with its session"
+    # A killed session cannot remove its temporary file; note whether the
+    # daemon does (it is not promised).
+    wait_until 2 temp_files_gone "$T/root" || log "note: a temporary file of the killed session stays: $(ls -A "$T/root")"
     mkfile "$T/small" 1000
     expect_exit 0 "$PCOPY" "$T/small" "$DAEMON_URL/small" --key-file "$DAEMON_KEY"
     same_file "$T/small" "$T/root/small"
@@ -167,11 +170,11 @@ case_idle_timeout() {
     mkdir -p "$T/d"
     IDLE=0
     start_client "$T/d" out --timeout 2 -s 2 - "$T/d/out"
-    # Meanwhile the data goes to a temporary name in the same directory,
-    # and nothing has the final name.
+    # Meanwhile nothing has the final name, and any named temporary file
+    # is .out.pcopy-XXXXXX (an unnamed O_TMPFILE shows no name at all).
     [[ ! -e $T/d/out ]] || fail "$T/d/out exists while the copy is still running"
-    compgen -G "$T/d/.out.pcopy-??????" >/dev/null ||
-        fail "the temporary file is not named .out.pcopy-XXXXXX: $(ls -A "$T/d")"
+    [[ -z $(find "$T/d" -mindepth 1 ! -name '.out.pcopy-??????' -print -quit) ]] ||
+        fail "unexpected names in $T/d during the copy: $(ls -A "$T/d")"
     client_exit
     [[ ! -e $T/d/out ]] || fail "$T/d/out appeared"
     no_temp_files "$T/d"

@@ -85,6 +85,8 @@ case_third_party() {
     expect_exit 0 "$PCOPY" -s 4 "h1:$T/src/f" "root@$THERE:$T/dst/f2"
     same_file "$T/src/f" "$T/dst/f2"
     no_temp_files "$T/dst"
+    # Every remote pcopy has exited.
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
 }
 
 run_case push-pull case_push_pull

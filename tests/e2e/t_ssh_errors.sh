@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # t_ssh_errors: how an ssh copy fails. ssh cannot connect or log in (exit 5
 # with ssh's own message), no pcopy on the remote (exit 5), a missing or
-# read-only remote destination (exit 11 naming it), a missing remote
-# source (exit 3), and the remote pcopy or the ssh connection dying, or the
-# client interrupted, in the middle of a copy (no file under the final
-# name, and no remote pcopy left behind).
+# read-only remote destination (exit 11 naming it), a missing remote source
+# (exit 3), -4/-6 toward a host ssh reaches over the other family (exit 10
+# at once, never data over the other family), and the remote pcopy (as
+# receiver or sender) or the ssh connection dying, or the client
+# interrupted, in the middle of a copy: no file under the final name, and
+# no remote pcopy left behind.
 source "$PCOPY_TEST_LIB"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
@@ -31,8 +33,7 @@ case_connection_refused() {
     expect_exit 5 "$PCOPY" --rsh "ssh -F $T/h2dead.config" "h1:$T/f" "h2:$T/remote/third"
     expect_stderr_contains "port $dead: Connection refused"
     [[ ! -e $T/remote/third ]] || fail "$T/remote/third was created"
-    [[ -z $(sshd_remote_pids) ]] || sleep 1
-    [[ -z $(sshd_remote_pids) ]] || fail "a remote pcopy is left: $(sshd_remote_pids)"
+    wait_until 10 sshd_no_remote_pcopy || fail "a remote pcopy is left: $(sshd_remote_pids)"
     # A command that does not exist at all.
     expect_exit 5 "$PCOPY" --rsh "/nonexistent/ssh-$$" "$T/f" "pctest:$T/remote/"
     expect_stderr_contains "/nonexistent/ssh-$$"
@@ -113,9 +114,10 @@ case_remote_read_only() {
 # _data_conn_of_family FAMILY: a remote pcopy has an established TCP
 # connection of FAMILY (-4 or -6).
 _data_conn_of_family() {
-    local p
+    local p conns
+    conns=$(ss -Htnp "$1" state established 2>/dev/null) || return 1
     for p in $(sshd_remote_pids); do
-        ss -Htnp "$1" state established 2>/dev/null | grep -q "pid=$p," && return 0
+        [[ $conns == *"pid=$p,"* ]] && return 0
     done
     return 1
 }
@@ -125,7 +127,7 @@ _data_conn_of_family() {
 # or fails with exit 10, within 15 s; no data connection of family OTHER
 # is ever seen.
 forced_family() {
-    local flag=$1 other=$2 host=$3 cpid seen= start
+    local flag=$1 other=$2 host=$3 cpid seen='' start
     shift 3
     mkfile "$T/f$flag" 3M
     mkdir -p "$T/remote"
@@ -136,7 +138,7 @@ forced_family() {
     start=$(now)
     while ! proc_gone "$cpid"; do
         if [[ -z $seen ]] && _data_conn_of_family "$other"; then
-            seen=$(ss -Htnp "$other" state established | grep pcopy)
+            seen=$(ss -Htnp "$other" state established | grep pcopy || true)
         fi
         awk -v t="$(secs_since "$start")" -v l=$((15 * SLOW)) 'BEGIN { exit !(t < l) }' || break
         sleep 0.05
@@ -165,11 +167,20 @@ case_v6_to_v4_host_reverse() {
     forced_family -6 -4 pctest4 -z
 }
 
-# _receiving DIR NAME: a remote pcopy runs and has written data to its
-# temporary file for NAME in DIR.
+# _receiving DIR [PID]: a remote pcopy runs, and it (or PID) has a file in
+# DIR open that holds data: a named temporary file or an unnamed (O_TMPFILE)
+# one, which only /proc shows.
 _receiving() {
-    [[ -n $(sshd_remote_pids) ]] &&
-        [[ -n $(find "$1" -maxdepth 1 -name ".$2.pcopy-*" -size +0 -print -quit 2>/dev/null) ]]
+    local dir=$1 pids p fd
+    pids=$(sshd_remote_pids)
+    [[ -n $pids ]] || return 1
+    [[ $# -lt 2 ]] || pids=$2
+    for p in $pids; do
+        for fd in "/proc/$p/fd/"*; do
+            [[ $(readlink "$fd" 2>/dev/null) == "$dir"/* && -f $fd && -s $fd ]] && return 0
+        done
+    done
+    return 1
 }
 
 # start_slow_push: push 4 MiB and then nothing for 20 s from standard input
@@ -182,16 +193,16 @@ start_slow_push() {
     "$PCOPY" -s 4 -B 256k - "pctest:$T/dir/out" <"$T/fifo" 2>"$T/client.err" &
     CLIENT_PID=$!
     track_pid "$CLIENT_PID"
-    if ! wait_until 30 _receiving "$T/dir" out; then
+    if ! wait_until 30 _receiving "$T/dir"; then
         sed 's/^/  stderr: /' "$T/client.err" >&2
         ls -la "$T/dir" >&2
         fail "the remote pcopy did not start writing $T/dir/out"
     fi
 }
 
-# check_broken_push WHAT: the client exited non-zero within 30 s of WHAT,
+# check_broken WHAT: the client exited non-zero within 30 s of WHAT,
 # naming the host; no $T/dir/out, and no remote pcopy left.
-check_broken_push() {
+check_broken() {
     if ! wait_exit 30 "$CLIENT_PID"; then
         sed 's/^/  stderr: /' "$T/client.err" >&2
         fail "the client did not exit within 30 s after $1"
@@ -206,7 +217,7 @@ check_broken_push() {
     fi
     log "after $1: exit $WAIT_RC, $(grep -v '^ *$' "$T/client.err" | tail -n 1)"
     [[ ! -e $T/dir/out ]] || fail "$T/dir/out exists after $1"
-    wait_until 20 test -z "$(sshd_remote_pids)" ||
+    wait_until 20 sshd_no_remote_pcopy ||
         fail "the remote pcopy is still running 20 s after $1: $(sshd_remote_pids)"
 }
 
@@ -214,7 +225,25 @@ case_remote_dies() {
     start_slow_push
     # shellcheck disable=SC2046
     kill -KILL $(sshd_remote_pids)
-    check_broken_push "the remote pcopy was killed"
+    check_broken "the remote pcopy was killed"
+}
+
+case_remote_sender_dies() {
+    # A pull from a FIFO on the remote that gives 4 MiB, then nothing.
+    mkdir -p "$T/dir"
+    slow_producer "$T/fifo" 4194304 20
+    "$PCOPY" -s 4 -B 256k "pctest:$T/fifo" "$T/dir/out" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    if ! wait_until 30 _receiving "$T/dir" "$CLIENT_PID"; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        ls -la "$T/dir" >&2
+        fail "the client did not start writing $T/dir/out"
+    fi
+    # shellcheck disable=SC2046
+    kill -KILL $(sshd_remote_pids)
+    check_broken "the remote pcopy (the sender) was killed"
+    wait_until 10 dir_is_empty "$T/dir" || fail "the client left files: $(ls -a "$T/dir")"
 }
 
 case_ssh_dies() {
@@ -228,7 +257,9 @@ case_ssh_dies() {
     done)
     [[ -n $ssh_pid ]] || fail "the client $CLIENT_PID has no ssh child"
     kill -KILL "$ssh_pid"
-    check_broken_push "the client's ssh was killed"
+    check_broken "the client's ssh was killed"
+    # The remote pcopy saw its control connection close, and cleaned up.
+    wait_until 10 dir_is_empty "$T/dir" || fail "the remote left files: $(ls -a "$T/dir")"
 }
 
 case_client_interrupted() {
@@ -242,11 +273,10 @@ case_client_interrupted() {
         fail "the client exited with $WAIT_RC after SIGTERM, not 20"
     fi
     [[ ! -e $T/dir/out ]] || fail "$T/dir/out exists after the client was interrupted"
-    wait_until 20 test -z "$(sshd_remote_pids)" ||
+    wait_until 20 sshd_no_remote_pcopy ||
         fail "the remote pcopy is still running 20 s after the client was interrupted"
     # The remote side removes its temporary file.
-    wait_until 10 eval '[[ -z $(find "$T/dir" -name ".out.pcopy-*" -print -quit) ]]' ||
-        fail "the remote left its temporary file: $(ls -a "$T/dir")"
+    wait_until 10 dir_is_empty "$T/dir" || fail "the remote left files: $(ls -a "$T/dir")"
 }
 
 run_case connection-refused case_connection_refused
@@ -259,6 +289,7 @@ run_case v6-to-v4-host case_v6_to_v4_host
 run_case v4-to-v6-host case_v4_to_v6_host
 run_case v6-to-v4-host-reverse case_v6_to_v4_host_reverse
 run_case remote-dies case_remote_dies
+run_case remote-sender-dies case_remote_sender_dies
 run_case ssh-dies case_ssh_dies
 run_case client-interrupted case_client_interrupted
 finish

@@ -2,8 +2,9 @@
 # t_ssh_modes: the ways an ssh copy sets up its data connections: -z (the
 # client listens, the remote connects), -Z LO-HI (the data ports the
 # listening side uses) with a free range and with a range where every port
-# is taken, -4 and -6, and a third-party copy h1 -> h2 with 1 and 8
-# streams (h1 and h2 are two names of one sshd).
+# is taken, -4 and -6 (checked on the live connections), and a third-party
+# copy h1 -> h2 with 1 and 8 streams (h1 and h2 are two names of one sshd),
+# whose data does not pass through the client.
 source "$PCOPY_TEST_LIB"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
@@ -49,15 +50,16 @@ EOF
 # the remote pcopy (WHO=server) has a TCP connection that
 # `ss -Htnp SS_FILTER...` lists.
 _has_data_conn() {
-    local who=$1 cpid=$2 p pids
+    local who=$1 cpid=$2 p pids conns
     shift 2
     if [[ $who == client ]]; then
         pids=$cpid
     else
         pids=$(sshd_remote_pids)
     fi
+    conns=$(ss -Htnp "$@" 2>/dev/null) || return 1
     for p in $pids; do
-        ss -Htnp "$@" 2>/dev/null | grep -q "pid=$p," && return 0
+        [[ $conns == *"pid=$p,"* ]] && return 0
     done
     return 1
 }
@@ -77,7 +79,7 @@ watch_push() {
     track_pid "$cpid"
     # shellcheck disable=SC2086  # the filter is several words on purpose
     if ! wait_until 30 _has_data_conn "$who" "$cpid" $filter; then
-        ss -Htnp state established 2>/dev/null | grep -E 'pcopy' | sed 's/^/  ss: /' >&2
+        ss -Htnp state established 2>/dev/null | grep -E 'pcopy' | sed 's/^/  ss: /' >&2 || true
         sed 's/^/  stderr: /' "$T/watch.err" >&2
         fail "pcopy $* - $host:...: the $who had no connection matching: ss $filter"
     fi
@@ -189,6 +191,46 @@ case_third_party() {
     # To a new name, with users.
     expect_exit 0 "$PCOPY" -s 4 "root@h1:$T/src/g" "root@h2:$T/dst.1/renamed"
     same_file "$T/src/g" "$T/dst.1/renamed"
+    # Every remote pcopy has exited.
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
+}
+
+# _tcp_of PID: the established TCP connections of PID.
+_tcp_of() {
+    ss -Htnp state established 2>/dev/null | grep "pid=$1," || true
+}
+
+# _remotes_connected: two remote pcopy processes run, each with an
+# established TCP connection.
+_remotes_connected() {
+    local p n=0
+    for p in $(sshd_remote_pids); do
+        [[ -n $(_tcp_of "$p") ]] && n=$((n + 1))
+    done
+    [[ $n -ge 2 ]]
+}
+
+case_third_party_direct() {
+    # The data goes from h1 to h2 directly: while h1 reads a slow FIFO, the
+    # two remote ends are connected and the client has no TCP connection.
+    local cpid relayed='' i
+    mkdir -p "$T/dst"
+    slow_producer "$T/fifo" 3145728 4 "$T/in"
+    "$PCOPY" -s 4 "h1:$T/fifo" "h2:$T/dst/out" 2>"$T/err" &
+    cpid=$!
+    track_pid "$cpid"
+    if ! wait_until 30 _remotes_connected; then
+        sed 's/^/  stderr: /' "$T/err" >&2
+        fail "the two remote pcopy processes were never connected to each other"
+    fi
+    while ! proc_gone "$cpid"; do
+        [[ -n $relayed ]] || relayed=$(_tcp_of "$cpid")
+        sleep 0.05
+    done
+    wait_exit 60 "$cpid" || fail "the third-party copy did not finish"
+    [[ $WAIT_RC -eq 0 ]] || fail "the third-party copy exited with $WAIT_RC: $(cat "$T/err")"
+    [[ -z $relayed ]] || fail "the client had a TCP connection of its own: $relayed"
+    same_file "$T/in" "$T/dst/out"
 }
 
 run_case reverse case_reverse
@@ -196,4 +238,5 @@ run_case port-range case_port_range
 run_case port-range-taken case_port_range_taken
 run_case address-family case_address_family
 run_case third-party case_third_party
+run_case third-party-direct case_third_party_direct
 finish

@@ -47,6 +47,8 @@ case_push_pull() {
         no_temp_files "$T/remote.$s"
         no_temp_files "$T/back.$s"
     done
+    # Every remote pcopy has exited.
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
 }
 
 case_names() {

@@ -1,0 +1,27 @@
+/* acceptor: accepts the data connections of a session and authenticates
+ * them concurrently, one short-lived thread per connection, so setting up
+ * N streams costs one round trip, not N. Strangers, bad proofs, duplicate
+ * stream indexes and the slow are dropped and logged; the session goes on
+ * waiting for good connections until its deadline. */
+#ifndef PCOPY_ACCEPTOR_H
+#define PCOPY_ACCEPTOR_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "proto.h"
+
+#define ACCEPTOR_TIMEOUT_S 30u      /* for all n connections to arrive */
+#define ACCEPTOR_AUTH_TIMEOUT_S 10u /* for one connection to prove itself */
+
+/* Accepts n authenticated data connections on lfd, one per stream index,
+ * with session key k; each gets SO_RCVTIMEO/SO_SNDTIMEO of timeout_s. If
+ * watch_fd >= 0 (the control channel) becomes readable first, the peer has
+ * something to say (an ERROR, or it went away): stops with -PC_E_ABORTED so
+ * the caller can read it. peer names the other side in messages. On success
+ * fds[0..n-1] are the connections (owned by the caller); on failure none is
+ * left open. Returns 0 or a negative code with the detail in e. */
+int acceptor_run(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
+
+#endif
