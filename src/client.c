@@ -534,9 +534,11 @@ static void client_results(struct client *c, struct pcopy_result *r)
 		client_side_stats(&c->relay.src, &r->source);
 		client_side_stats(&c->relay.sink, &r->sink);
 		r->files_failed = c->relay.failed;
+		r->xfer_s = (double)c->relay.src.wall_us / 1e6;
 		return;
 	}
 	bool source = run->role == PROTO_ROLE_SOURCE;
+	r->xfer_s = (double)(source ? run->self.wall_us : run->other.wall_us) / 1e6;
 	client_side_stats(source ? &run->self : &run->other, &r->source);
 	client_side_stats(source ? &run->other : &run->self, &r->sink);
 	r->files_failed = run->failed;

@@ -215,9 +215,10 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 			" on the wire\n", i, r->stream[i].codec, r->stream[i].raw, r->stream[i].wire);
 	fprintf(stderr, "pcopy: stats src_cpu_s=%.3f src_maxrss_kib=%" PRIu64
 		" sink_cpu_s=%.3f sink_maxrss_kib=%" PRIu64 " wall_s=%.3f src_codec_cpu_s=%.3f"
-		" sink_codec_cpu_s=%.3f wire_bytes=%" PRIu64 "\n",
+		" sink_codec_cpu_s=%.3f wire_bytes=%" PRIu64 " xfer_s=%.3f\n",
 		r->source.cpu_s, r->source.maxrss_kib, r->sink.cpu_s, r->sink.maxrss_kib,
-		r->wall_s, r->source.codec_cpu_s, r->sink.codec_cpu_s, r->source.wire_bytes);
+		r->wall_s, r->source.codec_cpu_s, r->sink.codec_cpu_s, r->source.wire_bytes,
+		r->xfer_s);
 }
 
 static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r)

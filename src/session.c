@@ -222,7 +222,11 @@ static void *session_connect_one(void *arg)
 
 	if (fd < 0)
 		return NULL;
-	ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
+	/* Blocks leave in single large writes: Nagle only delays the small
+	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
+	ret = net_set_nodelay(fd);
+	if (ret == 0)
+		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
 	if (ret == 0)
 		ret = auth_data_connect(fd, c->k, c->idx);
 	if (ret == 0)

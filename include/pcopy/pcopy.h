@@ -59,7 +59,9 @@ struct pcopy_stream_stats {
 struct pcopy_result {
 	int code;                /* 0 or a negative pcopy error code */
 	char msg[1024];          /* what went wrong, naming the file, host or option */
-	double wall_s;           /* client wall time */
+	double wall_s;           /* client wall time, set-up included */
+	double xfer_s;           /* the transfer itself: the source's time from its data
+	                            connections being ready to the end */
 	unsigned streams;
 	unsigned files_failed;
 	struct pcopy_side_stats source, sink;
