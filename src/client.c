@@ -43,6 +43,7 @@ struct endpoint {
 	uint16_t port;                     /* READY: its data port (0: it connects) */
 	char ready_host[PROTO_MAX_HOST + 1]; /* READY: its own idea of its address */
 	uint8_t k[PROTO_KEY_LEN];          /* the data session key */
+	uint8_t K[PROTO_KEY_LEN];          /* daemon: the key file's key; wiped after use */
 };
 
 struct client {
@@ -292,7 +293,12 @@ static int client_open_endpoint(struct client *c, struct endpoint *ep)
 		ep->t = SESSION_DAEMON;
 		snprintf(ep->peer, sizeof(ep->peer), strchr(l->host, ':') ? "[%s]:%u" : "%s:%u",
 			 l->host, (unsigned)l->port);
-		return client_connect_daemon(c, ep);
+		/* A bad key file is the user's to fix: say so before any network. */
+		if (c->o->key_file == NULL)
+			return pc_err_set(c->e, -PC_E_USAGE, "%s: a daemon needs --key-file KEY "
+					  "(or PCOPY_KEY_FILE)", ep->peer);
+		int ret = keyfile_load(c->o->key_file, ep->K, c->e);
+		return ret < 0 ? ret : client_connect_daemon(c, ep);
 	}
 	ep->t = SESSION_PIPE;
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
@@ -327,20 +333,11 @@ static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
 /* HELLO ... READY with ep; keeps the data port and key. */
 static int client_handshake(struct client *c, struct endpoint *ep)
 {
-	uint8_t K[PROTO_KEY_LEN] = { 0 };
 	struct proto_msg m;
 	int ret;
 
-	if (ep->t == SESSION_DAEMON) {
-		if (c->o->key_file == NULL)
-			return pc_err_set(c->e, -PC_E_USAGE, "%s: a daemon needs --key-file KEY "
-					  "(or PCOPY_KEY_FILE)", ep->peer);
-		ret = keyfile_load(c->o->key_file, K, c->e);
-		if (ret < 0)
-			return ret;
-	}
-	ret = session_client_handshake(ep->ctl, ep->t, K, &ep->req, &m.u.ready, ep->k, c->e);
-	crypto_wipe(K, sizeof(K));
+	ret = session_client_handshake(ep->ctl, ep->t, ep->K, &ep->req, &m.u.ready, ep->k, c->e);
+	crypto_wipe(ep->K, sizeof(ep->K));
 	if (ret < 0)
 		return client_explain_launch(c, ep, ret);
 	ep->port = m.u.ready.data_port;

@@ -18,6 +18,7 @@ struct cli {
 	struct pcopy_opts o;
 	enum cli_action action;
 	const char *gen_key;
+	const char *bad_arg;     /* the argument getopt choked on, for the message */
 };
 
 enum {
@@ -175,6 +176,13 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 		return 0;
 	}
 	default:
+		/* getopt was told to stay quiet (opterr = 0): say it our way. */
+		if (optopt != 0 && strchr("swBcPZ", optopt) != NULL && ch == ':')
+			fprintf(stderr, "pcopy: option -%c needs a value\n", optopt);
+		else if (optopt != 0)
+			fprintf(stderr, "pcopy: unknown option -%c\n", optopt);
+		else
+			fprintf(stderr, "pcopy: unknown option or missing value: %s\n", c->bad_arg);
 		fputs("Try 'pcopy --help'.\n", stderr);
 		return -1;
 	}
@@ -188,9 +196,12 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.key_file = getenv("PCOPY_KEY_FILE");
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
-	while ((ch = getopt_long(argc, argv, "s:w:B:c:P:Z:z46vqhV", cli_longopts, NULL)) != -1)
+	opterr = 0;
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z46vqhV", cli_longopts, NULL)) != -1) {
+		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
+	}
 	return 0;
 }
 

@@ -485,8 +485,11 @@ static int sink_write_data(struct sink *s, struct sink_file *f, const struct buf
 
 	if (s->t->to_stdout) {
 		static const uint8_t zeros[65536];
-		if (!hole)
-			return platform_write_full(f->fd, b->data, b->len);
+		if (!hole) {
+			ret = platform_write_full(f->fd, b->data, b->len);
+			/* A reader that went away (| head) is our output failing. */
+			return ret == -EPIPE ? -PC_E_FILEIO : ret;
+		}
 		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
 			ret = platform_write_full(f->fd, zeros, b->len - off < sizeof(zeros)
 								? b->len - off : sizeof(zeros));

@@ -42,6 +42,8 @@ int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 
 	srcfile_init(f, display);
 	fd = pathsafe_open(dirfd, path, O_RDONLY | O_NOCTTY, 0, beneath);
+	if (fd < 0 && beneath && (fd == -EXDEV || fd == -ELOOP || fd == -EINVAL))
+		return pc_err_set(e, fd, "source '%s' leads outside the served directory", display);
 	if (fd < 0)
 		return pc_err_set(e, fd, "cannot open source '%s': %s", display, pc_strerror(fd));
 	if (fstat(fd, &st) != 0) {

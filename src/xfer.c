@@ -138,6 +138,9 @@ static int xfer_record_peer(struct xfer *x, bool replace, int code, const char *
 {
 	if (code >= 0 || code <= -PC_E_MAX)
 		code = -PC_E_PROTO;
+	/* The peer was interrupted, not us: for us the peer went away. */
+	if (code == -PC_E_INTERRUPTED)
+		code = -PC_E_NET;
 	if (replace)
 		pc_err_replace(x->err, code, "%s%s%s", x->peer_local ? "" : x->peer,
 			       x->peer_local ? "" : ": ", msg);

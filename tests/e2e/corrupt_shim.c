@@ -17,16 +17,21 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags);
 
 static atomic_ullong shim_sent;
 static atomic_int shim_done;
+static ssize_t (*shim_real)(int, const struct msghdr *, int);
+
+/* Resolved before main, so threads never race to set it. */
+__attribute__((constructor)) static void shim_init(void)
+{
+	*(void **)&shim_real = dlsym(RTLD_NEXT, "sendmsg");
+}
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	static ssize_t (*real)(int, const struct msghdr *, int);
+	ssize_t (*real)(int, const struct msghdr *, int) = shim_real;
 	const char *after = getenv("PCOPY_CORRUPT_AFTER");
 	const char *count = getenv("PCOPY_CORRUPT_COUNT");
 	size_t total = 0;
 
-	if (real == NULL)
-		*(void **)&real = dlsym(RTLD_NEXT, "sendmsg");
 	for (size_t i = 0; i < msg->msg_iovlen; i++)
 		total += msg->msg_iov[i].iov_len;
 	if (after == NULL || total < 65536 || msg->msg_iovlen < 2)

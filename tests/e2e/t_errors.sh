@@ -97,7 +97,7 @@ case_bad_options() {
     bad_option --timeout --timeout forever
     bad_option -s --streams=0
     bad_option --bogus --bogus
-    bad_option "'@'" -@
+    bad_option "unknown option -@" -@
     bad_option "--no-such-option" --no-such-option=1
     # Missing operands.
     expect_exit 1 "$PCOPY"
