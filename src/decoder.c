@@ -3,10 +3,10 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "codec.h"
 #include "err.h"
+#include "platform.h"
 
 struct decoder {
 	uint8_t *scratch;              /* same size and alignment as pool buffers */
@@ -46,14 +46,6 @@ uint64_t decoder_cpu_ns(const struct decoder *d)
 	return d->cpu_ns;
 }
 
-static uint64_t dec_thread_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int decoder_run(struct decoder *d, struct buf *b)
 {
 	const struct codec *c = codec_by_id(b->hdr.codec);
@@ -73,9 +65,9 @@ int decoder_run(struct decoder *d, struct buf *b)
 		if (d->ctx[c->id] == NULL)
 			return -ENOMEM;
 	}
-	t0 = dec_thread_ns();
+	t0 = platform_thread_cpu_ns();
 	ret = c->decompress(d->ctx[c->id], b->data, b->hdr.enc_len, d->scratch, b->hdr.raw_len);
-	d->cpu_ns += dec_thread_ns() - t0;
+	d->cpu_ns += platform_thread_cpu_ns() - t0;
 	if (ret < 0)
 		return ret == -ENOMEM ? ret : -PC_E_INTEGRITY;
 	uint8_t *enc = b->data;

@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "err.h"
+#include "platform.h"
 
 #define ENC_PROBE_LEN (64u << 10)   /* sample size for a probe */
 #define ENC_PROBE_EVERY 16u          /* while skipping, probe every Nth block */
@@ -74,14 +74,6 @@ bool encoder_is_zero(const uint8_t *p, size_t len)
 	if (p[0] != 0 || (len >= 16 && (p[len / 2] != 0 || p[len - 1] != 0)))
 		return false;
 	return memcmp(p, p + 1, len - 1) == 0;
-}
-
-static uint64_t enc_thread_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void *enc_ctx_for(struct encoder *e, const struct codec_choice *c)
@@ -158,10 +150,10 @@ int encoder_run(struct encoder *e, struct buf *b, const struct codec_choice *c,
 	if (c->id == CODEC_NONE)
 		return 0;
 	codec = codec_by_id(c->id);
-	t0 = enc_thread_ns();
+	t0 = platform_thread_cpu_ns();
 	if (!enc_should_try(e, b, f)) {
 		e->st.raw++;
-		e->st.cpu_ns += enc_thread_ns() - t0;
+		e->st.cpu_ns += platform_thread_cpu_ns() - t0;
 		return 0;
 	}
 	void *ctx = enc_ctx_for(e, c);
@@ -171,7 +163,7 @@ int encoder_run(struct encoder *e, struct buf *b, const struct codec_choice *c,
 	 * not reach that size, which also lets the codec give up early on
 	 * data that does not compress. */
 	ret = codec->compress(ctx, b->data, b->len, e->scratch, b->len - b->len / 32, &out);
-	e->st.cpu_ns += enc_thread_ns() - t0;
+	e->st.cpu_ns += platform_thread_cpu_ns() - t0;
 	if (ret < 0 && ret != -ENOBUFS)
 		return ret;
 	if (ret == -ENOBUFS || out == 0) {

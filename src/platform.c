@@ -264,3 +264,11 @@ int platform_cpu_times(uint64_t *idle, uint64_t *total)
 		*total += v[i];
 	return 0;
 }
+
+uint64_t platform_thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

@@ -11,6 +11,9 @@
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t platform_now_ns(void);
 
+/* CPU time of the calling thread in nanoseconds. */
+uint64_t platform_thread_cpu_ns(void);
+
 /* CPU time of the whole process (user and system) in microseconds, and its
  * peak resident set size in KiB. */
 void platform_rusage(uint64_t *user_us, uint64_t *sys_us, uint64_t *maxrss_kb);
