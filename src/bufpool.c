@@ -130,6 +130,7 @@ struct buf *bufpool_acquire(struct bufpool *p)
 		b->len = 0;
 		memset(&b->hdr, 0, sizeof(b->hdr));
 		b->ctx = NULL;
+		b->untried = false;
 	}
 	bufpool_unlock(p);
 	return b;

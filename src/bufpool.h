@@ -6,6 +6,7 @@
 #ifndef PCOPY_BUFPOOL_H
 #define PCOPY_BUFPOOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "proto.h"
@@ -16,6 +17,7 @@ struct buf {
 	size_t len;               /* valid bytes; set by whoever fills it */
 	struct proto_block hdr;   /* block metadata travelling with the bytes */
 	void *ctx;                /* owner's per-buffer pointer (e.g. a file) */
+	bool untried;             /* source: raw only because no compression was asked yet */
 };
 
 struct bufpool;
@@ -30,8 +32,8 @@ void bufpool_free(struct bufpool *p);
 
 /* Takes a free buffer, blocking until one is released. Returns NULL once the
  * pool is aborted (also if the caller was waiting). The caller owns the
- * returned buffer until it releases it or passes it on. len, hdr and ctx
- * are zeroed. */
+ * returned buffer until it releases it or passes it on. len, hdr, ctx and
+ * untried are zeroed. */
 struct buf *bufpool_acquire(struct bufpool *p);
 
 /* Returns b to the pool and wakes one waiter. Allowed after abort. */

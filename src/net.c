@@ -7,7 +7,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -291,6 +293,27 @@ int net_set_nodelay(int fd)
 	int one = 1;
 
 	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0 ? 0 : -errno;
+}
+
+int net_set_notsent_lowat(int fd, uint32_t bytes)
+{
+	int v = (int)bytes;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) == 0 ? 0 : -errno;
+}
+
+uint64_t net_send_queued(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQ, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+uint64_t net_send_unsent(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQNSD, &n) == 0 && n > 0 ? (uint64_t)n : 0;
 }
 
 int net_sendv_full(int fd, struct iovec *iov, int n)

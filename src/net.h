@@ -52,6 +52,19 @@ int net_set_nodelay(int fd);
  * (half of what SO_RCVBUF reports, i.e. comparable to window), else 0. */
 uint32_t net_granted_window(int fd);
 
+/* Lets send() block while more than bytes are queued and not yet sent
+ * (TCP_NOTSENT_LOWAT): data then waits in our pipeline, where it can still
+ * be compressed, rather than in the kernel. The window in flight is not
+ * limited. Returns 0 or -errno. */
+int net_set_notsent_lowat(int fd, uint32_t bytes);
+
+/* Bytes queued in fd's send buffer and not yet acknowledged by the peer
+ * (SIOCOUTQ), or 0 if unknown. */
+uint64_t net_send_queued(int fd);
+
+/* Of those, the bytes not even sent yet (SIOCOUTQNSD), or 0 if unknown. */
+uint64_t net_send_unsent(int fd);
+
 /* Sends every byte of the iovec array (the array is modified), with
  * MSG_NOSIGNAL and EINTR retry. Returns 0, -PC_E_TIMEOUT, or -errno. */
 int net_sendv_full(int fd, struct iovec *iov, int n);

@@ -15,7 +15,8 @@
 
 #define SOURCE_MAX_INFLIGHT 64u  /* files announced and not yet done */
 #define SOURCE_MAX_READERS 16u
-#define SOURCE_AUTO_TICK_NS 500000000u
+#define SOURCE_AUTO_TICK_NS 150000000u
+#define SOURCE_AUTO_LOWAT (512u << 10) /* unsent bytes a data socket may hold under auto */
 
 struct source;
 
@@ -24,6 +25,7 @@ struct sender {
 	unsigned idx;              /* stream index; immutable */
 	pthread_t tid;
 	uint64_t raw, wire;        /* this thread only; read after join */
+	struct encoder *enc;       /* -c auto only: this thread's, for late compression */
 };
 
 struct reader {
@@ -41,7 +43,7 @@ static const struct codec_choice source_ladder[] = {
 /* The -c auto controller's memory; control thread only. */
 struct autoctl {
 	uint64_t next_ns;          /* next decision */
-	uint64_t last_ns, last_bytes, last_idle, last_block;
+	uint64_t last_ns, last_bytes, last_wire, last_queued, last_idle;
 	double last_rate;          /* bytes/s in the interval before the last move */
 	int last_move;             /* +1, -1, or 0 */
 	unsigned hold;             /* intervals to wait before moving again */
@@ -65,7 +67,6 @@ struct source {
 	size_t buf_cap;            /* pool buffer size: the block or its worst encoding */
 	atomic_int step;           /* -c auto: index into source_ladder */
 	atomic_uint_least64_t send_idle_ns;  /* senders waiting for blocks */
-	atomic_uint_least64_t read_block_ns; /* readers waiting for buffers or queue room */
 	struct autoctl autoc;
 	/* control thread only: */
 	unsigned announced, done, failed;
@@ -188,6 +189,7 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 		return ret;
 	b->hdr.checksum = proto_checksum(b->data, b->len);
 	ret = encoder_run(r->enc, b, choice, &c->f->enc);
+	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);
 	if (ret < 0)
 		return xfer_fail(s->x, ret, "compressing '%s': %s", c->f->display, pc_strerror(ret));
 	if (b->hdr.flags & PROTO_BLK_HOLE)
@@ -203,9 +205,7 @@ static void *source_reader(void *arg)
 	struct plan_claim c;
 
 	while (!xfer_aborted(x) && plan_next(s->plan, &c) == 1) {
-		uint64_t t0 = platform_now_ns();
 		struct buf *b = bufpool_acquire(s->pool);
-		uint64_t t1 = platform_now_ns();
 		if (b == NULL) {
 			if (c.f->stream)
 				plan_stream_done(s->plan, &c, 0, true);
@@ -220,10 +220,7 @@ static void *source_reader(void *arg)
 				break;
 			continue;
 		}
-		uint64_t t2 = platform_now_ns();
 		ret = queue_push(s->q[qi], b);
-		atomic_fetch_add_explicit(&s->read_block_ns, (t1 - t0) + (platform_now_ns() - t2),
-					  memory_order_relaxed);
 		if (ret < 0) {
 			bufpool_release(s->pool, b);
 			break;
@@ -265,6 +262,16 @@ static void *source_sender(void *arg)
 		if (!x->ordered && atomic_load(&f->failed)) {
 			bufpool_release(s->pool, b);
 			continue;
+		}
+		/* -c auto: a block read before auto chose to compress has waited
+		 * in the pipeline meanwhile; compress it now, at today's level. */
+		int step = atomic_load_explicit(&s->step, memory_order_relaxed);
+		if (b->untried && step > 0 && w->enc != NULL) {
+			ret = encoder_run(w->enc, b, &source_ladder[step], &f->enc);
+			if (ret < 0) {
+				bufpool_release(s->pool, b);
+				break;
+			}
 		}
 		ret = source_send(fd, &b->hdr, b->data, b->len);
 		uint64_t raw = b->hdr.raw_len, wire = PROTO_BLOCK_HDR_LEN + b->len;
@@ -347,22 +354,47 @@ static int source_on_message(struct source *s)
 	}
 }
 
-/* -c auto, every SOURCE_AUTO_TICK_NS: if the readers wait for the senders
- * (the network is the bottleneck), compress harder; if the senders wait
- * for the readers (the CPU is), compress less. A move that cost more than
- * 10 % of the throughput is undone and the controller holds still, 4
- * intervals the first time and twice as long each time after (at most
- * 64). Control thread only. */
+/* Bytes in the data sockets' send queues (not yet acknowledged), and of
+ * those the bytes not even sent: data the network has not taken yet. */
+static uint64_t source_queued(const struct xfer *x, uint64_t *unsent)
+{
+	uint64_t q = 0;
+
+	*unsent = 0;
+	for (unsigned i = 0; i < x->streams; i++) {
+		q += net_send_queued(x->data_fds[i]);
+		*unsent += net_send_unsent(x->data_fds[i]);
+	}
+	return q;
+}
+
+/* -c auto, every SOURCE_AUTO_TICK_NS (docs/DESIGN-NOTES.md has the story).
+ * The network is the bottleneck when
+ * data waits unsent in the data sockets (over half the low-water mark a
+ * stream) and
+ * the senders never wait for blocks; compressing more then pays, if the
+ * machine has CPU to spare. The senders waiting for blocks means reading
+ * or compressing is the bottleneck: compress less. The rate that judges a
+ * move is what the network really took (bytes that left the send queues),
+ * in file bytes; a move that cost more than 10 % of it is undone (a step
+ * up only once the queues are no longer full) and the controller holds
+ * still, 4 intervals the first time and twice as long each time after (at
+ * most 64). Control thread only. */
 static void source_auto_tick(struct source *s, uint64_t now)
 {
 	struct xfer *x = s->x;
 	struct autoctl *a = &s->autoc;
-	uint64_t bytes = atomic_load(&x->bytes), sidle = atomic_load(&s->send_idle_ns);
-	uint64_t block = atomic_load(&s->read_block_ns);
+	uint64_t raw = atomic_load(&x->bytes), wire = atomic_load(&x->wire_bytes);
+	uint64_t unsent, sidle = atomic_load(&s->send_idle_ns), queued = source_queued(x, &unsent);
 	double dt = (double)(now - a->last_ns);
-	double rate = (double)(bytes - a->last_bytes) * 1e9 / dt;
+	double dwire = (double)(wire - a->last_wire), draw = (double)(raw - a->last_bytes);
+	/* Wire bytes that left the queues, in file bytes at this interval's ratio. */
+	double left = dwire - ((double)queued - (double)a->last_queued);
+	double rate = (dwire > 0 ? left * draw / dwire : 0) * 1e9 / dt;
 	double starve = (double)(sidle - a->last_idle) / (dt * x->streams);
-	double back = (double)(block - a->last_block) / (dt * s->nreaders);
+	/* With TCP_NOTSENT_LOWAT, unsent data sits near the mark while the
+	 * network cannot keep up, and near zero while it can. */
+	bool netbound = unsent > (uint64_t)x->streams * (SOURCE_AUTO_LOWAT / 2);
 	int step = atomic_load(&s->step), move = 0;
 	uint64_t idle = 0, total = 0;
 	double spare = 1.0;
@@ -373,20 +405,24 @@ static void source_auto_tick(struct source *s, uint64_t now)
 		spare = (double)(idle - a->cpu_idle) / (double)(total - a->cpu_total);
 	a->cpu_idle = idle;
 	a->cpu_total = total;
-	a->want_up = back > 0.25 && starve < 0.10 && spare > 0.25 ? a->want_up + 1 : 0;
-
-	if (a->last_move != 0 && rate < 0.9 * a->last_rate) {
+	a->want_up = netbound && starve < 0.10 && spare > 0.25 ? a->want_up + 1 : 0;
+	/* While the queues stay full the network is still the bottleneck, and
+	 * a step up cannot have cost throughput; the rate (noisy while the
+	 * queues fill and drain) only judges moves once they are not. */
+	if (a->last_move != 0 && !(a->last_move > 0 && netbound) && rate < 0.9 * a->last_rate) {
 		/* The move cost throughput: undo it, and wait longer each time
 		 * before trying again, so a losing move is rarely retried. */
 		step -= a->last_move;
+		log_debug("auto: %.0f MB/s after the last move, %.0f before: undone", rate / 1e6,
+			  a->last_rate / 1e6);
 		a->hold = a->penalty;
 		a->penalty = a->penalty < 64 ? a->penalty * 2 : 64;
 	} else if (a->hold > 0) {
 		a->hold--;
-	} else if (a->want_up >= 2 && step + 1 < (int)SOURCE_LADDER_LEN) {
+	} else if (a->want_up >= 1 && step + 1 < (int)SOURCE_LADDER_LEN) {
 		move = 1;
 		a->want_up = 0;
-	} else if (starve > 0.25 && back < 0.10 && step > 0) {
+	} else if (starve > 0.25 && !netbound && step > 0) {
 		move = -1;
 	}
 	if (move != 0 || a->last_move == 0)
@@ -396,14 +432,15 @@ static void source_auto_tick(struct source *s, uint64_t now)
 	if (move != 0 && log_level() >= LOG_DEBUG) {
 		char name[32];
 		codec_format(&source_ladder[step + move], name, sizeof(name));
-		log_debug("auto: %.0f MB/s, senders idle %.0f%%, readers blocked %.0f%%, "
-			  "cpu idle %.0f%% -> %s", rate / 1e6, starve * 100, back * 100, spare * 100,
-			  name);
+		log_debug("auto: %.0f ms in, %.0f MB/s, %.1f MiB unsent, senders idle %.0f%%, "
+			  "cpu idle %.0f%% -> %s", (double)(now - x->start_ns) / 1e6, rate / 1e6,
+			  (double)unsent / 1048576.0, starve * 100, spare * 100, name);
 	}
 	a->last_ns = now;
-	a->last_bytes = bytes;
+	a->last_bytes = raw;
+	a->last_wire = wire;
+	a->last_queued = queued;
 	a->last_idle = sidle;
-	a->last_block = block;
 	a->next_ns = now + SOURCE_AUTO_TICK_NS;
 }
 
@@ -492,7 +529,6 @@ static int source_start(struct source *s)
 	s->autoc.penalty = 4;
 	(void)platform_cpu_times(&s->autoc.cpu_idle, &s->autoc.cpu_total);
 	atomic_init(&s->send_idle_ns, 0);
-	atomic_init(&s->read_block_ns, 0);
 	s->autoc.last_ns = platform_now_ns();
 	s->autoc.next_ns = s->autoc.last_ns + SOURCE_AUTO_TICK_NS;
 	s->plan = plan_new(x->block_size, s->n);
@@ -508,12 +544,20 @@ static int source_start(struct source *s)
 	}
 	if (xfer_watch_pool(x, s->pool) < 0 || xfer_watch_plan(x, s->plan) < 0)
 		return xfer_fail(x, -ENOMEM, "out of memory");
+	/* -c auto decides per block: keep the kernel's unsent backlog short,
+	 * so that a decision to compress reaches the wire quickly. Best
+	 * effort: without it auto still works, only later. */
+	for (unsigned i = 0; x->codec_auto && i < x->streams; i++)
+		(void)net_set_notsent_lowat(x->data_fds[i], SOURCE_AUTO_LOWAT);
 	/* From here a failure aborts the queues and the plan, which is what
 	 * releases the threads already started. */
 	for (unsigned i = 0; i < x->streams; i++) {
 		s->senders[i] = (struct sender){ .s = s, .idx = i };
+		if (x->codec_auto && (s->senders[i].enc = encoder_new(s->buf_cap)) == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory");
 		rc = pthread_create(&s->senders[i].tid, NULL, source_sender, &s->senders[i]);
 		if (rc != 0) {
+			encoder_free(s->senders[i].enc);
 			s->senders[i].s = NULL;
 			return xfer_fail(x, -rc, "cannot start sender thread: %s", strerror(rc));
 		}
@@ -552,17 +596,26 @@ static void source_stop(struct source *s, struct source_result *r)
 		cpu_ns += st->cpu_ns;
 		encoder_free(rd->enc);
 	}
-	s->codec_cpu_us = cpu_ns / 1000u;
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		if (s->senders[i].s == NULL)
 			continue;
 		if (pthread_join(s->senders[i].tid, NULL) != 0)
 			log_error("cannot join sender thread");
+		if (s->senders[i].enc != NULL) {
+			const struct enc_stats *st = encoder_stats(s->senders[i].enc);
+			r->compressed += st->compressed;
+			r->raw_blocks += st->raw;
+			cpu_ns += st->cpu_ns;
+			encoder_free(s->senders[i].enc);
+		}
 		r->stream[i].raw = s->senders[i].raw;
 		r->stream[i].wire = s->senders[i].wire;
 		r->stream[i].choice = x->codec_auto ? source_ladder[atomic_load(&s->step)]
 						    : x->choices[s->per_stream ? i % x->nchoices : 0];
 	}
+	s->codec_cpu_us = cpu_ns / 1000u;
+	log_debug("blocks: %llu compressed, %llu raw, %llu holes", (unsigned long long)r->compressed,
+		  (unsigned long long)r->raw_blocks, (unsigned long long)r->holes);
 	xfer_unwatch(x);
 	for (unsigned i = 0; i < s->nq; i++) {
 		while (s->q[i] != NULL && (b = queue_trypop(s->q[i])) != NULL)

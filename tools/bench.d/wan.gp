@@ -24,7 +24,7 @@ set xrange [0.8:20]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set yrange [0:cap * 1.12]
 set grid ytics lc rgb "#dddddd"
-set key left top box opaque
+set key right bottom box opaque
 
 set style line 1 lc rgb "#1b9e77" lw 2.5 pt 7 ps 1.2
 set style line 2 lc rgb "#d95f02" lw 2.5 pt 7 ps 1.2
