@@ -13,7 +13,7 @@ if (!exists("subtitle")) subtitle = ''
 if (!exists("cap")) cap = 1000
 if (!exists("scp")) scp = 0
 
-set terminal pngcairo size 960,600 font "sans,11" noenhanced
+set terminal pngcairo size 960,640 font "sans,11" noenhanced
 set output outfile
 set datafile missing "-"
 set title "pcopy over an emulated 1 Gbit/s, 50 ms RTT link (median of runs)\n".subtitle
@@ -24,7 +24,8 @@ set xrange [0.8:20]
 set xtics ("1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
 set yrange [0:cap * 1.12]
 set grid ytics lc rgb "#dddddd"
-set key right bottom box opaque
+set key outside below center horizontal maxcols 3 box
+set bmargin 7
 
 set style line 1 lc rgb "#1b9e77" lw 2.5 pt 7 ps 1.2
 set style line 2 lc rgb "#d95f02" lw 2.5 pt 7 ps 1.2
@@ -40,9 +41,10 @@ if (scp > 0) {
     set label sprintf("scp %.0f Mbit/s", scp) at 11, scp * 1.06 tc rgb "#aa3333"
 }
 
+# In this order the key's columns are the windows: pcopy above iperf3.
 plot datafile using 1:2 with linespoints ls 1 title "pcopy -w 256K", \
-     ''       using 1:3 with linespoints ls 2 title "pcopy -w 1M", \
-     ''       using 1:4 with linespoints ls 3 title "pcopy -w 4M", \
      ''       using 1:5 with linespoints ls 4 title "iperf3 -w 256K", \
+     ''       using 1:3 with linespoints ls 2 title "pcopy -w 1M", \
      ''       using 1:6 with linespoints ls 5 title "iperf3 -w 1M", \
+     ''       using 1:4 with linespoints ls 3 title "pcopy -w 4M", \
      ''       using 1:7 with linespoints ls 6 title "iperf3 -w 4M"
