@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -43,19 +45,12 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
 	pc_err_destroy(&f->err);
-	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testutil_rm_rf(f->dir);
 	free(f);
 	return 0;
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -167,20 +169,13 @@ static int tree_setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static int tree_teardown(void **state)
 {
 	struct tree *t = *state;
 
 	close(t->rootfd);
 	assert_int_equal(chdir("/"), 0);
-	nftw(t->base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testutil_rm_rf(t->base);
 	free(t);
 	return 0;
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -66,13 +68,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
@@ -82,7 +77,7 @@ static int teardown(void **state)
 		fprintf(stderr, "cannot unmount %s: %s\n", fx->ro, strerror(errno));
 	pc_err_destroy(&fx->err);
 	close(fx->rootfd);
-	nftw(fx->base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testutil_rm_rf(fx->base);
 	free(fx);
 	return 0;
 }

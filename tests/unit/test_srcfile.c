@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -76,13 +78,6 @@ static int setup(void **state)
 	return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	(void)st;
-	(void)ftw;
-	return type == FTW_DP ? rmdir(path) : unlink(path);
-}
-
 static int teardown(void **state)
 {
 	struct fixture *fx = *state;
@@ -90,7 +85,7 @@ static int teardown(void **state)
 	srcfile_close(&fx->f);
 	pc_err_destroy(&fx->err);
 	close(fx->dirfd);
-	nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testutil_rm_rf(fx->dir);
 	free(fx);
 	return 0;
 }
