@@ -278,8 +278,20 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	return 0;
 }
 
-/* Starts or reaches the far end ep->loc (NULL: a local child). */
+static int client_open_endpoint_raw(struct client *c, struct endpoint *ep);
+
+/* Starts or reaches the far end ep->loc (NULL: a local child); Ctrl-C
+ * works while we wait for it. */
 static int client_open_endpoint(struct client *c, struct endpoint *ep)
+{
+	int ret = client_open_endpoint_raw(c, ep);
+
+	if (ret == 0)
+		ctl_set_intr(ep->ctl, api_sigfd());
+	return ret;
+}
+
+static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 {
 	const struct loc *l = ep->loc;
 
@@ -417,8 +429,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd)
 		pc_err_get(&e2, msg, sizeof(msg));
 		pc_err_set(c->e, ret, "%s", msg);
 	} else if (ret < 0) {
-		pc_err_set(c->e, -PC_E_NET, "cannot reach %s:%u for data; try -z or -Z", ep->peer,
-			   (unsigned)ep->port);
+		pc_err_set(c->e, -PC_E_NET, "cannot reach %s port %u for data; try -z or -Z",
+			   ep->data_host, (unsigned)ep->port);
 	}
 	pc_err_destroy(&e2);
 	return ret < 0 ? -PC_E_NET : 0;

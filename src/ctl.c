@@ -2,6 +2,7 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct ctl {
 	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only */
 	char peer[128];          /* immutable */
 	bool local;              /* immutable: the peer is our child */
+	int intr_fd;             /* receiving thread: signalfd to watch, or -1 */
 };
 
 struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
@@ -36,6 +38,7 @@ struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
 	c->rfd = rfd;
 	c->wfd = wfd;
 	c->local = local;
+	c->intr_fd = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
 	return c;
 }
@@ -77,12 +80,27 @@ int ctl_send_error(struct ctl *c, int code, const char *msg)
 	return ctl_send(c, &m);
 }
 
+void ctl_set_intr(struct ctl *c, int intr_fd)
+{
+	c->intr_fd = intr_fd;
+}
+
 int ctl_recv(struct ctl *c, struct proto_msg *m)
 {
 	uint8_t hdr[PROTO_FRAME_HDR_LEN], type;
 	uint32_t len;
 	int ret;
 
+	if (c->intr_fd >= 0) {
+		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
+				       { .fd = c->intr_fd, .events = POLLIN } };
+		int n;
+		do
+			n = poll(p, 2, -1);
+		while (n < 0 && errno == EINTR);
+		if (n > 0 && (p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
+			return -PC_E_INTERRUPTED;
+	}
 	ret = platform_read_full(c->rfd, hdr, sizeof(hdr), NULL);
 	if (ret < 0)
 		return ret;
@@ -104,6 +122,8 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 
 	if (ret == -PC_E_NET)
 		return pc_err_set(e, ret, "%s closed the control connection", c->peer);
+	if (ret == -PC_E_INTERRUPTED)
+		return pc_err_set(e, ret, "interrupted while waiting for %s", c->peer);
 	if (ret < 0)
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
 				  pc_strerror(ret));

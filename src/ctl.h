@@ -20,6 +20,11 @@ struct ctl;
  * the peer's name in front. NULL on ENOMEM. */
 struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local);
 
+/* While ctl_recv waits for a frame, it also watches intr_fd (the process's
+ * signalfd) and gives up with -PC_E_INTERRUPTED when a signal arrives,
+ * leaving the signal for the caller to read. -1 (the default): no watch. */
+void ctl_set_intr(struct ctl *c, int intr_fd);
+
 /* Closes the fds and frees. NULL is a no-op. */
 void ctl_free(struct ctl *c);
 
@@ -32,8 +37,8 @@ int ctl_send_error(struct ctl *c, int code, const char *msg);
 
 /* Receives the next message into *m, blocking. Only one thread may call
  * this. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
- * boundary or inside one), -PC_E_PROTO for a malformed frame, or another
- * negative code. */
+ * boundary or inside one), -PC_E_PROTO for a malformed frame,
+ * -PC_E_INTERRUPTED (see ctl_set_intr), or another negative code. */
 int ctl_recv(struct ctl *c, struct proto_msg *m);
 
 /* Receives the next message and requires it to be of type `want`. An

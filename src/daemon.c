@@ -108,6 +108,7 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 		close(fd);
 		_exit(PC_EXIT_FILEIO);
 	}
+	ctl_set_intr(c, cfg.sigfd);
 	ret = server_session(c, &cfg, &e);
 	if (ret < 0) {
 		char msg[sizeof(e.msg)];

@@ -282,8 +282,13 @@ int net_set_timeout(int fd, unsigned sec)
 {
 	struct timeval tv = { .tv_sec = (time_t)sec, .tv_usec = 0 };
 
+	unsigned ms = sec * 1000u;
+
+	/* TCP_USER_TIMEOUT: data sent but unacknowledged that long means the
+	 * path is dead, even if no reset ever comes. */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0)
 		return -errno;
 	return 0;
 }

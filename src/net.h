@@ -41,8 +41,9 @@ uint16_t net_local_port(int fd);
 int net_local_host(int fd, char *host, size_t cap);
 int net_peer_host(int fd, char *host, size_t cap);
 
-/* Sets SO_RCVTIMEO and SO_SNDTIMEO to sec seconds (0 = no timeout).
- * Returns 0 or -errno. */
+/* Sets SO_RCVTIMEO and SO_SNDTIMEO to sec seconds, and TCP_USER_TIMEOUT
+ * (how long sent data may stay unacknowledged before the connection is
+ * declared dead) likewise; 0 = no timeout. Returns 0 or -errno. */
 int net_set_timeout(int fd, unsigned sec);
 
 /* Sets TCP_NODELAY (for the control channel). Returns 0 or -errno. */

@@ -207,6 +207,7 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 	}
 	if (c == NULL)
 		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	ctl_set_intr(c, cfg.sigfd);
 	ret = server_session(c, &cfg, &e);
 	ctl_free(c);
 	return api_result(r, &e, ret);

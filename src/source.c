@@ -639,7 +639,7 @@ static int source_finish(struct source *s, struct source_result *r)
 	ret = ctl_send(x->ctl, &m);
 	if (ret < 0)
 		return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
-	ret = ctl_expect(x->ctl, PROTO_DONE, &m, x->err);
+	ret = xfer_await(x, PROTO_DONE, &m);
 	if (ret < 0)
 		return ret;
 	r->peer = m.u.stats;

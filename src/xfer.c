@@ -232,6 +232,27 @@ void xfer_on_signal(struct xfer *x)
 		  n == (ssize_t)sizeof(si) ? strsignal((int)si.ssi_signo) : "?");
 }
 
+int xfer_await(struct xfer *x, uint8_t want, struct proto_msg *m)
+{
+	struct pollfd p[2] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+			       { .fd = x->sigfd, .events = POLLIN } };
+	int n;
+
+	do
+		n = poll(p, x->sigfd >= 0 ? 2 : 1, x->timeout_s ? (int)x->timeout_s * 1000 : -1);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return pc_err_set(x->err, -errno, "poll: %s", strerror(errno));
+	if (n == 0)
+		return pc_err_set(x->err, -PC_E_TIMEOUT, "no answer from %s within %u s",
+				  x->peer, x->timeout_s);
+	if (x->sigfd >= 0 && (p[1].revents & POLLIN)) {
+		xfer_on_signal(x);
+		return pc_err_get(x->err, NULL, 0);
+	}
+	return ctl_expect(x->ctl, want, m, x->err);
+}
+
 void xfer_stats(struct xfer *x, uint64_t files, struct proto_stats *st)
 {
 	memset(st, 0, sizeof(*st));

@@ -39,6 +39,7 @@ struct xfer {
 	bool ordered;                 /* block k travels on stream k % streams */
 	bool report;                  /* this side prints progress (the client) */
 	unsigned progress_s;          /* 0: no progress lines */
+	unsigned timeout_s;           /* how long to wait for the peer; 0: forever */
 	const char *peer;             /* the other side, for messages */
 	bool peer_local;              /* the peer is our own child: its messages need no prefix */
 	struct ctl *ctl;              /* borrowed; ctl_send is thread-safe */
@@ -107,6 +108,12 @@ void xfer_progress(struct xfer *x);
 /* Handles a readable signalfd: reads the signal and fails the transfer with
  * -PC_E_INTERRUPTED. Control thread only. */
 void xfer_on_signal(struct xfer *x);
+
+/* Waits for the peer's next control message, which must be of type want
+ * (an ERROR is the peer's failure), while watching the signalfd and
+ * x->timeout_s: a silent peer behind a dead path, or a Ctrl-C, ends the
+ * wait. Control thread only. Returns 0 or a negative code (x->err set). */
+int xfer_await(struct xfer *x, uint8_t want, struct proto_msg *m);
 
 /* Fills this side's totals (CPU and memory from getrusage). */
 void xfer_stats(struct xfer *x, uint64_t files, struct proto_stats *st);
