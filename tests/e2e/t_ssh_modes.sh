@@ -26,24 +26,44 @@ free_range() {
 }
 
 # hold_ports LO HI: listen on every port from LO to HI, on all IPv4 and
-# IPv6 addresses, until the case ends.
+# IPv6 addresses, until the case ends. Fails (returns 1) if a port was
+# taken meanwhile: other tests' connections use ephemeral ports too.
 hold_ports() {
-    rm -f "$T/held"
+    rm -f "$T/held" "$T/held.failed"
     python3 - "$1" "$2" "$T/held" <<'EOF' &
 import socket, sys, time
 lo, hi, ready = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 held = []
-for port in range(lo, hi + 1):
-    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-    s.bind(("::", port))
-    s.listen(16)
-    held.append(s)
+try:
+    for port in range(lo, hi + 1):
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", port))
+        s.listen(16)
+        held.append(s)
+except OSError:
+    open(ready + ".failed", "w").close()
+    sys.exit(1)
 open(ready, "w").close()
 time.sleep(3600)
 EOF
     track_pid $!
-    wait_until 10 test -e "$T/held" || fail "could not listen on ports $1-$2"
+    wait_until 10 _held_or_failed && [[ -e $T/held ]]
+}
+
+_held_or_failed() {
+    [[ -e $T/held || -e $T/held.failed ]]
+}
+
+# hold_free_range N: finds N consecutive free ports and holds them (see
+# hold_ports), trying other ranges when one is taken meanwhile; sets LO.
+hold_free_range() {
+    local try
+    for ((try = 0; try < 10; try++)); do
+        LO=$(free_range "$1")
+        hold_ports "$LO" $((LO + $1 - 1)) && return 0
+    done
+    fail "could not hold $1 consecutive ports in 10 tries"
 }
 
 # _has_data_conn WHO CLIENT_PID SS_FILTER...: the client (WHO=client) or
@@ -132,11 +152,11 @@ case_port_range() {
 
 case_port_range_taken() {
     local lo hi
-    lo=$(free_range 3)
-    hi=$((lo + 2))
     mkfile "$T/f" 1M
     mkdir -p "$T/remote" "$T/back"
-    hold_ports "$lo" "$hi"
+    hold_free_range 3
+    lo=$LO
+    hi=$((lo + 2))
     # The remote listens: push and pull.
     PCOPY_TEST_CMD_TIMEOUT=60 expect_exit 10 "$PCOPY" -Z "$lo-$hi" "$T/f" "pctest:$T/remote/"
     expect_stderr_matches '(-z|-Z)'
