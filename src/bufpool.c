@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sync.h"
+
 #define BUFPOOL_ALIGN 4096  /* page-aligned, so O_DIRECT-style I/O works */
 
 struct bufpool {
@@ -18,24 +20,6 @@ struct bufpool {
 	unsigned count;        /* fixed after bufpool_new */
 	bool aborted;          /* guarded by lock */
 };
-
-/* A pthread call on a live, valid object cannot fail short of a bug or
- * memory corruption, and the void callers have nobody to report to: stop. */
-static void bufpool_check(int rc)
-{
-	if (rc != 0)
-		abort();
-}
-
-static void bufpool_lock(struct bufpool *p)
-{
-	bufpool_check(pthread_mutex_lock(&p->lock));
-}
-
-static void bufpool_unlock(struct bufpool *p)
-{
-	bufpool_check(pthread_mutex_unlock(&p->lock));
-}
 
 /* Frees the buffers' memory and the arrays; not the sync objects. */
 static void bufpool_free_memory(struct bufpool *p)
@@ -101,7 +85,7 @@ struct bufpool *bufpool_new(unsigned count, size_t size)
 out:
 	if (p != NULL) {
 		if (lock_ok)
-			bufpool_check(pthread_mutex_destroy(&p->lock));
+			sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&p->lock));
 		bufpool_free_memory(p);
 	}
 	return ret;
@@ -112,8 +96,8 @@ void bufpool_free(struct bufpool *p)
 	if (p == NULL)
 		return;
 	assert(p->nfree == p->count && "bufpool_free: buffers still acquired");
-	bufpool_check(pthread_cond_destroy(&p->freed));
-	bufpool_check(pthread_mutex_destroy(&p->lock));
+	sync_check("pthread_cond_destroy", pthread_cond_destroy(&p->freed));
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&p->lock));
 	bufpool_free_memory(p);
 }
 
@@ -121,9 +105,9 @@ struct buf *bufpool_acquire(struct bufpool *p)
 {
 	struct buf *b = NULL;
 
-	bufpool_lock(p);
+	sync_lock(&p->lock);
 	while (!p->aborted && p->nfree == 0) {
-		bufpool_check(pthread_cond_wait(&p->freed, &p->lock));
+		sync_wait(&p->freed, &p->lock);
 	}
 	if (!p->aborted) {
 		b = p->free[--p->nfree];
@@ -132,7 +116,7 @@ struct buf *bufpool_acquire(struct bufpool *p)
 		b->ctx = NULL;
 		b->untried = false;
 	}
-	bufpool_unlock(p);
+	sync_unlock(&p->lock);
 	return b;
 }
 
@@ -141,27 +125,27 @@ void bufpool_release(struct bufpool *p, struct buf *b)
 	if (b == NULL)
 		return;
 	assert(b >= p->bufs && b < p->bufs + p->count);
-	bufpool_lock(p);
+	sync_lock(&p->lock);
 	assert(p->nfree < p->count && "bufpool_release: released twice");
 	p->free[p->nfree++] = b;
-	bufpool_check(pthread_cond_signal(&p->freed));
-	bufpool_unlock(p);
+	sync_signal(&p->freed);
+	sync_unlock(&p->lock);
 }
 
 void bufpool_abort(struct bufpool *p)
 {
-	bufpool_lock(p);
+	sync_lock(&p->lock);
 	p->aborted = true;
-	bufpool_check(pthread_cond_broadcast(&p->freed));
-	bufpool_unlock(p);
+	sync_broadcast(&p->freed);
+	sync_unlock(&p->lock);
 }
 
 unsigned bufpool_outstanding(struct bufpool *p)
 {
 	unsigned n;
 
-	bufpool_lock(p);
+	sync_lock(&p->lock);
 	n = p->count - p->nfree;
-	bufpool_unlock(p);
+	sync_unlock(&p->lock);
 	return n;
 }

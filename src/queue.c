@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "err.h"
+#include "sync.h"
 
 struct queue {
 	pthread_mutex_t lock;
@@ -18,24 +19,6 @@ struct queue {
 	unsigned open;             /* producers not yet closed; guarded by lock */
 	bool aborted;              /* guarded by lock */
 };
-
-/* A pthread call on a live, valid object cannot fail short of a bug or
- * memory corruption, and the void callers have nobody to report to: stop. */
-static void queue_check(int rc)
-{
-	if (rc != 0)
-		abort();
-}
-
-static void queue_lock(struct queue *q)
-{
-	queue_check(pthread_mutex_lock(&q->lock));
-}
-
-static void queue_unlock(struct queue *q)
-{
-	queue_check(pthread_mutex_unlock(&q->lock));
-}
 
 struct queue *queue_new(unsigned cap, unsigned nproducers)
 {
@@ -66,9 +49,9 @@ struct queue *queue_new(unsigned cap, unsigned nproducers)
 out:
 	if (q != NULL) {
 		if (nsync >= 2)
-			queue_check(pthread_cond_destroy(&q->not_empty));
+			sync_check("pthread_cond_destroy", pthread_cond_destroy(&q->not_empty));
 		if (nsync >= 1)
-			queue_check(pthread_mutex_destroy(&q->lock));
+			sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&q->lock));
 		free(q->items);
 		free(q);
 	}
@@ -79,9 +62,9 @@ void queue_free(struct queue *q)
 {
 	if (q == NULL)
 		return;
-	queue_check(pthread_cond_destroy(&q->not_full));
-	queue_check(pthread_cond_destroy(&q->not_empty));
-	queue_check(pthread_mutex_destroy(&q->lock));
+	sync_check("pthread_cond_destroy", pthread_cond_destroy(&q->not_full));
+	sync_check("pthread_cond_destroy", pthread_cond_destroy(&q->not_empty));
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&q->lock));
 	free(q->items);
 	free(q);
 }
@@ -94,7 +77,7 @@ static void *queue_take_locked(struct queue *q)
 	q->items[q->head] = NULL;
 	q->head = (q->head + 1) % q->cap;
 	q->count--;
-	queue_check(pthread_cond_signal(&q->not_full));
+	sync_signal(&q->not_full);
 	return item;
 }
 
@@ -103,18 +86,18 @@ int queue_push(struct queue *q, void *item)
 	int ret = -PC_E_ABORTED;
 
 	assert(item != NULL);
-	queue_lock(q);
+	sync_lock(&q->lock);
 	assert(q->open > 0 && "queue_push after every producer closed");
 	while (!q->aborted && q->count == q->cap)
-		queue_check(pthread_cond_wait(&q->not_full, &q->lock));
+		sync_wait(&q->not_full, &q->lock);
 	if (q->aborted)
 		goto out;
 	q->items[((size_t)q->head + q->count) % q->cap] = item;
 	q->count++;
-	queue_check(pthread_cond_signal(&q->not_empty));
+	sync_signal(&q->not_empty);
 	ret = 0;
 out:
-	queue_unlock(q);
+	sync_unlock(&q->lock);
 	return ret;
 }
 
@@ -122,12 +105,12 @@ void *queue_pop(struct queue *q)
 {
 	void *item = NULL;
 
-	queue_lock(q);
+	sync_lock(&q->lock);
 	while (!q->aborted && q->count == 0 && q->open > 0)
-		queue_check(pthread_cond_wait(&q->not_empty, &q->lock));
+		sync_wait(&q->not_empty, &q->lock);
 	if (!q->aborted && q->count > 0)
 		item = queue_take_locked(q);
-	queue_unlock(q);
+	sync_unlock(&q->lock);
 	return item;
 }
 
@@ -135,39 +118,39 @@ void *queue_trypop(struct queue *q)
 {
 	void *item = NULL;
 
-	queue_lock(q);
+	sync_lock(&q->lock);
 	if (q->count > 0)
 		item = queue_take_locked(q);
-	queue_unlock(q);
+	sync_unlock(&q->lock);
 	return item;
 }
 
 void queue_close(struct queue *q)
 {
-	queue_lock(q);
+	sync_lock(&q->lock);
 	assert(q->open > 0 && "queue_close called more often than producers");
 	if (q->open > 0)
 		q->open--;
 	if (q->open == 0)
-		queue_check(pthread_cond_broadcast(&q->not_empty));
-	queue_unlock(q);
+		sync_broadcast(&q->not_empty);
+	sync_unlock(&q->lock);
 }
 
 void queue_abort(struct queue *q)
 {
-	queue_lock(q);
+	sync_lock(&q->lock);
 	q->aborted = true;
-	queue_check(pthread_cond_broadcast(&q->not_empty));
-	queue_check(pthread_cond_broadcast(&q->not_full));
-	queue_unlock(q);
+	sync_broadcast(&q->not_empty);
+	sync_broadcast(&q->not_full);
+	sync_unlock(&q->lock);
 }
 
 bool queue_aborted(struct queue *q)
 {
 	bool aborted;
 
-	queue_lock(q);
+	sync_lock(&q->lock);
 	aborted = q->aborted;
-	queue_unlock(q);
+	sync_unlock(&q->lock);
 	return aborted;
 }

@@ -17,6 +17,13 @@ static inline void sync_die(const char *what, int rc)
 	abort();
 }
 
+/* For any other pthread call whose failure can only be a bug. */
+static inline void sync_check(const char *what, int rc)
+{
+	if (rc != 0)
+		sync_die(what, rc);
+}
+
 static inline void sync_lock(pthread_mutex_t *m)
 {
 	int rc = pthread_mutex_lock(m);
