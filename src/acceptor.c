@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "ctl.h"
 #include "log.h"
 #include "net.h"
 #include "platform.h"
@@ -137,7 +138,24 @@ static unsigned acc_in_flight(const struct acceptor *a)
 	return n;
 }
 
-int acceptor_run(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+/* The peer spoke on the control channel while no handshake was in flight.
+ * A source that opened its connections starts the transfer at once, so its
+ * first FILE may overtake the last of them: keep it for the transfer and
+ * go on waiting. Anything else means the peer gave up: its ERROR, or a
+ * closed channel. Returns 0 (keep waiting, stop watching) or -PC_E_ABORTED
+ * with the peer's reason in e. */
+static int acc_hear(struct ctl *watch, struct pc_err *e)
+{
+	struct proto_msg *m = malloc(sizeof(*m)); /* large: not on the stack */
+	int ret = m ? ctl_expect(watch, PROTO_FILE, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
+
+	if (ret == 0)
+		ctl_unread(watch, m);
+	free(m);
+	return ret == 0 ? 0 : -PC_E_ABORTED;
+}
+
+int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
 		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
 {
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
@@ -169,15 +187,18 @@ int acceptor_run(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned
 		unsigned busy = acc_in_flight(a);
 		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
-				       { .fd = busy ? -1 : watch_fd, .events = POLLIN } };
+				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
 		int nr = poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
 		if (nr < 0 && errno != EINTR) {
 			ret = pc_err_set(e, -errno, "poll: %s", strerror(errno));
 			break;
 		}
 		if (nr > 0 && p[2].revents && !(p[0].revents & POLLIN)) {
-			ret = -PC_E_ABORTED; /* the peer spoke first: let the caller read it */
-			break;
+			ret = acc_hear(watch, e);
+			if (ret < 0)
+				break;
+			watch = NULL;
+			continue;
 		}
 		if (nr > 0 && (p[1].revents & POLLIN)) {
 			if (read(a->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)

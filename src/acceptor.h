@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "ctl.h"
 #include "err.h"
 #include "proto.h"
 
@@ -15,13 +16,16 @@
 #define ACCEPTOR_AUTH_TIMEOUT_S 10u /* for one connection to prove itself */
 
 /* Accepts n authenticated data connections on lfd, one per stream index,
- * with session key k; each gets SO_RCVTIMEO/SO_SNDTIMEO of timeout_s. If
- * watch_fd >= 0 (the control channel) becomes readable first, the peer has
- * something to say (an ERROR, or it went away): stops with -PC_E_ABORTED so
- * the caller can read it. peer names the other side in messages. On success
- * fds[0..n-1] are the connections (owned by the caller); on failure none is
- * left open. Returns 0 or a negative code with the detail in e. */
-int acceptor_run(int lfd, int watch_fd, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+ * with session key k; each gets SO_RCVTIMEO/SO_SNDTIMEO of timeout_s.
+ * watch (may be NULL) is the control channel, read while no handshake is in
+ * flight: the peer's ERROR or a closed channel means it gave up, and stops
+ * the wait with -PC_E_ABORTED and the peer's reason and code in e
+ * (pc_err_get). A FILE means a source that has all its connections open
+ * started the transfer: it is put back (ctl_unread) and the wait goes on.
+ * peer names the other side in messages. On success fds[0..n-1] are the
+ * connections (owned by the caller); on failure none is left open.
+ * Returns 0 or a negative code with the detail in e. */
+int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
 		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
 
 #endif

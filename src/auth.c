@@ -8,77 +8,80 @@
 #include "err.h"
 #include "platform.h"
 
-static int auth_mac3(const uint8_t key[PROTO_KEY_LEN], const char *label,
+/* HMAC(key, label | a | b) */
+static int auth_mac2(const uint8_t key[PROTO_KEY_LEN], const char *label,
 		     const uint8_t a[PROTO_NONCE_LEN], const uint8_t b[PROTO_NONCE_LEN],
-		     const uint8_t *extra, size_t extra_len, uint8_t out[PROTO_MAC_LEN])
+		     uint8_t out[PROTO_MAC_LEN])
 {
-	struct iovec iov[4] = {
+	struct iovec iov[3] = {
 		{ .iov_base = (void *)(uintptr_t)label, .iov_len = strlen(label) },
 		{ .iov_base = (void *)(uintptr_t)a, .iov_len = PROTO_NONCE_LEN },
 		{ .iov_base = (void *)(uintptr_t)b, .iov_len = PROTO_NONCE_LEN },
-		{ .iov_base = (void *)(uintptr_t)extra, .iov_len = extra_len },
 	};
 
-	return crypto_hmac(key, PROTO_KEY_LEN, iov, extra_len ? 4 : 3, out);
+	return crypto_hmac(key, PROTO_KEY_LEN, iov, 3, out);
 }
 
 int auth_ctl_mac(const uint8_t K[PROTO_KEY_LEN], bool client,
 		 const uint8_t nonce_c[PROTO_NONCE_LEN], const uint8_t nonce_s[PROTO_NONCE_LEN],
 		 uint8_t mac[PROTO_MAC_LEN])
 {
-	return auth_mac3(K, client ? "pcopy ctl C" : "pcopy ctl S", nonce_c, nonce_s, NULL, 0,
-			 mac);
+	return auth_mac2(K, client ? "pcopy ctl C" : "pcopy ctl S", nonce_c, nonce_s, mac);
 }
 
 int auth_session_key(const uint8_t K[PROTO_KEY_LEN], const uint8_t nonce_c[PROTO_NONCE_LEN],
 		     const uint8_t nonce_s[PROTO_NONCE_LEN], uint8_t k[PROTO_KEY_LEN])
 {
-	return auth_mac3(K, "pcopy session", nonce_c, nonce_s, NULL, 0, k);
+	return auth_mac2(K, "pcopy session", nonce_c, nonce_s, k);
 }
 
 static int auth_data_mac(const uint8_t k[PROTO_KEY_LEN], bool connector,
-			 const uint8_t nc[PROTO_NONCE_LEN], const uint8_t nl[PROTO_NONCE_LEN],
-			 uint16_t stream, uint8_t mac[PROTO_MAC_LEN])
+			 const uint8_t nc[PROTO_NONCE_LEN], uint16_t stream, uint8_t mac[PROTO_MAC_LEN])
 {
 	uint8_t idx[2] = { (uint8_t)(stream >> 8), (uint8_t)stream };
+	struct iovec iov[3] = {
+		{ .iov_base = (void *)(uintptr_t)(connector ? "pcopy data C" : "pcopy data L"),
+		  .iov_len = sizeof("pcopy data C") - 1 },
+		{ .iov_base = (void *)(uintptr_t)nc, .iov_len = PROTO_NONCE_LEN },
+		{ .iov_base = idx, .iov_len = sizeof(idx) },
+	};
 
-	return auth_mac3(k, connector ? "pcopy data C" : "pcopy data L", nc, nl, idx,
-			 sizeof(idx), mac);
+	return crypto_hmac(k, PROTO_KEY_LEN, iov, 3, mac);
 }
 
-int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream)
+int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+		      uint8_t expect[PROTO_MAC_LEN])
 {
 	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
 				  .stream = stream };
-	uint8_t hello[PROTO_DHELLO_LEN], reply[PROTO_NONCE_LEN + PROTO_MAC_LEN];
-	uint8_t expect[PROTO_MAC_LEN], mac[PROTO_MAC_LEN];
+	uint8_t hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
 	int ret;
 
 	ret = crypto_random(h.nonce, sizeof(h.nonce));
 	if (ret < 0)
 		return ret;
 	proto_dhello_encode(&h, hello);
-	ret = platform_write_full(fd, hello, sizeof(hello));
+	ret = auth_data_mac(k, true, h.nonce, stream, hello + PROTO_DHELLO_LEN);
+	if (ret == 0)
+		ret = auth_data_mac(k, false, h.nonce, stream, expect);
+	if (ret == 0)
+		ret = platform_write_full(fd, hello, sizeof(hello));
+	return ret;
+}
+
+int auth_data_confirm(int fd, const uint8_t expect[PROTO_MAC_LEN])
+{
+	uint8_t mac[PROTO_MAC_LEN];
+	int ret = platform_read_full(fd, mac, sizeof(mac), NULL);
+
 	if (ret < 0)
 		return ret;
-	ret = platform_read_full(fd, reply, sizeof(reply), NULL);
-	if (ret < 0)
-		return ret;
-	ret = auth_data_mac(k, false, h.nonce, reply, stream, expect);
-	if (ret < 0)
-		return ret;
-	if (!crypto_equal(expect, reply + PROTO_NONCE_LEN, PROTO_MAC_LEN))
-		return -PC_E_AUTH;
-	ret = auth_data_mac(k, true, h.nonce, reply, stream, mac);
-	if (ret < 0)
-		return ret;
-	return platform_write_full(fd, mac, sizeof(mac));
+	return crypto_equal(expect, mac, PROTO_MAC_LEN) ? 0 : -PC_E_AUTH;
 }
 
 int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, uint16_t *stream)
 {
-	uint8_t hello[PROTO_DHELLO_LEN], reply[PROTO_NONCE_LEN + PROTO_MAC_LEN];
-	uint8_t expect[PROTO_MAC_LEN], mac[PROTO_MAC_LEN];
+	uint8_t hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN], expect[PROTO_MAC_LEN];
 	struct proto_dhello h;
 	int ret;
 
@@ -87,23 +90,16 @@ int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, 
 		return ret;
 	if (proto_dhello_decode(hello, &h) < 0 || h.stream >= nstreams)
 		return -PC_E_PROTO;
-	ret = crypto_random(reply, PROTO_NONCE_LEN);
+	ret = auth_data_mac(k, true, h.nonce, h.stream, expect);
 	if (ret < 0)
 		return ret;
-	ret = auth_data_mac(k, false, h.nonce, reply, h.stream, reply + PROTO_NONCE_LEN);
-	if (ret < 0)
-		return ret;
-	ret = platform_write_full(fd, reply, sizeof(reply));
-	if (ret < 0)
-		return ret;
-	ret = platform_read_full(fd, mac, sizeof(mac), NULL);
-	if (ret < 0)
-		return ret;
-	ret = auth_data_mac(k, true, h.nonce, reply, h.stream, expect);
-	if (ret < 0)
-		return ret;
-	if (!crypto_equal(expect, mac, PROTO_MAC_LEN))
+	/* Not a byte for a connector that has not proved the key. */
+	if (!crypto_equal(expect, hello + PROTO_DHELLO_LEN, PROTO_MAC_LEN))
 		return -PC_E_AUTH;
-	*stream = h.stream;
-	return 0;
+	ret = auth_data_mac(k, false, h.nonce, h.stream, expect);
+	if (ret == 0)
+		ret = platform_write_full(fd, expect, sizeof(expect));
+	if (ret == 0)
+		*stream = h.stream;
+	return ret;
 }

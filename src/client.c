@@ -60,6 +60,7 @@ struct client {
 	struct endpoint ep[2];             /* [0] the server, or the third-party source;
 	                                      [1] the third-party sink */
 	int fds[PROTO_MAX_STREAMS];
+	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
 };
@@ -403,27 +404,30 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 
 /* ---- Two-party copies -------------------------------------------------- */
 
-/* Opens our data connections to (or, with -z, from) the server. */
-static int client_data(struct client *c, struct endpoint *ep, int lfd)
+/* Opens our data connections to (or, with -z, from) the server. pending:
+ * see session_connect_data. */
+static int client_data(struct client *c, struct endpoint *ep, int lfd,
+		       uint8_t (*pending)[PROTO_MAC_LEN])
 {
 	const struct proto_request *req = &ep->req;
 	struct pc_err e2;
 	int ret;
 
 	if (lfd >= 0) {
-		ret = acceptor_run(lfd, ctl_rfd(ep->ctl), ep->k, req->streams,
-					  req->timeout_s, ep->peer, c->fds, c->e);
+		ret = acceptor_run(lfd, ep->ctl, ep->k, req->streams, req->timeout_s, ep->peer,
+				   c->fds, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
-		return ret == -PC_E_ABORTED ? session_peer_gave_up(ep->ctl, c->e) : ret;
+		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	pc_err_init(&e2);
 	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
-				   req->window, req->timeout_s, c->fds, &e2);
+				   req->window, req->timeout_s, pending, c->fds, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. */
 	if (ret < 0 && ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
-					   req->streams, req->window, req->timeout_s, c->fds, &e2);
+					   req->streams, req->window, req->timeout_s, pending,
+					   c->fds, &e2);
 	if (ret == -PC_E_AUTH) {
 		char msg[sizeof(e2.msg)];
 		pc_err_get(&e2, msg, sizeof(msg));
@@ -459,15 +463,19 @@ static int client_two_party(struct client *c)
 		ret = client_open_endpoint(c, ep);
 	if (ret == 0)
 		ret = client_handshake(c, ep);
+	/* We push over connections we opened: check the listener at the end. */
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK;
 	if (ret == 0)
-		ret = client_data(c, ep, lfd);
+		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
 	if (lfd >= 0)
 		close(lfd);
 	if (ret < 0)
 		return ret;
 	c->run = (struct session_run){
 		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
-		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds, .sigfd = api_sigfd(),
+		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds,
+		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
+		.sigfd = api_sigfd(),
 		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
 		.peer_local = ep->loc == NULL, .files = c->files, .nfiles = c->nfiles,
 		.target = &c->target,
@@ -543,11 +551,11 @@ static void client_results(struct client *c, struct pcopy_result *r)
 		client_side_stats(&c->relay.src, &r->source);
 		client_side_stats(&c->relay.sink, &r->sink);
 		r->files_failed = c->relay.failed;
-		r->xfer_s = (double)c->relay.src.wall_us / 1e6;
+		r->xfer_s = (double)c->relay.sink.wall_us / 1e6; /* DONE comes last */
 		return;
 	}
 	bool source = run->role == PROTO_ROLE_SOURCE;
-	r->xfer_s = (double)(source ? run->self.wall_us : run->other.wall_us) / 1e6;
+	r->xfer_s = (double)run->self.wall_us / 1e6; /* ours ends after the other's */
 	client_side_stats(source ? &run->self : &run->other, &r->source);
 	client_side_stats(source ? &run->other : &run->self, &r->sink);
 	r->files_failed = run->failed;

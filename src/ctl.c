@@ -23,6 +23,8 @@ struct ctl {
 	char peer[128];          /* immutable */
 	bool local;              /* immutable: the peer is our child */
 	int intr_fd;             /* receiving thread: signalfd to watch, or -1 */
+	bool held;               /* receiving thread: a message was put back */
+	struct proto_msg back;   /* receiving thread: that message */
 };
 
 struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
@@ -91,6 +93,11 @@ int ctl_recv(struct ctl *c, struct proto_msg *m)
 	uint32_t len;
 	int ret;
 
+	if (c->held) {
+		*m = c->back;
+		c->held = false;
+		return 0;
+	}
 	if (c->intr_fd >= 0) {
 		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
 				       { .fd = c->intr_fd, .events = POLLIN } };
@@ -134,6 +141,17 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 		return pc_err_set(e, -PC_E_PROTO, "%s sent %s where %s was expected", c->peer,
 				  proto_type_name(m->type), proto_type_name(want));
 	return 0;
+}
+
+void ctl_unread(struct ctl *c, const struct proto_msg *m)
+{
+	c->back = *m;
+	c->held = true;
+}
+
+bool ctl_pending(const struct ctl *c)
+{
+	return c->held;
 }
 
 int ctl_rfd(const struct ctl *c)

@@ -46,6 +46,14 @@ int ctl_recv(struct ctl *c, struct proto_msg *m);
  * e; any other type is -PC_E_PROTO. */
 int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e);
 
+/* Puts m back: the next ctl_recv returns it without reading. At most one
+ * message; receiving thread only. */
+void ctl_unread(struct ctl *c, const struct proto_msg *m);
+
+/* True while a message put back by ctl_unread waits. Polling ctl_rfd does
+ * not show it, so a receive loop checks this first. */
+bool ctl_pending(const struct ctl *c);
+
 /* The fd to poll for readability. */
 int ctl_rfd(const struct ctl *c);
 const char *ctl_peer(const struct ctl *c);

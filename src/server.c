@@ -79,8 +79,8 @@ static void server_tell(struct ctl *c, struct pc_err *e, int code)
  * connecting, and tells the client with READY. Returns 0 or a negative
  * code; the client has been told. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
-		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int *fds,
-		       struct pc_err *e)
+		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
+		       uint8_t (*pending)[PROTO_MAC_LEN], int *fds, struct pc_err *e)
 {
 	struct proto_msg m = { .type = PROTO_READY };
 	int lfd = -1, ret;
@@ -104,18 +104,18 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = acceptor_run(lfd, ctl_rfd(c), k, req->streams, req->timeout_s,
-					  ctl_peer(c), fds, e);
+		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), fds, e);
 		close(lfd);
 		if (ret == -PC_E_ABORTED)
-			return session_peer_gave_up(c, e);
+			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
 		const char *host = req->connect_host[0] ? req->connect_host : cfg->client_host;
 		if (host == NULL || host[0] == '\0')
 			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
 		else
 			ret = session_connect_data(host, req->connect_port, req->family, k,
-						   req->streams, req->window, req->timeout_s, fds, e);
+						   req->streams, req->window, req->timeout_s, pending,
+						   fds, e);
 	}
 	if (ret < 0)
 		server_tell(c, e, ret);
@@ -125,7 +125,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
 {
 	struct src_file *files = NULL;
-	uint8_t k[PROTO_KEY_LEN];
+	uint8_t k[PROTO_KEY_LEN], proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN];
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	unsigned nfiles = 0;
@@ -147,13 +147,16 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		server_tell(c, e, ret);
 		goto out;
 	}
-	ret = server_data(c, cfg, req, k, fds, e);
+	/* A source that connects checks its listener's proofs at the end. */
+	bool owed = (req->flags & PROTO_REQ_CONNECT) && req->role == PROTO_ROLE_SOURCE;
+	ret = server_data(c, cfg, req, k, owed ? proofs : NULL, fds, e);
 	if (ret < 0)
 		goto out;
 	session_check_window(fds[0], req->window);
 	struct session_run run = {
-		.role = req->role, .req = req, .ctl = c, .fds = fds, .sigfd = cfg->sigfd,
-		.report = false, .peer = ctl_peer(c), .files = files,
+		.role = req->role, .req = req, .ctl = c, .fds = fds,
+		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])proofs : NULL,
+		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .files = files,
 		.nfiles = nfiles, .target = &target,
 	};
 	ret = session_transfer(&run, e);

@@ -170,17 +170,6 @@ int session_server_handshake(struct ctl *c, enum session_transport t,
 	return ret;
 }
 
-int session_peer_gave_up(struct ctl *c, struct pc_err *e)
-{
-	struct proto_msg *m = calloc(1, sizeof(*m)); /* large: not on the stack */
-	int ret = m ? ctl_expect(c, PROTO_END, m, e) : -ENOMEM;
-
-	free(m);
-	/* ctl_expect recorded the ERROR or the lost connection; END itself
-	 * cannot come before the data connections exist. */
-	return ret < 0 ? ret : pc_err_set(e, -PC_E_PROTO, "%s sent END early", ctl_peer(c));
-}
-
 void session_close_fds(int *fds, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -208,6 +197,7 @@ struct connector {
 	uint16_t idx;
 	uint32_t window;
 	unsigned timeout_s;
+	uint8_t *pending;       /* NULL: confirm the listener now; else its proof, checked later */
 	int fd;                 /* result; owned by the connector until joined */
 	struct pc_err err;
 	pthread_t tid;
@@ -218,6 +208,7 @@ static void *session_connect_one(void *arg)
 	struct connector *c = arg;
 	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
 			     &c->err);
+	uint8_t expect[PROTO_MAC_LEN];
 	int ret;
 
 	if (fd < 0)
@@ -228,7 +219,11 @@ static void *session_connect_one(void *arg)
 	if (ret == 0)
 		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
 	if (ret == 0)
-		ret = auth_data_connect(fd, c->k, c->idx);
+		ret = auth_data_connect(fd, c->k, c->idx, expect);
+	if (ret == 0 && c->pending == NULL)
+		ret = auth_data_confirm(fd, expect);
+	else if (ret == 0)
+		memcpy(c->pending, expect, sizeof(expect));
 	if (ret == 0)
 		ret = net_set_timeout(fd, c->timeout_s);
 	if (ret < 0) {
@@ -244,7 +239,8 @@ static void *session_connect_one(void *arg)
 
 int session_connect_data(const char *host, uint16_t port, int family,
 			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, int *fds, struct pc_err *e)
+			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
+			 struct pc_err *e)
 {
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started = 0;
@@ -253,7 +249,8 @@ int session_connect_data(const char *host, uint16_t port, int family,
 	for (unsigned i = 0; i < n; i++) {
 		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
 					   .idx = (uint16_t)i, .window = window,
-					   .timeout_s = timeout_s, .fd = -1 };
+					   .timeout_s = timeout_s,
+					   .pending = pending ? pending[i] : NULL, .fd = -1 };
 		pc_err_init(&c[i].err);
 		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
 		if (rc != 0) {
@@ -295,6 +292,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.sigfd = run->sigfd,
 		.err = e,
 		.data_fds = run->fds,
+		.data_confirm = run->confirm,
 	};
 	int ret = xfer_init(&x);
 

@@ -41,17 +41,17 @@ int session_server_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
 			     uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 
-/* Opens n authenticated data connections to host:port (in parallel).
- * fds[0..n-1] receive them. Returns 0 or a negative code (nothing left
- * open). */
+/* Opens n data connections to host:port (in parallel) and proves the key
+ * on each. fds[0..n-1] receive them. With pending NULL (a side that reads
+ * them: the sink) it also waits for each listener's proof. A source passes
+ * pending[n]: it does not wait, so its blocks follow the proof in the same
+ * flight, and pending[i] receives the proof listener i owes, for the
+ * source to confirm after its last block (session_run.confirm). Returns 0
+ * or a negative code (nothing left open). */
 int session_connect_data(const char *host, uint16_t port, int family,
 			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, int *fds, struct pc_err *e);
-
-/* After acceptor_run stopped with -PC_E_ABORTED: the peer has
- * spoken or gone. Reads its ERROR (or notices it went away) and records
- * why in e. Returns the negative code. */
-int session_peer_gave_up(struct ctl *c, struct pc_err *e);
+			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
+			 struct pc_err *e);
 
 /* Closes fds[0..n-1] that are open. */
 void session_close_fds(int *fds, unsigned n);
@@ -65,6 +65,9 @@ struct session_run {
 	const struct proto_request *req; /* the negotiated parameters */
 	struct ctl *ctl;              /* borrowed */
 	int *fds;                     /* [req->streams] data sockets; borrowed */
+	/* source that connected: [req->streams] proofs its listeners still owe
+	 * (session_connect_data's pending); NULL if none. Borrowed. */
+	const uint8_t (*confirm)[PROTO_MAC_LEN];
 	int sigfd;                    /* -1: not watching signals */
 	bool report;                  /* this side is the client: progress and per-file messages */
 	unsigned progress_s;

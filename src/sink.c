@@ -689,6 +689,10 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			       { .fd = x->sigfd, .events = POLLIN } };
 
 	while (!xfer_aborted(x) && !(s->end && atomic_load(&s->done) == s->nfiles)) {
+		if (ctl_pending(x->ctl)) { /* a FILE that came while we accepted */
+			(void)sink_on_message(s, r);
+			continue;
+		}
 		int n = poll(p, x->sigfd >= 0 ? 3 : 2, xfer_poll_timeout(x));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));

@@ -6,8 +6,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "log.h"
 #include "net.h"
 #include "plan.h"
@@ -68,7 +70,10 @@ struct source {
 	atomic_int step;           /* -c auto: index into source_ladder */
 	atomic_uint_least64_t send_idle_ns;  /* senders waiting for blocks */
 	struct autoctl autoc;
+	atomic_uint senders_left;  /* senders that have not yet finished their stream */
+	int efd;                   /* eventfd: the last sender finished */
 	/* control thread only: */
+	bool end_sent;
 	unsigned announced, done, failed;
 	uint64_t codec_cpu_us;     /* summed from the readers after join */
 	bool *finished;            /* [n] FILE_DONE seen */
@@ -287,9 +292,24 @@ static void *source_sender(void *arg)
 		struct proto_block end = { .type = PROTO_BLK_END };
 		ret = source_send(fd, &end, NULL, 0);
 	}
-	if (ret < 0)
+	/* The listener's proof has waited in the socket since the first
+	 * round trip; the stream is not done until it is checked. */
+	if (ret == 0 && !xfer_aborted(x) && x->data_confirm != NULL) {
+		ret = auth_data_confirm(fd, x->data_confirm[w->idx]);
+		if (ret == -PC_E_AUTH) {
+			xfer_fail(x, ret, "data connection %u to %s: the listener could not prove it "
+				  "knows the session key", w->idx, x->peer);
+			return NULL;
+		}
+	}
+	if (ret < 0) {
 		xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
 			  "lost data connection %u to %s: %s", w->idx, x->peer, pc_strerror(ret));
+	} else if (!xfer_aborted(x) && atomic_fetch_sub(&s->senders_left, 1) == 1) {
+		uint64_t one = 1;
+		if (write(s->efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+	}
 	return NULL;
 }
 
@@ -456,27 +476,71 @@ static int source_poll_timeout(struct source *s)
 	return t < 0 || a < t ? a : t;
 }
 
-/* Announces files within the in-flight window and waits for FILE_DONEs
- * until every file is done or the transfer aborts. */
+/* CPU time the encoders spent so far. Their threads have finished, or
+ * (after join) are gone: senders_left reaching 0 orders their last
+ * writes before this. */
+static uint64_t source_codec_cpu_ns(const struct source *s)
+{
+	uint64_t ns = 0;
+
+	for (unsigned i = 0; i < s->nreaders; i++)
+		ns += encoder_stats(s->readers[i].enc)->cpu_ns;
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		if (s->senders[i].enc != NULL)
+			ns += encoder_stats(s->senders[i].enc)->cpu_ns;
+	return ns;
+}
+
+/* Every sender wrote its END block and confirmed its listener: send END
+ * now, without waiting for the last FILE_DONEs, so that the sink's DONE
+ * follows its last FILE_DONE at once instead of a round trip later. */
+static int source_send_end(struct source *s)
+{
+	struct xfer *x = s->x;
+	struct proto_msg m = { .type = PROTO_END };
+	uint64_t v;
+
+	if (read(s->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+	if (s->end_sent || atomic_load(&s->senders_left) != 0)
+		return 0;
+	xfer_stats(x, s->n - s->failed, &m.u.stats);
+	m.u.stats.codec_cpu_us = source_codec_cpu_ns(s) / 1000u;
+	if (ctl_send(x->ctl, &m) < 0)
+		return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
+	s->end_sent = true;
+	return 0;
+}
+
+/* Announces files within the in-flight window, sends END once every
+ * stream is done, and waits for FILE_DONEs until every file is done or the
+ * transfer aborts. */
 static void source_control(struct source *s)
 {
 	struct xfer *x = s->x;
-	struct pollfd p[2] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+	struct pollfd p[3] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+			       { .fd = s->efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
-	while (!xfer_aborted(x) && !(s->announced == s->n && s->done == s->n)) {
+	while (!xfer_aborted(x) && !(s->end_sent && s->done == s->n)) {
 		while (s->announced < s->n && s->announced - s->done < SOURCE_MAX_INFLIGHT)
 			if (source_announce(s) < 0)
 				return;
 		if (s->announced == s->n)
 			plan_finish(s->plan);
-		int n = poll(p, x->sigfd >= 0 ? 2 : 1, source_poll_timeout(s));
+		if (ctl_pending(x->ctl)) { /* only a confused sink speaks first */
+			(void)source_on_message(s);
+			continue;
+		}
+		int n = poll(p, x->sigfd >= 0 ? 3 : 2, source_poll_timeout(s));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (p[1].revents & POLLIN))
+		if (n > 0 && (p[2].revents & POLLIN))
 			xfer_on_signal(x);
+		else if (n > 0 && (p[1].revents & POLLIN))
+			(void)source_send_end(s);
 		else if (n > 0 && p[0].revents)
 			(void)source_on_message(s);
 		if (x->codec_auto && platform_now_ns() >= s->autoc.next_ns)
@@ -531,6 +595,10 @@ static int source_start(struct source *s)
 	atomic_init(&s->send_idle_ns, 0);
 	s->autoc.last_ns = platform_now_ns();
 	s->autoc.next_ns = s->autoc.last_ns + SOURCE_AUTO_TICK_NS;
+	atomic_init(&s->senders_left, x->streams);
+	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->efd < 0)
+		return xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
 	s->plan = plan_new(x->block_size, s->n);
 	s->pool = bufpool_new(count, s->buf_cap);
 	s->finished = calloc(s->n ? s->n : 1, sizeof(bool));
@@ -558,7 +626,7 @@ static int source_start(struct source *s)
 		rc = pthread_create(&s->senders[i].tid, NULL, source_sender, &s->senders[i]);
 		if (rc != 0) {
 			encoder_free(s->senders[i].enc);
-			s->senders[i].s = NULL;
+			s->senders[i] = (struct sender){ .s = NULL };
 			return xfer_fail(x, -rc, "cannot start sender thread: %s", strerror(rc));
 		}
 	}
@@ -571,6 +639,7 @@ static int source_start(struct source *s)
 		rc = pthread_create(&r->tid, NULL, source_reader, r);
 		if (rc != 0) {
 			encoder_free(r->enc);
+			r->enc = NULL;
 			return xfer_fail(x, -rc, "cannot start reader thread: %s", strerror(rc));
 		}
 		s->nreaders++;
@@ -582,7 +651,6 @@ static int source_start(struct source *s)
 static void source_stop(struct source *s, struct source_result *r)
 {
 	struct xfer *x = s->x;
-	uint64_t cpu_ns = 0;
 	struct buf *b;
 
 	for (unsigned i = 0; i < s->nreaders; i++) {
@@ -593,8 +661,6 @@ static void source_stop(struct source *s, struct source_result *r)
 		r->holes += st->holes;
 		r->compressed += st->compressed;
 		r->raw_blocks += st->raw;
-		cpu_ns += st->cpu_ns;
-		encoder_free(rd->enc);
 	}
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		if (s->senders[i].s == NULL)
@@ -605,15 +671,17 @@ static void source_stop(struct source *s, struct source_result *r)
 			const struct enc_stats *st = encoder_stats(s->senders[i].enc);
 			r->compressed += st->compressed;
 			r->raw_blocks += st->raw;
-			cpu_ns += st->cpu_ns;
-			encoder_free(s->senders[i].enc);
 		}
 		r->stream[i].raw = s->senders[i].raw;
 		r->stream[i].wire = s->senders[i].wire;
 		r->stream[i].choice = x->codec_auto ? source_ladder[atomic_load(&s->step)]
 						    : x->choices[s->per_stream ? i % x->nchoices : 0];
 	}
-	s->codec_cpu_us = cpu_ns / 1000u;
+	s->codec_cpu_us = source_codec_cpu_ns(s) / 1000u;
+	for (unsigned i = 0; i < s->nreaders; i++)
+		encoder_free(s->readers[i].enc);
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		encoder_free(s->senders[i].enc);
 	log_debug("blocks: %llu compressed, %llu raw, %llu holes", (unsigned long long)r->compressed,
 		  (unsigned long long)r->raw_blocks, (unsigned long long)r->holes);
 	xfer_unwatch(x);
@@ -625,24 +693,22 @@ static void source_stop(struct source *s, struct source_result *r)
 	bufpool_free(s->pool);
 	plan_free(s->plan);
 	free(s->finished);
+	if (s->efd >= 0)
+		close(s->efd);
 }
 
+/* END went out from the control loop; the sink's DONE ends the session. */
 static int source_finish(struct source *s, struct source_result *r)
 {
 	struct xfer *x = s->x;
-	struct proto_msg m = { .type = PROTO_END };
-	int ret;
+	struct proto_msg m;
+	int ret = xfer_await(x, PROTO_DONE, &m);
 
-	xfer_stats(x, s->done - s->failed, &m.u.stats);
-	m.u.stats.codec_cpu_us = s->codec_cpu_us;
-	r->self = m.u.stats;
-	ret = ctl_send(x->ctl, &m);
-	if (ret < 0)
-		return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
-	ret = xfer_await(x, PROTO_DONE, &m);
 	if (ret < 0)
 		return ret;
 	r->peer = m.u.stats;
+	xfer_stats(x, s->done - s->failed, &r->self);
+	r->self.codec_cpu_us = s->codec_cpu_us;
 	return 0;
 }
 
@@ -657,6 +723,7 @@ int source_run(struct xfer *x, struct src_file *files, unsigned n, struct source
 	s->x = x;
 	s->files = files;
 	s->n = n;
+	s->efd = -1;
 	if (source_start(s) == 0)
 		source_control(s);
 	source_stop(s, r);

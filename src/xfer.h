@@ -46,6 +46,10 @@ struct xfer {
 	int sigfd;                    /* borrowed; -1 if signals are not ours */
 	struct pc_err *err;           /* borrowed; first error wins */
 	int *data_fds;                /* [streams]; borrowed, shut down on abort */
+	/* source only: the listener's proof each data connection still owes,
+	 * checked by its sender after the END block (auth_data_confirm); NULL
+	 * when the listeners proved themselves already. Borrowed. */
+	const uint8_t (*data_confirm)[PROTO_MAC_LEN];
 	struct codec_choice choices[CODEC_MAX_CHOICES]; /* source: -c, one per stream or one */
 	unsigned nchoices;            /* source: entries in choices (>= 1) */
 	bool codec_auto;              /* source: -c auto */

@@ -60,8 +60,9 @@ struct pcopy_result {
 	int code;                /* 0 or a negative pcopy error code */
 	char msg[1024];          /* what went wrong, naming the file, host or option */
 	double wall_s;           /* client wall time, set-up included */
-	double xfer_s;           /* the transfer itself: the source's time from its data
-	                            connections being ready to the end */
+	double xfer_s;           /* the transfer itself: from the data connections being
+	                            ready to the last file verified (the client's side;
+	                            third party: the sink's) */
 	unsigned streams;
 	unsigned files_failed;
 	struct pcopy_side_stats source, sink;

@@ -1,4 +1,5 @@
-/* libFuzzer target for proto: control frames, block headers, data hellos.
+/* libFuzzer target for proto: control frames, block headers, data hellos,
+ * and the listener's side of the data handshake.
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
@@ -6,7 +7,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "auth.h"
+#include "err.h"
+#include "platform.h"
 #include "proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -100,6 +106,35 @@ static void fuzz_dhello(const uint8_t *in)
 	fuzz_require(memcmp(out, in, PROTO_DHELLO_LEN) == 0);
 }
 
+/* The listener's handshake on the first DHELLO + proof bytes, with the key
+ * of the seed 41-dhello-proof (32 bytes of 0x11) and 8 streams. It accepts
+ * only a right proof for an index in range and answers with exactly one
+ * MAC; it refuses everything else without a byte in answer. */
+static void fuzz_accept(const uint8_t *in)
+{
+	static const uint8_t k[PROTO_KEY_LEN] = {
+		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+	};
+	uint8_t reply[PROTO_MAC_LEN + 1];
+	uint16_t stream = 0xffff;
+	int sv[2], ret;
+
+	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	fuzz_require(platform_write_full(sv[0], in, PROTO_DHELLO_LEN + PROTO_MAC_LEN) == 0);
+	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
+	ret = auth_data_accept(sv[1], k, 8, &stream);
+	close(sv[1]);
+	ssize_t n = read(sv[0], reply, sizeof(reply));
+	if (ret == 0)
+		fuzz_require(stream < 8 && n == PROTO_MAC_LEN);
+	else
+		fuzz_require((ret == -PC_E_PROTO || ret == -PC_E_AUTH) && n == 0 &&
+			     stream == 0xffff);
+	close(sv[0]);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_frames(data, size);
@@ -116,6 +151,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size >= PROTO_DHELLO_LEN)
 		fuzz_dhello(data);
+	if (size >= PROTO_DHELLO_LEN + PROTO_MAC_LEN)
+		fuzz_accept(data);
 	fuzz_require(proto_checksum(data, size) == proto_checksum(data, size));
 	return 0;
 }

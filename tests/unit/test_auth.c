@@ -27,27 +27,23 @@ static void fill(uint8_t *p, size_t len, uint8_t start)
 		p[i] = (uint8_t)(start + i * 7);
 }
 
-/* HMAC(key, label | a | b | extra), written out from the protocol text. */
+/* HMAC(key, label | a | b), written out from the protocol text. */
 static void spec_mac(const uint8_t key[PROTO_KEY_LEN], const char *label,
 		     const uint8_t a[PROTO_NONCE_LEN], const uint8_t b[PROTO_NONCE_LEN],
-		     const uint8_t *extra, size_t extra_len, uint8_t out[PROTO_MAC_LEN])
+		     uint8_t out[PROTO_MAC_LEN])
 {
 	char lbl[32];
-	uint8_t na[PROTO_NONCE_LEN], nb[PROTO_NONCE_LEN], ex[4];
-	struct iovec iov[4];
+	uint8_t na[PROTO_NONCE_LEN], nb[PROTO_NONCE_LEN];
+	struct iovec iov[3];
 
 	assert_true(strlen(label) < sizeof(lbl));
-	assert_true(extra_len <= sizeof(ex));
 	strcpy(lbl, label);
 	memcpy(na, a, sizeof(na));
 	memcpy(nb, b, sizeof(nb));
-	if (extra_len > 0)
-		memcpy(ex, extra, extra_len);
 	iov[0] = (struct iovec){ lbl, strlen(lbl) };
 	iov[1] = (struct iovec){ na, sizeof(na) };
 	iov[2] = (struct iovec){ nb, sizeof(nb) };
-	iov[3] = (struct iovec){ ex, extra_len };
-	assert_int_equal(crypto_hmac(key, PROTO_KEY_LEN, iov, extra_len ? 4 : 3, out), 0);
+	assert_int_equal(crypto_hmac(key, PROTO_KEY_LEN, iov, 3, out), 0);
 }
 
 /* ---- Pure derivations -------------------------------------------------- */
@@ -66,12 +62,12 @@ static void test_ctl_mac(void **state)
 	assert_int_equal(auth_ctl_mac(K, true, nc, ns, c1), 0);
 	assert_int_equal(auth_ctl_mac(K, true, nc, ns, c2), 0);
 	assert_memory_equal(c1, c2, PROTO_MAC_LEN);
-	spec_mac(K, "pcopy ctl C", nc, ns, NULL, 0, want);
+	spec_mac(K, "pcopy ctl C", nc, ns, want);
 	assert_memory_equal(c1, want, PROTO_MAC_LEN);
 
 	assert_int_equal(auth_ctl_mac(K, false, nc, ns, s1), 0);
 	assert_memory_not_equal(c1, s1, PROTO_MAC_LEN);
-	spec_mac(K, "pcopy ctl S", nc, ns, NULL, 0, want);
+	spec_mac(K, "pcopy ctl S", nc, ns, want);
 	assert_memory_equal(s1, want, PROTO_MAC_LEN);
 
 	/* Swapped nonces, a changed nonce byte, another key: all differ. */
@@ -104,7 +100,7 @@ static void test_session_key(void **state)
 	assert_int_equal(auth_session_key(K, nc, ns, k1), 0);
 	assert_int_equal(auth_session_key(K, nc, ns, k2), 0);
 	assert_memory_equal(k1, k2, PROTO_KEY_LEN);
-	spec_mac(K, "pcopy session", nc, ns, NULL, 0, want);
+	spec_mac(K, "pcopy session", nc, ns, want);
 	assert_memory_equal(k1, want, PROTO_KEY_LEN);
 
 	nc[3] ^= 4;
@@ -166,16 +162,38 @@ static void listener_start(struct listener *l, int fd, const uint8_t *key, unsig
 	assert_int_equal(pthread_create(th, NULL, listener_main, l), 0);
 }
 
-/* Runs the real connector against the real listener. */
+/* The data MACs as docs/PROTOCOL.md 6.1 writes them:
+ * HMAC(k, label | nonce_c | stream as two big-endian bytes). */
+static void spec_data_mac(const uint8_t k[PROTO_KEY_LEN], const char *label,
+			  const uint8_t nonce[PROTO_NONCE_LEN], uint16_t stream,
+			  uint8_t out[PROTO_MAC_LEN])
+{
+	uint8_t msg[32 + PROTO_NONCE_LEN + 2];
+	size_t n = strlen(label);
+	struct iovec iov = { msg, n + PROTO_NONCE_LEN + 2 };
+
+	assert_true(n <= 32);
+	memcpy(msg, label, n);
+	memcpy(msg + n, nonce, PROTO_NONCE_LEN);
+	msg[n + PROTO_NONCE_LEN] = (uint8_t)(stream >> 8);
+	msg[n + PROTO_NONCE_LEN + 1] = (uint8_t)stream;
+	assert_int_equal(crypto_hmac(k, PROTO_KEY_LEN, &iov, 1, out), 0);
+}
+
+/* Runs the real connector against the real listener: the connector sends,
+ * then confirms the listener's answer. */
 static void handshake(const uint8_t *kc, const uint8_t *kl, uint16_t stream,
 		      unsigned nstreams, int *cret, struct listener *l)
 {
+	uint8_t expect[PROTO_MAC_LEN];
 	pthread_t th;
 	int sv[2];
 
 	make_pair(sv);
 	listener_start(l, sv[1], kl, nstreams, &th);
-	*cret = auth_data_connect(sv[0], kc, stream);
+	*cret = auth_data_connect(sv[0], kc, stream, expect);
+	if (*cret == 0)
+		*cret = auth_data_confirm(sv[0], expect);
 	close(sv[0]);
 	assert_int_equal(pthread_join(th, NULL), 0);
 }
@@ -213,20 +231,21 @@ static void test_data_wrong_key(void **state)
 	memcpy(k2, k1, sizeof(k2));
 	k2[PROTO_KEY_LEN - 1] ^= 1;
 	handshake(k1, k2, 3, 8, &cret, &l);
-	/* The connector sees the listener's wrong proof first and stops;
-	 * the listener then never gets a proof at all. */
-	assert_int_equal(cret, -PC_E_AUTH);
-	assert_true(l.ret < 0);
+	/* The listener refuses the connector's proof and answers nothing, so
+	 * the connector never gets a proof at all. */
+	assert_int_equal(l.ret, -PC_E_AUTH);
 	assert_int_equal(l.stream, 0xffff);
+	assert_int_equal(cret, -PC_E_NET);
 }
 
-/* A connector that speaks the protocol by hand but proves a wrong key: the
- * listener must refuse it with -PC_E_AUTH. */
-static void test_data_listener_refuses_wrong_proof(void **state)
+/* A connector that speaks the protocol by hand. The listener refuses a
+ * wrong proof without a byte in answer, refuses a right proof replayed for
+ * another stream index, and answers a right one with the MAC of the
+ * protocol text. */
+static void test_data_listener_checks_proof(void **state)
 {
-	uint8_t k[PROTO_KEY_LEN], bad[PROTO_KEY_LEN], hello[PROTO_DHELLO_LEN];
-	uint8_t reply[PROTO_NONCE_LEN + PROTO_MAC_LEN], want[PROTO_MAC_LEN], mac[PROTO_MAC_LEN];
-	uint8_t idx[2] = { 0, 5 };
+	uint8_t k[PROTO_KEY_LEN], bad[PROTO_KEY_LEN], hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
+	uint8_t reply[PROTO_MAC_LEN], want[PROTO_MAC_LEN];
 	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
 				  .stream = 5 };
 	struct listener l;
@@ -240,54 +259,87 @@ static void test_data_listener_refuses_wrong_proof(void **state)
 	fill(h.nonce, sizeof(h.nonce), 90);
 	proto_dhello_encode(&h, hello);
 
+	spec_data_mac(bad, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
 	make_pair(sv);
 	listener_start(&l, sv[1], k, 8, &th);
 	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
-	assert_int_equal(platform_read_full(sv[0], reply, sizeof(reply), NULL), 0);
-	/* The listener's proof follows the protocol text. */
-	spec_mac(k, "pcopy data L", h.nonce, reply, idx, sizeof(idx), want);
-	assert_memory_equal(reply + PROTO_NONCE_LEN, want, PROTO_MAC_LEN);
-	spec_mac(bad, "pcopy data C", h.nonce, reply, idx, sizeof(idx), mac);
-	assert_int_equal(platform_write_full(sv[0], mac, sizeof(mac)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.ret, -PC_E_AUTH);
+	assert_int_equal(l.stream, 0xffff);
+	assert_int_equal(platform_read_full(sv[0], reply, 1, NULL), -PC_E_NET);
+	close(sv[0]);
+
+	/* The right proof for stream 5, presented as stream 6. */
+	spec_data_mac(k, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
+	h.stream = 6;
+	proto_dhello_encode(&h, hello);
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 8, &th);
+	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	close(sv[0]);
 	assert_int_equal(l.ret, -PC_E_AUTH);
-	assert_int_equal(l.stream, 0xffff);
 
-	/* The same by hand with the right key is accepted. */
+	/* The listener's own label is no proof for a connector. */
+	h.stream = 5;
+	proto_dhello_encode(&h, hello);
+	spec_data_mac(k, "pcopy data L", h.nonce, 5, hello + PROTO_DHELLO_LEN);
+	make_pair(sv);
+	listener_start(&l, sv[1], k, 8, &th);
+	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sv[0]);
+	assert_int_equal(l.ret, -PC_E_AUTH);
+
+	/* The right proof is accepted, and answered as the protocol says. */
+	spec_data_mac(k, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
 	make_pair(sv);
 	listener_start(&l, sv[1], k, 8, &th);
 	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
 	assert_int_equal(platform_read_full(sv[0], reply, sizeof(reply), NULL), 0);
-	spec_mac(k, "pcopy data C", h.nonce, reply, idx, sizeof(idx), mac);
-	assert_int_equal(platform_write_full(sv[0], mac, sizeof(mac)), 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	close(sv[0]);
 	assert_int_equal(l.ret, 0);
 	assert_int_equal(l.stream, 5);
+	spec_data_mac(k, "pcopy data L", h.nonce, 5, want);
+	assert_memory_equal(reply, want, PROTO_MAC_LEN);
 }
 
-/* A listener that answers with a wrong proof: the connector refuses. */
-static void test_data_connector_refuses_wrong_proof(void **state)
+/* The connector's single flight is DHELLO and the proof of the protocol
+ * text, and it refuses a listener that answers with a wrong proof. */
+static void test_data_connector(void **state)
 {
-	uint8_t k[PROTO_KEY_LEN], hello[PROTO_DHELLO_LEN];
-	uint8_t reply[PROTO_NONCE_LEN + PROTO_MAC_LEN];
-	int sv[2], cret;
+	uint8_t k[PROTO_KEY_LEN], sent[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
+	uint8_t expect[PROTO_MAC_LEN], want[PROTO_MAC_LEN], zero[PROTO_MAC_LEN] = { 0 };
+	struct proto_dhello h;
+	int sv[2];
 
 	(void)state;
 	fill(k, sizeof(k), 20);
 	make_pair(sv);
-	/* The whole reply fits in the socket buffer, so it can be written
-	 * before the connector runs. It is a random nonce and a zero MAC. */
-	fill(reply, PROTO_NONCE_LEN, 3);
-	memset(reply + PROTO_NONCE_LEN, 0, PROTO_MAC_LEN);
-	assert_int_equal(platform_write_full(sv[1], reply, sizeof(reply)), 0);
-	cret = auth_data_connect(sv[0], k, 1);
-	assert_int_equal(cret, -PC_E_AUTH);
-	assert_int_equal(platform_read_full(sv[1], hello, sizeof(hello), NULL), 0);
+	assert_int_equal(auth_data_connect(sv[0], k, 9, expect), 0);
+	assert_int_equal(platform_read_full(sv[1], sent, sizeof(sent), NULL), 0);
+	assert_int_equal(proto_dhello_decode(sent, &h), 0);
+	assert_int_equal(h.stream, 9);
+	assert_int_equal(h.version, PROTO_VERSION);
+	spec_data_mac(k, "pcopy data C", h.nonce, 9, want);
+	assert_memory_equal(sent + PROTO_DHELLO_LEN, want, PROTO_MAC_LEN);
+	spec_data_mac(k, "pcopy data L", h.nonce, 9, want);
+	assert_memory_equal(expect, want, PROTO_MAC_LEN);
+
+	/* A zero MAC is refused; so is a listener that hangs up. */
+	assert_int_equal(platform_write_full(sv[1], zero, sizeof(zero)), 0);
+	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_AUTH);
+	close(sv[1]);
+	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_NET);
 	close(sv[0]);
-	/* Nothing followed the hello: no proof from a connector that failed. */
-	assert_int_equal(platform_read_full(sv[1], reply, 1, NULL), -PC_E_NET);
+
+	/* Every connection has a fresh nonce. */
+	uint8_t expect2[PROTO_MAC_LEN];
+	make_pair(sv);
+	assert_int_equal(auth_data_connect(sv[0], k, 9, expect2), 0);
+	assert_memory_not_equal(expect, expect2, PROTO_MAC_LEN);
+	close(sv[0]);
 	close(sv[1]);
 }
 
@@ -315,7 +367,7 @@ static void test_data_stream_out_of_range(void **state)
 
 static void test_data_garbage(void **state)
 {
-	uint8_t k[PROTO_KEY_LEN], junk[PROTO_DHELLO_LEN];
+	uint8_t k[PROTO_KEY_LEN], junk[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
 	struct proto_dhello h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION };
 	struct listener l;
 	pthread_t th;
@@ -324,7 +376,7 @@ static void test_data_garbage(void **state)
 	(void)state;
 	fill(k, sizeof(k), 55);
 
-	/* 40 bytes that are not a hello: an HTTP request, say. */
+	/* 72 bytes that are not a hello: an HTTP request, say. */
 	memset(junk, ' ', sizeof(junk));
 	memcpy(junk, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
 	make_pair(sv);
@@ -359,8 +411,8 @@ int main(void)
 		cmocka_unit_test(test_session_key),
 		cmocka_unit_test(test_data_same_key),
 		cmocka_unit_test(test_data_wrong_key),
-		cmocka_unit_test(test_data_listener_refuses_wrong_proof),
-		cmocka_unit_test(test_data_connector_refuses_wrong_proof),
+		cmocka_unit_test(test_data_listener_checks_proof),
+		cmocka_unit_test(test_data_connector),
 		cmocka_unit_test(test_data_stream_out_of_range),
 		cmocka_unit_test(test_data_garbage),
 	};

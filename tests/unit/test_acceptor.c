@@ -1,0 +1,277 @@
+/* Unit tests for acceptor: real TCP connections on loopback, real
+ * handshakes, and a control channel over a socketpair. The peer side runs
+ * in a thread of its own, as a remote connector would. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "acceptor.h"
+#include "auth.h"
+#include "ctl.h"
+#include "err.h"
+#include "net.h"
+
+#define NSTREAMS 3u
+
+/* The connector's side: what it says on the control channel first, and
+ * which connections it then opens. */
+struct peer {
+	struct ctl *ctl;            /* the peer's end of the control channel */
+	uint16_t port;
+	const struct proto_msg *first; /* sent before connecting; NULL: nothing */
+	bool close_ctl;             /* close the control channel instead */
+	bool stranger;              /* open one connection with a wrong key first */
+	unsigned nconnect;          /* good connections to open, indexes 0.. */
+	uint8_t k[PROTO_KEY_LEN];
+	int fds[NSTREAMS];          /* results, read after join */
+	uint8_t expect[NSTREAMS][PROTO_MAC_LEN];
+	int ret;
+};
+
+static int peer_connect(struct peer *p, const uint8_t *k, uint16_t idx, uint8_t *expect)
+{
+	struct pc_err e;
+	int fd;
+
+	pc_err_init(&e);
+	fd = net_connect("127.0.0.1", p->port, 4, 0, 5, &e);
+	pc_err_destroy(&e);
+	if (fd >= 0 && auth_data_connect(fd, k, idx, expect) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static void *peer_main(void *arg)
+{
+	struct peer *p = arg;
+	uint8_t junk[PROTO_MAC_LEN];
+
+	p->ret = 0;
+	if (p->first != NULL)
+		p->ret = ctl_send(p->ctl, p->first);
+	if (p->close_ctl) {
+		ctl_free(p->ctl);
+		p->ctl = NULL;
+	}
+	/* Give the acceptor time to read the control channel before any
+	 * connection exists: this is the order the tests are about. */
+	usleep(100 * 1000);
+	if (p->stranger) {
+		uint8_t bad[PROTO_KEY_LEN];
+		memcpy(bad, p->k, sizeof(bad));
+		bad[7] ^= 0x40;
+		int fd = peer_connect(p, bad, 0, junk);
+		if (fd < 0)
+			p->ret = -1;
+		else
+			close(fd);
+	}
+	for (unsigned i = 0; i < p->nconnect; i++) {
+		p->fds[i] = peer_connect(p, p->k, (uint16_t)i, p->expect[i]);
+		if (p->fds[i] < 0)
+			p->ret = -1;
+	}
+	return NULL;
+}
+
+struct rig {
+	int lfd;
+	struct ctl *ours;
+	struct peer peer;
+	pthread_t th;
+};
+
+static void rig_start(struct rig *r, const struct proto_msg *first, unsigned nconnect)
+{
+	struct pc_err e;
+	int sv[2];
+
+	memset(r, 0, sizeof(*r));
+	pc_err_init(&e);
+	r->lfd = net_listen("127.0.0.1", 0, 0, 4, 0, &e);
+	pc_err_destroy(&e);
+	assert_true(r->lfd >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	r->ours = ctl_new(sv[0], sv[0], "peer", false);
+	r->peer.ctl = ctl_new(sv[1], sv[1], "us", false);
+	assert_non_null(r->ours);
+	assert_non_null(r->peer.ctl);
+	r->peer.port = net_local_port(r->lfd);
+	r->peer.first = first;
+	r->peer.nconnect = nconnect;
+	for (unsigned i = 0; i < PROTO_KEY_LEN; i++)
+		r->peer.k[i] = (uint8_t)(i * 13 + 5);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		r->peer.fds[i] = -1;
+}
+
+static void rig_run_peer(struct rig *r)
+{
+	assert_int_equal(pthread_create(&r->th, NULL, peer_main, &r->peer), 0);
+}
+
+static void rig_join(struct rig *r)
+{
+	assert_int_equal(pthread_join(r->th, NULL), 0);
+}
+
+/* After rig_join: closes everything, and fds[] unless NULL. */
+static void rig_close(struct rig *r, int *fds)
+{
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		if (r->peer.fds[i] >= 0)
+			close(r->peer.fds[i]);
+		if (fds != NULL && fds[i] >= 0)
+			close(fds[i]);
+	}
+	ctl_free(r->peer.ctl);
+	ctl_free(r->ours);
+	close(r->lfd);
+}
+
+/* A source that opened its connections sends FILE at once: the FILE may
+ * come before any connection. The acceptor keeps it for the transfer and
+ * still collects every connection, each answered with the right proof. */
+static void test_file_overtakes_connections(void **state)
+{
+	struct proto_msg file = { .type = PROTO_FILE }, m;
+	struct rig r;
+	struct pc_err e;
+	int fds[NSTREAMS];
+
+	(void)state;
+	file.u.file.id = 0;
+	file.u.file.size = 12345;
+	file.u.file.mode = 0644;
+	strcpy(file.u.file.name, "a");
+	rig_start(&r, &file, NSTREAMS);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		assert_true(fds[i] >= 0);
+		assert_int_equal(auth_data_confirm(r.peer.fds[i], r.peer.expect[i]), 0);
+	}
+	assert_true(ctl_pending(r.ours));
+	assert_int_equal(ctl_recv(r.ours, &m), 0);
+	assert_int_equal(m.type, PROTO_FILE);
+	assert_int_equal(m.u.file.size, 12345);
+	assert_false(ctl_pending(r.ours));
+	rig_close(&r, fds);
+}
+
+/* The peer's ERROR ends the wait at once, with its code and words. */
+static void test_error_ends_wait(void **state)
+{
+	struct proto_msg err = { .type = PROTO_ERROR };
+	struct rig r;
+	struct pc_err e;
+	char msg[256];
+	int fds[NSTREAMS];
+
+	(void)state;
+	err.u.error.code = -PC_E_PARTIAL;
+	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
+	rig_start(&r, &err, 0);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+			 -PC_E_ABORTED);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_PARTIAL);
+	assert_non_null(strstr(msg, "cannot open 'x'"));
+	pc_err_destroy(&e);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_int_equal(fds[i], -1);
+	rig_join(&r);
+	rig_close(&r, NULL);
+}
+
+/* A closed control channel ends the wait too. */
+static void test_closed_ends_wait(void **state)
+{
+	struct rig r;
+	struct pc_err e;
+	int fds[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, 0);
+	r.peer.close_ctl = true;
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+			 -PC_E_ABORTED);
+	assert_int_equal(pc_err_get(&e, NULL, 0), -PC_E_NET);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	rig_close(&r, NULL);
+}
+
+/* Anything but FILE or ERROR before the connections is a protocol error. */
+static void test_other_message_is_refused(void **state)
+{
+	struct proto_msg end = { .type = PROTO_END };
+	struct rig r;
+	struct pc_err e;
+	int fds[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, &end, 0);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+			 -PC_E_ABORTED);
+	assert_int_equal(pc_err_get(&e, NULL, 0), -PC_E_PROTO);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	rig_close(&r, NULL);
+}
+
+/* A stranger with a wrong key is dropped without an answer; the good
+ * connections that follow fill the set. */
+static void test_stranger_dropped(void **state)
+{
+	struct rig r;
+	struct pc_err e;
+	int fds[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.peer.stranger = true;
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e), 0);
+	pc_err_destroy(&e);
+	assert_false(ctl_pending(r.ours));
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		assert_true(fds[i] >= 0);
+		assert_int_equal(auth_data_confirm(r.peer.fds[i], r.peer.expect[i]), 0);
+	}
+	rig_close(&r, fds);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_file_overtakes_connections),
+		cmocka_unit_test(test_error_ends_wait),
+		cmocka_unit_test(test_closed_ends_wait),
+		cmocka_unit_test(test_other_message_is_refused),
+		cmocka_unit_test(test_stranger_dropped),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
