@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
 
 #define CLIENT_MAX_ARGV 64
+#define CLIENT_ERROR_GRACE_MS 2000 /* for the server's ERROR after our data connections failed */
 
 /* One far end: our own local sink, a daemon, or a host reached with ssh. */
 struct endpoint {
@@ -80,6 +82,9 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
 	if (o->port_hi < o->port_lo || (o->port_lo == 0 && o->port_hi != 0))
 		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1 <= LO <= HI");
+	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
+		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
+				  PROTO_MIN_DATA_PORT);
 	if (o->codec != NULL) {
 		struct codec_choice c[CODEC_MAX_CHOICES];
 		unsigned n;
@@ -404,6 +409,30 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 
 /* ---- Two-party copies -------------------------------------------------- */
 
+/* Our data connections to the server failed. A server that failed after
+ * READY (a path it could not open) has said why on the control channel,
+ * and that beats "connection refused": if its ERROR comes within the grace
+ * time, it replaces the error in e. Returns the code now in e, or ret. */
+static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
+{
+	struct pollfd p = { .fd = ctl_rfd(ep->ctl), .events = POLLIN };
+	struct proto_msg *m;
+	struct pc_err said;
+	char msg[sizeof(said.msg)];
+
+	if (poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0 || (m = malloc(sizeof(*m))) == NULL)
+		return ret;
+	pc_err_init(&said);
+	if (ctl_recv(ep->ctl, m) == 0 && m->type == PROTO_ERROR) {
+		(void)ctl_check(ep->ctl, m, PROTO_END, &said);
+		ret = pc_err_get(&said, msg, sizeof(msg));
+		pc_err_replace(e, ret, "%s", msg);
+	}
+	pc_err_destroy(&said);
+	free(m);
+	return ret;
+}
+
 /* Opens our data connections to (or, with -z, from) the server. pending:
  * see session_connect_data. */
 static int client_data(struct client *c, struct endpoint *ep, int lfd,
@@ -437,7 +466,9 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 			   ep->data_host, (unsigned)ep->port);
 	}
 	pc_err_destroy(&e2);
-	return ret < 0 ? -PC_E_NET : 0;
+	if (ret < 0)
+		return client_server_said(ep, ret == -PC_E_AUTH ? ret : -PC_E_NET, c->e);
+	return 0;
 }
 
 static int client_two_party(struct client *c)

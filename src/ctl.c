@@ -134,6 +134,11 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 	if (ret < 0)
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
 				  pc_strerror(ret));
+	return ctl_check(c, m, want, e);
+}
+
+int ctl_check(const struct ctl *c, const struct proto_msg *m, uint8_t want, struct pc_err *e)
+{
 	if (m->type == PROTO_ERROR)
 		return pc_err_set(e, m->u.error.code < 0 ? m->u.error.code : -PC_E_PROTO, "%s%s%s",
 				  c->local ? "" : c->peer, c->local ? "" : ": ", m->u.error.msg);

@@ -46,6 +46,10 @@ int ctl_recv(struct ctl *c, struct proto_msg *m);
  * e; any other type is -PC_E_PROTO. */
 int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e);
 
+/* What ctl_expect does with a message already received: 0 if m is of type
+ * `want`; the peer's code and words for an ERROR; -PC_E_PROTO otherwise. */
+int ctl_check(const struct ctl *c, const struct proto_msg *m, uint8_t want, struct pc_err *e);
+
 /* Puts m back: the next ctl_recv returns it without reading. At most one
  * message; receiving thread only. */
 void ctl_unread(struct ctl *c, const struct proto_msg *m);

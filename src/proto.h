@@ -36,6 +36,7 @@
 #define PROTO_KEY_LEN 32u
 #define PROTO_MAC_LEN 32u
 #define PROTO_MAX_STREAMS 64u
+#define PROTO_MIN_DATA_PORT 1024u /* no privileged port for data: a daemon listens before auth */
 #define PROTO_MIN_BLOCK 4096u
 #define PROTO_MAX_BLOCK (64u << 20)
 
@@ -96,7 +97,8 @@ struct proto_request {
 	uint32_t window;        /* socket buffer bytes; 0 = kernel autotuning */
 	uint32_t timeout_s;     /* data idle timeout; 0 = none */
 	uint32_t nsources;      /* number of sources the client will send (sink role) */
-	uint16_t port_lo;       /* data listener port range (-Z); 0 = any ephemeral port */
+	uint16_t port_lo;       /* data listener port range (-Z); 0 = any ephemeral port,
+	                           else >= PROTO_MIN_DATA_PORT (the server checks) */
 	uint16_t port_hi;       /* >= port_lo, or 0 */
 	uint8_t family;         /* data address family: 0 any, 4 IPv4, 6 IPv6 */
 	uint8_t data_key[PROTO_KEY_LEN]; /* with PROTO_REQ_DATA_KEY: the data session key */

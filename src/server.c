@@ -28,7 +28,7 @@ static int server_prepare(const struct server_cfg *cfg, const struct proto_reque
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
-	/* Refuse now, before READY, what would only fail later. */
+	/* Refuse now, before any data connection, what would only fail later. */
 	if (req->codec[0] != '\0') {
 		struct codec_choice choice[CODEC_MAX_CHOICES];
 		unsigned n;
@@ -75,37 +75,53 @@ static void server_tell(struct ctl *c, struct pc_err *e, int code)
 	(void)ctl_send_error(c, code, msg);
 }
 
-/* Opens the data connections, listening or (with PROTO_REQ_CONNECT)
- * connecting, and tells the client with READY. Returns 0 or a negative
- * code; the client has been told. */
-static int server_data(struct ctl *c, const struct server_cfg *cfg,
-		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
-		       uint8_t (*pending)[PROTO_MAC_LEN], int *fds, struct pc_err *e)
+/* Unless the client listens (PROTO_REQ_CONNECT), opens the data listener
+ * (*lfd); then sends READY. Returns 0 or a negative code; the client has
+ * been told. */
+static int server_listen(struct ctl *c, const struct server_cfg *cfg,
+			 const struct proto_request *req, int *lfd, struct pc_err *e)
 {
 	struct proto_msg m = { .type = PROTO_READY };
-	int lfd = -1, ret;
+	int ret;
 
 	snprintf(m.u.ready.host, sizeof(m.u.ready.host), "%s", cfg->self_host ? cfg->self_host : "");
 	if (!(req->flags & PROTO_REQ_CONNECT)) {
-		lfd = net_listen(cfg->listen_host, req->port_lo, req->port_hi, req->family,
-				 req->window, e);
-		if (lfd < 0) {
-			server_tell(c, e, lfd);
-			return lfd;
+		/* Before authentication: no privileged port for a stranger. */
+		if (req->port_lo != 0 && req->port_lo < PROTO_MIN_DATA_PORT) {
+			ret = pc_err_set(e, -PC_E_USAGE, "data ports below %u are not allowed "
+					 "(-Z %u-%u)", PROTO_MIN_DATA_PORT, (unsigned)req->port_lo,
+					 (unsigned)req->port_hi);
+			server_tell(c, e, ret);
+			return ret;
 		}
-		m.u.ready.data_port = net_local_port(lfd);
+		*lfd = net_listen(cfg->listen_host, req->port_lo, req->port_hi, req->family,
+				  req->window, e);
+		if (*lfd < 0) {
+			server_tell(c, e, *lfd);
+			return *lfd;
+		}
+		m.u.ready.data_port = net_local_port(*lfd);
 	}
 	ret = ctl_send(c, &m);
-	if (ret < 0) {
-		if (lfd >= 0)
-			close(lfd);
+	if (ret < 0)
 		return pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
-	}
+	return 0;
+}
+
+/* Opens the data connections: accepts them on lfd, or (lfd < 0,
+ * PROTO_REQ_CONNECT) connects to the client. pending: see
+ * session_connect_data. Returns 0 or a negative code; the client has been
+ * told unless it gave up first. */
+static int server_data(struct ctl *c, const struct server_cfg *cfg,
+		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
+		       uint8_t (*pending)[PROTO_MAC_LEN], int *fds, struct pc_err *e)
+{
+	int ret;
+
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
 		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), fds, e);
-		close(lfd);
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
@@ -128,14 +144,29 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	uint8_t k[PROTO_KEY_LEN], proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN];
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
+	struct session_hs hs;
 	unsigned nfiles = 0;
-	int fds[PROTO_MAX_STREAMS], ret;
+	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
 
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
 		fds[i] = -1;
 	if (req == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
-	ret = session_server_handshake(c, cfg->transport, cfg->key, req, k, e);
+	/* Daemon: READY goes out with our HELLO and AUTH, a round trip before
+	 * the client's proof can come, so it cannot wait for our look at the
+	 * paths either: a failure there comes as ERROR after it. On a pipe
+	 * READY is in our first flight anyway: the paths come first, and a
+	 * bad one is refused before any data connection exists. */
+	bool early = cfg->transport == SESSION_DAEMON;
+	ret = session_server_open(c, cfg->transport, cfg->key, req, &hs, e);
+	if (ret < 0)
+		goto out;
+	if (early)
+		ret = server_listen(c, cfg, req, &lfd, e);
+	if (ret == 0)
+		ret = session_server_auth(c, &hs, k, e);
+	else
+		crypto_wipe(hs.key, sizeof(hs.key));
 	if (ret < 0)
 		goto out;
 	if (req->flags & PROTO_REQ_DATA_KEY)
@@ -147,9 +178,17 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		server_tell(c, e, ret);
 		goto out;
 	}
+	if (!early) {
+		ret = server_listen(c, cfg, req, &lfd, e);
+		if (ret < 0)
+			goto out;
+	}
 	/* A source that connects checks its listener's proofs at the end. */
 	bool owed = (req->flags & PROTO_REQ_CONNECT) && req->role == PROTO_ROLE_SOURCE;
-	ret = server_data(c, cfg, req, k, owed ? proofs : NULL, fds, e);
+	ret = server_data(c, cfg, req, k, lfd, owed ? proofs : NULL, fds, e);
+	if (lfd >= 0)
+		close(lfd);
+	lfd = -1;
 	if (ret < 0)
 		goto out;
 	session_check_window(fds[0], req->window);
@@ -161,6 +200,8 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	};
 	ret = session_transfer(&run, e);
 out:
+	if (lfd >= 0)
+		close(lfd);
 	session_close_fds(fds, PROTO_MAX_STREAMS);
 	for (unsigned i = 0; i < nfiles; i++)
 		srcfile_close(&files[i]);

@@ -68,17 +68,18 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
 	if (t == SESSION_DAEMON)
 		memcpy(key, K, sizeof(key));
+	/* Everything at once: the server answers HELLO, its proof (daemon)
+	 * and READY in one flight. */
 	session_hello(&m, nc);
 	ret = session_send(c, &m, e);
-	/* On a trusted pipe, send everything at once: one round trip total. */
 	if (ret == 0 && t == SESSION_PIPE) {
 		m = (struct proto_msg){ .type = PROTO_KEY };
 		memcpy(m.u.key.key, key, sizeof(key));
 		ret = session_send(c, &m, e);
-		m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
-		if (ret == 0)
-			ret = session_send(c, &m, e);
 	}
+	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
+	if (ret == 0)
+		ret = session_send(c, &m, e);
 	if (ret == 0)
 		ret = ctl_expect(c, PROTO_HELLO, &m, e);
 	if (ret == 0)
@@ -87,21 +88,23 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		goto out;
 	memcpy(ns, m.u.hello.nonce, sizeof(ns));
 	if (t == SESSION_DAEMON) {
-		m = (struct proto_msg){ .type = PROTO_AUTH };
-		ret = auth_ctl_mac(key, true, nc, ns, m.u.auth.mac);
-		if (ret == 0)
-			ret = session_send(c, &m, e);
-		m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
-		if (ret == 0)
-			ret = session_send(c, &m, e);
-		if (ret == 0)
-			ret = ctl_expect(c, PROTO_AUTH, &m, e);
+		/* The daemon proves the key first; only then do we. */
+		ret = ctl_expect(c, PROTO_AUTH, &m, e);
 		if (ret == 0)
 			ret = auth_ctl_mac(key, false, nc, ns, mac);
-		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac)))
+		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
+			(void)ctl_send_error(c, -PC_E_AUTH, "authentication failed: the client's "
+					     "key does not match this daemon's key file");
 			ret = pc_err_set(e, -PC_E_AUTH,
-					 "%s could not prove it knows the key: check --key-file",
+					 "%s proved a different key: the client's and the daemon's "
+					 "key files must hold the same key (check --key-file)",
 					 ctl_peer(c));
+		}
+		m = (struct proto_msg){ .type = PROTO_AUTH };
+		if (ret == 0)
+			ret = auth_ctl_mac(key, true, nc, ns, m.u.auth.mac);
+		if (ret == 0)
+			ret = session_send(c, &m, e);
 		if (ret < 0)
 			goto out;
 	}
@@ -115,38 +118,66 @@ out:
 	return ret;
 }
 
-int session_server_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
-			     uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+int session_server_open(struct ctl *c, enum session_transport t,
+			const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			struct session_hs *hs, struct pc_err *e)
 {
-	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
-	struct proto_msg m;
-	int ret;
+	struct proto_msg *m = calloc(1, sizeof(*m)); /* large: not on the stack */
+	int ret = m ? ctl_expect(c, PROTO_HELLO, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
 
-	ret = ctl_expect(c, PROTO_HELLO, &m, e);
-	if (ret < 0)
-		return ret;
-	if (session_check_version(&m.u.hello, ctl_peer(c), e) < 0) {
+	hs->t = t;
+	if (ret == 0 && session_check_version(&m->u.hello, ctl_peer(c), e) < 0) {
 		char msg[PROTO_MAX_MSG];
 		pc_err_get(e, msg, sizeof(msg));
 		(void)ctl_send_error(c, -PC_E_VERSION, msg);
-		return -PC_E_VERSION;
+		ret = -PC_E_VERSION;
 	}
-	memcpy(nc, m.u.hello.nonce, sizeof(nc));
-	ret = crypto_random(ns, sizeof(ns));
-	if (ret < 0)
-		return pc_err_set(e, ret, "cannot get random bytes");
-	session_hello(&m, ns);
-	ret = session_send(c, &m, e);
+	if (ret == 0) {
+		memcpy(hs->nc, m->u.hello.nonce, sizeof(hs->nc));
+		ret = crypto_random(hs->ns, sizeof(hs->ns));
+		if (ret < 0)
+			pc_err_set(e, ret, "cannot get random bytes");
+	}
 	if (ret == 0 && t == SESSION_PIPE) {
-		ret = ctl_expect(c, PROTO_KEY, &m, e);
+		ret = ctl_expect(c, PROTO_KEY, m, e);
 		if (ret == 0)
-			memcpy(key, m.u.key.key, sizeof(key));
+			memcpy(hs->key, m->u.key.key, sizeof(hs->key));
 	} else if (ret == 0) {
-		memcpy(key, K, sizeof(key));
+		memcpy(hs->key, K, sizeof(hs->key));
+	}
+	if (ret == 0)
+		ret = ctl_expect(c, PROTO_REQUEST, m, e);
+	if (ret == 0)
+		*req = m->u.request;
+	if (ret == 0) {
+		session_hello(m, hs->ns);
+		ret = session_send(c, m, e);
+	}
+	/* Our proof goes first: it is no use to anyone without K, and the
+	 * client need not wait for us to check its own. */
+	if (ret == 0 && t == SESSION_DAEMON) {
+		*m = (struct proto_msg){ .type = PROTO_AUTH };
+		ret = auth_ctl_mac(hs->key, false, hs->nc, hs->ns, m->u.auth.mac);
+		if (ret == 0)
+			ret = session_send(c, m, e);
+	}
+	free(m);
+	if (ret < 0)
+		crypto_wipe(hs->key, sizeof(hs->key));
+	return ret;
+}
+
+int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
+			struct pc_err *e)
+{
+	uint8_t mac[PROTO_MAC_LEN];
+	struct proto_msg m;
+	int ret = 0;
+
+	if (hs->t == SESSION_DAEMON) {
 		ret = ctl_expect(c, PROTO_AUTH, &m, e);
 		if (ret == 0)
-			ret = auth_ctl_mac(key, true, nc, ns, mac);
+			ret = auth_ctl_mac(hs->key, true, hs->nc, hs->ns, mac);
 		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
 			(void)ctl_send_error(c, -PC_E_AUTH,
 					     "authentication failed: the key does not match the "
@@ -154,19 +185,10 @@ int session_server_handshake(struct ctl *c, enum session_transport t,
 			ret = pc_err_set(e, -PC_E_AUTH, "%s failed to authenticate (wrong key)",
 					 ctl_peer(c));
 		}
-		m = (struct proto_msg){ .type = PROTO_AUTH };
-		if (ret == 0)
-			ret = auth_ctl_mac(key, false, nc, ns, m.u.auth.mac);
-		if (ret == 0)
-			ret = session_send(c, &m, e);
 	}
 	if (ret == 0)
-		ret = ctl_expect(c, PROTO_REQUEST, &m, e);
-	if (ret == 0) {
-		*req = m.u.request;
-		ret = auth_session_key(key, nc, ns, k);
-	}
-	crypto_wipe(key, sizeof(key));
+		ret = auth_session_key(hs->key, hs->nc, hs->ns, k);
+	crypto_wipe(hs->key, sizeof(hs->key));
 	return ret;
 }
 

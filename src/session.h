@@ -25,21 +25,39 @@ enum session_transport {
 #define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */
 #define SESSION_AUTH_TIMEOUT_S 10u   /* for a data connection's handshake */
 
-/* Client side of the handshake. For SESSION_PIPE a fresh random key is
- * sent (K is ignored); for SESSION_DAEMON K is the shared key. Sends req,
- * waits for READY. On success *ready is the server's answer (its data port
- * and address) and k the session key. Returns 0 or a negative code with
- * the detail in e. */
+/* Client side of the handshake. Sends HELLO, then KEY (pipe: a fresh
+ * random key; K is ignored) and the REQUEST, all at once. On the daemon
+ * transport K is the shared key: the server's AUTH must prove it before
+ * ours goes out. Waits for READY. On success *ready is the server's answer
+ * (its data port and address) and k the session key. Returns 0 or a
+ * negative code with the detail in e. A daemon that fails after READY
+ * (it could not open a path) says so with ERROR, later. */
 int session_client_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
 			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 
-/* Server side up to the REQUEST: HELLO, then KEY (pipe) or AUTH (daemon,
- * checked against K). Fills *req and the session key. On failure an ERROR
- * has been sent to the client where that makes sense. */
-int session_server_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
-			     uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+/* The server's handshake state between its two halves. */
+struct session_hs {
+	enum session_transport t;
+	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN];
+	uint8_t key[PROTO_KEY_LEN];   /* K or the pipe's KEY; wiped by the second half */
+};
+
+/* Server side, first half: reads HELLO, KEY (pipe) and the REQUEST, and
+ * answers HELLO and, on the daemon transport, AUTH proving K. Nothing in
+ * *req is trusted yet: the caller may only open the data listener it asks
+ * for and send READY, which shortens the set-up by a round trip, before
+ * session_server_auth. On failure an ERROR has been sent where that makes
+ * sense, and hs holds no key. */
+int session_server_open(struct ctl *c, enum session_transport t,
+			const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			struct session_hs *hs, struct pc_err *e);
+
+/* Server side, second half: on the daemon transport, reads the client's
+ * AUTH and checks it (ERROR(-1005) to a wrong one). Sets the session key k
+ * and wipes hs. Returns 0 or a negative code. */
+int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
+			struct pc_err *e);
 
 /* Opens n data connections to host:port (in parallel) and proves the key
  * on each. fds[0..n-1] receive them. With pending NULL (a side that reads

@@ -95,6 +95,8 @@ case_bad_options() {
     bad_option -P -P soon
     bad_option -P -P 0
     bad_option --timeout --timeout forever
+    bad_option -Z -Z 2000-1000
+    bad_option "below 1024" -Z 80-90
     bad_option -s --streams=0
     bad_option --bogus --bogus
     bad_option "unknown option -@" -@
