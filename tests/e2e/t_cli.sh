@@ -124,7 +124,26 @@ case_window_warning() {
     same_file "$T/src" "$T/dst2"
 }
 
+# The README opens with the two commands for a new user (a copy, the whole
+# test suite), and CI runs that very test command. It once went out 5 MB
+# long, its opening buried, after a bad edit: this catches that kind.
+case_readme() {
+    local root readme first
+    root=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
+    readme=$root/README.md
+    [[ -f $readme ]] || fail "no README.md at $readme"
+    (($(wc -c <"$readme") < 65536)) || fail "README.md is $(wc -c <"$readme") bytes long"
+    [[ $(head -n 1 "$readme") == "# pcopy" ]] || fail "README.md does not start with '# pcopy'"
+    # The first code block, before the first section.
+    first=$(awk '/^## / { exit } /^```/ { n++; next } n == 1 { print }' "$readme")
+    grep -qE '(^|[ ;&|])\./build/pcopy /tmp/' <<<"$first" || fail "the README's first block runs no copy"
+    grep -qE '(^|[ ;&|])(sudo )?tests/run-all$' <<<"$first" ||
+        fail "the README's first block does not run tests/run-all"
+    grep -qE '^exec tests/run-all' "$root/.ci/run" || fail ".ci/run does not run tests/run-all"
+}
+
 run_case help case_help
+run_case readme case_readme
 run_case version case_version
 run_case gen-key case_gen_key
 run_case summary case_summary
