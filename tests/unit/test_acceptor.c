@@ -172,25 +172,22 @@ static void test_file_overtakes_connections(void **state)
 	rig_close(&r, fds);
 }
 
-/* The peer's ERROR ends the wait at once, with its code and words. */
-static void test_error_ends_wait(void **state)
+/* The peer says `first` (or closes the channel if NULL) and opens no
+ * connection: the acceptor must stop at once with -PC_E_ABORTED, want in
+ * e, and no connection left; the peer's words, if any, in msg. */
+static void expect_gives_up(const struct proto_msg *first, int want, char msg[256])
 {
-	struct proto_msg err = { .type = PROTO_ERROR };
 	struct rig r;
 	struct pc_err e;
-	char msg[256];
 	int fds[NSTREAMS];
 
-	(void)state;
-	err.u.error.code = -PC_E_PARTIAL;
-	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
-	rig_start(&r, &err, 0);
+	rig_start(&r, first, 0);
+	r.peer.close_ctl = first == NULL;
 	rig_run_peer(&r);
 	pc_err_init(&e);
 	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
 			 -PC_E_ABORTED);
-	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_PARTIAL);
-	assert_non_null(strstr(msg, "cannot open 'x'"));
+	assert_int_equal(pc_err_get(&e, msg, 256), want);
 	pc_err_destroy(&e);
 	for (unsigned i = 0; i < NSTREAMS; i++)
 		assert_int_equal(fds[i], -1);
@@ -198,44 +195,21 @@ static void test_error_ends_wait(void **state)
 	rig_close(&r, NULL);
 }
 
-/* A closed control channel ends the wait too. */
-static void test_closed_ends_wait(void **state)
+/* The peer's ERROR ends the wait at once, with its code and words; so
+ * does a closed control channel. Anything but FILE or ERROR before the
+ * connections is a protocol error. */
+static void test_peer_gives_up(void **state)
 {
-	struct rig r;
-	struct pc_err e;
-	int fds[NSTREAMS];
+	struct proto_msg err = { .type = PROTO_ERROR }, end = { .type = PROTO_END };
+	char msg[256];
 
 	(void)state;
-	rig_start(&r, NULL, 0);
-	r.peer.close_ctl = true;
-	rig_run_peer(&r);
-	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
-			 -PC_E_ABORTED);
-	assert_int_equal(pc_err_get(&e, NULL, 0), -PC_E_NET);
-	pc_err_destroy(&e);
-	rig_join(&r);
-	rig_close(&r, NULL);
-}
-
-/* Anything but FILE or ERROR before the connections is a protocol error. */
-static void test_other_message_is_refused(void **state)
-{
-	struct proto_msg end = { .type = PROTO_END };
-	struct rig r;
-	struct pc_err e;
-	int fds[NSTREAMS];
-
-	(void)state;
-	rig_start(&r, &end, 0);
-	rig_run_peer(&r);
-	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
-			 -PC_E_ABORTED);
-	assert_int_equal(pc_err_get(&e, NULL, 0), -PC_E_PROTO);
-	pc_err_destroy(&e);
-	rig_join(&r);
-	rig_close(&r, NULL);
+	err.u.error.code = -PC_E_PARTIAL;
+	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
+	expect_gives_up(&err, -PC_E_PARTIAL, msg);
+	assert_non_null(strstr(msg, "cannot open 'x'"));
+	expect_gives_up(NULL, -PC_E_NET, msg);
+	expect_gives_up(&end, -PC_E_PROTO, msg);
 }
 
 /* A stranger with a wrong key is dropped without an answer; the good
@@ -267,9 +241,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_file_overtakes_connections),
-		cmocka_unit_test(test_error_ends_wait),
-		cmocka_unit_test(test_closed_ends_wait),
-		cmocka_unit_test(test_other_message_is_refused),
+		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
 	};
 

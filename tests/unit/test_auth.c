@@ -198,6 +198,30 @@ static void handshake(const uint8_t *kc, const uint8_t *kl, uint16_t stream,
 	assert_int_equal(pthread_join(th, NULL), 0);
 }
 
+/* Runs the real listener on `in` as everything a connector sends (then
+ * EOF). Returns how many bytes the listener answered; the first
+ * PROTO_MAC_LEN of them are copied to reply. */
+static size_t feed_listener(const uint8_t *k, unsigned nstreams, const void *in, size_t len,
+			    struct listener *l, uint8_t reply[PROTO_MAC_LEN])
+{
+	uint8_t got[PROTO_MAC_LEN + 1];
+	size_t n = 0;
+	pthread_t th;
+	ssize_t r;
+	int sv[2];
+
+	make_pair(sv);
+	listener_start(l, sv[1], k, nstreams, &th);
+	assert_int_equal(platform_write_full(sv[0], in, len), 0);
+	assert_int_equal(shutdown(sv[0], SHUT_WR), 0);
+	assert_int_equal(pthread_join(th, NULL), 0); /* the listener closed its end */
+	while (n < sizeof(got) && (r = read(sv[0], got + n, sizeof(got) - n)) > 0)
+		n += (size_t)r;
+	close(sv[0]);
+	memcpy(reply, got, n < PROTO_MAC_LEN ? n : PROTO_MAC_LEN);
+	return n;
+}
+
 static void test_data_same_key(void **state)
 {
 	static const uint16_t streams[] = { 0, 1, 7, 63 };
@@ -249,8 +273,6 @@ static void test_data_listener_checks_proof(void **state)
 	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
 				  .stream = 5 };
 	struct listener l;
-	pthread_t th;
-	int sv[2];
 
 	(void)state;
 	fill(k, sizeof(k), 10);
@@ -260,45 +282,27 @@ static void test_data_listener_checks_proof(void **state)
 	proto_dhello_encode(&h, hello);
 
 	spec_data_mac(bad, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 8, &th);
-	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(feed_listener(k, 8, hello, sizeof(hello), &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_AUTH);
 	assert_int_equal(l.stream, 0xffff);
-	assert_int_equal(platform_read_full(sv[0], reply, 1, NULL), -PC_E_NET);
-	close(sv[0]);
 
 	/* The right proof for stream 5, presented as stream 6. */
 	spec_data_mac(k, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
 	h.stream = 6;
 	proto_dhello_encode(&h, hello);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 8, &th);
-	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	close(sv[0]);
+	assert_int_equal(feed_listener(k, 8, hello, sizeof(hello), &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_AUTH);
 
 	/* The listener's own label is no proof for a connector. */
 	h.stream = 5;
 	proto_dhello_encode(&h, hello);
 	spec_data_mac(k, "pcopy data L", h.nonce, 5, hello + PROTO_DHELLO_LEN);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 8, &th);
-	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	close(sv[0]);
+	assert_int_equal(feed_listener(k, 8, hello, sizeof(hello), &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_AUTH);
 
 	/* The right proof is accepted, and answered as the protocol says. */
 	spec_data_mac(k, "pcopy data C", h.nonce, 5, hello + PROTO_DHELLO_LEN);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 8, &th);
-	assert_int_equal(platform_write_full(sv[0], hello, sizeof(hello)), 0);
-	assert_int_equal(platform_read_full(sv[0], reply, sizeof(reply), NULL), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	close(sv[0]);
+	assert_int_equal(feed_listener(k, 8, hello, sizeof(hello), &l, reply), PROTO_MAC_LEN);
 	assert_int_equal(l.ret, 0);
 	assert_int_equal(l.stream, 5);
 	spec_data_mac(k, "pcopy data L", h.nonce, 5, want);
@@ -367,11 +371,9 @@ static void test_data_stream_out_of_range(void **state)
 
 static void test_data_garbage(void **state)
 {
-	uint8_t k[PROTO_KEY_LEN], junk[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
+	uint8_t k[PROTO_KEY_LEN], junk[PROTO_DHELLO_LEN + PROTO_MAC_LEN], reply[PROTO_MAC_LEN];
 	struct proto_dhello h = { .magic = PROTO_MAGIC, .version = PROTO_VERSION };
 	struct listener l;
-	pthread_t th;
-	int sv[2];
 
 	(void)state;
 	fill(k, sizeof(k), 55);
@@ -379,28 +381,16 @@ static void test_data_garbage(void **state)
 	/* 72 bytes that are not a hello: an HTTP request, say. */
 	memset(junk, ' ', sizeof(junk));
 	memcpy(junk, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 4, &th);
-	assert_int_equal(platform_write_full(sv[0], junk, sizeof(junk)), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	close(sv[0]);
+	assert_int_equal(feed_listener(k, 4, junk, sizeof(junk), &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_PROTO);
 
 	/* A control-channel magic on a data connection. */
 	proto_dhello_encode(&h, junk);
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 4, &th);
-	assert_int_equal(platform_write_full(sv[0], junk, sizeof(junk)), 0);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	close(sv[0]);
+	assert_int_equal(feed_listener(k, 4, junk, sizeof(junk), &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_PROTO);
 
 	/* A stranger that sends a few bytes and hangs up. */
-	make_pair(sv);
-	listener_start(&l, sv[1], k, 4, &th);
-	assert_int_equal(platform_write_full(sv[0], "PCD", 3), 0);
-	close(sv[0]);
-	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(feed_listener(k, 4, "PCD", 3, &l, reply), 0);
 	assert_int_equal(l.ret, -PC_E_NET);
 }
 
