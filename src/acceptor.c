@@ -141,18 +141,24 @@ static unsigned acc_in_flight(const struct acceptor *a)
 /* The peer spoke on the control channel while no handshake was in flight.
  * A source that opened its connections starts the transfer at once, so its
  * first FILE may overtake the last of them: keep it for the transfer and
- * go on waiting. Anything else means the peer gave up: its ERROR, or a
- * closed channel. Returns 0 (keep waiting, stop watching) or -PC_E_ABORTED
- * with the peer's reason in e. */
+ * go on waiting (returns 0). The peer's ERROR or a closed channel means it
+ * gave up: -PC_E_ABORTED with its reason and code in e. Anything else is
+ * our own failure to report (-PC_E_PROTO, -ENOMEM). */
 static int acc_hear(struct ctl *watch, struct pc_err *e)
 {
 	struct proto_msg *m = malloc(sizeof(*m)); /* large: not on the stack */
-	int ret = m ? ctl_expect(watch, PROTO_FILE, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
+	int ret;
 
+	if (m == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	m->type = 0;
+	ret = ctl_expect(watch, PROTO_FILE, m, e);
 	if (ret == 0)
 		ctl_unread(watch, m);
+	else if (m->type == PROTO_ERROR || ret == -PC_E_NET)
+		ret = -PC_E_ABORTED;
 	free(m);
-	return ret == 0 ? 0 : -PC_E_ABORTED;
+	return ret;
 }
 
 int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
@@ -161,6 +167,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
 	struct acceptor *a = calloc(1, sizeof(*a));
 	unsigned have = 0;
+	bool started = false; /* the peer's FILE came */
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++)
@@ -197,7 +204,13 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			ret = acc_hear(watch, e);
 			if (ret < 0)
 				break;
+			/* The peer has opened every connection: the rest are on
+			 * their way, and we no longer hear it give up. */
 			watch = NULL;
+			started = true;
+			uint64_t soon = platform_now_ns() +
+					(uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+			deadline = soon < deadline ? soon : deadline;
 			continue;
 		}
 		if (nr > 0 && (p[1].revents & POLLIN)) {
@@ -214,7 +227,11 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 		}
 	}
 	acc_collect(a, fds, true); /* cut off and join whoever is left */
-	if (ret == 0 && have < n)
+	if (ret == 0 && have < n && started)
+		ret = pc_err_set(e, -PC_E_TIMEOUT,
+				 "only %u of %u data connections from %s arrived, though it had "
+				 "opened them all and started", have, n, peer);
+	else if (ret == 0 && have < n)
 		ret = pc_err_set(e, -PC_E_TIMEOUT,
 				 "only %u of %u data connections from %s arrived within %u s; "
 				 "is a firewall blocking them?", have, n, peer, ACCEPTOR_TIMEOUT_S);

@@ -21,7 +21,8 @@
  * flight: the peer's ERROR or a closed channel means it gave up, and stops
  * the wait with -PC_E_ABORTED and the peer's reason and code in e
  * (pc_err_get). A FILE means a source that has all its connections open
- * started the transfer: it is put back (ctl_unread) and the wait goes on.
+ * started the transfer: it is put back (ctl_unread) and the wait goes on,
+ * for ACCEPTOR_AUTH_TIMEOUT_S at most. Any other message is -PC_E_PROTO.
  * peer names the other side in messages. On success fds[0..n-1] are the
  * connections (owned by the caller); on failure none is left open.
  * Returns 0 or a negative code with the detail in e. */

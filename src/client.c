@@ -409,7 +409,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 
 /* ---- Two-party copies -------------------------------------------------- */
 
-/* Our data connections to the server failed. A server that failed after
+/* Our data connections to a daemon failed. A daemon that failed after
  * READY (a path it could not open) has said why on the control channel,
  * and that beats "connection refused": if its ERROR comes within the grace
  * time, it replaces the error in e. Returns the code now in e, or ret. */
@@ -466,9 +466,9 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 			   ep->data_host, (unsigned)ep->port);
 	}
 	pc_err_destroy(&e2);
-	if (ret < 0)
+	if (ret < 0 && ep->t == SESSION_DAEMON)
 		return client_server_said(ep, ret == -PC_E_AUTH ? ret : -PC_E_NET, c->e);
-	return 0;
+	return ret < 0 ? (ret == -PC_E_AUTH ? ret : -PC_E_NET) : 0;
 }
 
 static int client_two_party(struct client *c)
@@ -494,8 +494,12 @@ static int client_two_party(struct client *c)
 		ret = client_open_endpoint(c, ep);
 	if (ret == 0)
 		ret = client_handshake(c, ep);
-	/* We push over connections we opened: check the listener at the end. */
-	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK;
+	/* A push to a daemon over connections we opened: the data starts with
+	 * our proof, and the daemon's proofs are checked at the end. The port
+	 * is the daemon's, on the address our control connection reached.
+	 * Through ssh the data host is resolved by us, not by ssh, and may be
+	 * another machine: there each listener proves itself first. */
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON;
 	if (ret == 0)
 		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
 	if (lfd >= 0)

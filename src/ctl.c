@@ -23,6 +23,7 @@ struct ctl {
 	char peer[128];          /* immutable */
 	bool local;              /* immutable: the peer is our child */
 	int intr_fd;             /* receiving thread: signalfd to watch, or -1 */
+	uint64_t deadline_ns;    /* receiving thread: platform_now_ns() limit, or 0 */
 	bool held;               /* receiving thread: a message was put back */
 	struct proto_msg back;   /* receiving thread: that message */
 };
@@ -87,6 +88,49 @@ void ctl_set_intr(struct ctl *c, int intr_fd)
 	c->intr_fd = intr_fd;
 }
 
+void ctl_set_deadline(struct ctl *c, unsigned seconds)
+{
+	c->deadline_ns = seconds ? platform_now_ns() + (uint64_t)seconds * 1000000000u : 0;
+}
+
+/* Reads exactly len bytes. Each wait is a poll that also watches the
+ * signalfd and the deadline, so neither a signal nor a peer that trickles
+ * a frame byte by byte can keep us here. */
+static int ctl_read(struct ctl *c, uint8_t *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
+				       { .fd = c->intr_fd, .events = POLLIN } };
+		int timeout = -1;
+		if (c->deadline_ns != 0) {
+			uint64_t now = platform_now_ns();
+			if (now >= c->deadline_ns)
+				return -PC_E_TIMEOUT;
+			timeout = (int)((c->deadline_ns - now) / 1000000u) + 1;
+		}
+		int n = poll(p, c->intr_fd >= 0 ? 2 : 1, timeout);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			continue; /* the deadline check above decides */
+		if ((p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
+			return -PC_E_INTERRUPTED;
+		ssize_t r = read(c->rfd, buf + done, len - done);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -PC_E_NET;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
 int ctl_recv(struct ctl *c, struct proto_msg *m)
 {
 	uint8_t hdr[PROTO_FRAME_HDR_LEN], type;
@@ -98,23 +142,13 @@ int ctl_recv(struct ctl *c, struct proto_msg *m)
 		c->held = false;
 		return 0;
 	}
-	if (c->intr_fd >= 0) {
-		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
-				       { .fd = c->intr_fd, .events = POLLIN } };
-		int n;
-		do
-			n = poll(p, 2, -1);
-		while (n < 0 && errno == EINTR);
-		if (n > 0 && (p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
-			return -PC_E_INTERRUPTED;
-	}
-	ret = platform_read_full(c->rfd, hdr, sizeof(hdr), NULL);
+	ret = ctl_read(c, hdr, sizeof(hdr));
 	if (ret < 0)
 		return ret;
 	ret = proto_frame_decode(hdr, &type, &len);
 	if (ret < 0)
 		return ret;
-	ret = platform_read_full(c->rfd, c->rbuf, len, NULL);
+	ret = ctl_read(c, c->rbuf, len);
 	if (ret < 0)
 		return ret;
 	ret = proto_decode(type, c->rbuf, len, m);
@@ -131,6 +165,8 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 		return pc_err_set(e, ret, "%s closed the control connection", c->peer);
 	if (ret == -PC_E_INTERRUPTED)
 		return pc_err_set(e, ret, "interrupted while waiting for %s", c->peer);
+	if (ret == -PC_E_TIMEOUT)
+		return pc_err_set(e, ret, "%s did not answer in time", c->peer);
 	if (ret < 0)
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
 				  pc_strerror(ret));

@@ -25,6 +25,11 @@ struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local);
  * leaving the signal for the caller to read. -1 (the default): no watch. */
 void ctl_set_intr(struct ctl *c, int intr_fd);
 
+/* From now on, ctl_recv gives up with -PC_E_TIMEOUT once `seconds` have
+ * passed, however the peer trickles its bytes; 0 removes the deadline.
+ * Receiving thread only. A daemon bounds a stranger's handshake with it. */
+void ctl_set_deadline(struct ctl *c, unsigned seconds);
+
 /* Closes the fds and frees. NULL is a no-op. */
 void ctl_free(struct ctl *c);
 
@@ -38,7 +43,8 @@ int ctl_send_error(struct ctl *c, int code, const char *msg);
 /* Receives the next message into *m, blocking. Only one thread may call
  * this. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
  * boundary or inside one), -PC_E_PROTO for a malformed frame,
- * -PC_E_INTERRUPTED (see ctl_set_intr), or another negative code. */
+ * -PC_E_INTERRUPTED (see ctl_set_intr), -PC_E_TIMEOUT (see
+ * ctl_set_deadline), or another negative code. */
 int ctl_recv(struct ctl *c, struct proto_msg *m);
 
 /* Receives the next message and requires it to be of type `want`. An

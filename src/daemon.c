@@ -109,6 +109,9 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 		_exit(PC_EXIT_FILEIO);
 	}
 	ctl_set_intr(c, cfg.sigfd);
+	/* The whole handshake, up to the client's proof, gets that long too:
+	 * the session holds a data listener from READY on. */
+	ctl_set_deadline(c, SESSION_AUTH_TIMEOUT_S);
 	ret = server_session(c, &cfg, &e);
 	if (ret < 0) {
 		char msg[sizeof(e.msg)];

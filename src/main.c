@@ -133,7 +133,7 @@ static int cli_range(const char *arg, uint16_t *lo, uint16_t *hi)
 
 	if (sscanf(arg, "%u%c%u%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 ||
 	    a > b || b > 65535)
-		return cli_bad("-Z", arg, "a port range LO-HI with LO <= HI <= 65535");
+		return cli_bad("-Z", arg, "a port range LO-HI with 1 <= LO <= HI <= 65535");
 	*lo = (uint16_t)a;
 	*hi = (uint16_t)b;
 	return 0;

@@ -109,12 +109,14 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
 }
 
 /* Opens the data connections: accepts them on lfd, or (lfd < 0,
- * PROTO_REQ_CONNECT) connects to the client. pending: see
- * session_connect_data. Returns 0 or a negative code; the client has been
- * told unless it gave up first. */
+ * PROTO_REQ_CONNECT) connects to the client. A server that connects waits
+ * for each listener's proof before it sends a byte of data: the address
+ * came from the client, and a server must not be made to send file data to
+ * whatever listens there. Returns 0 or a negative code; the client has
+ * been told unless it gave up first. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
-		       uint8_t (*pending)[PROTO_MAC_LEN], int *fds, struct pc_err *e)
+		       int *fds, struct pc_err *e)
 {
 	int ret;
 
@@ -130,7 +132,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
 		else
 			ret = session_connect_data(host, req->connect_port, req->family, k,
-						   req->streams, req->window, req->timeout_s, pending,
+						   req->streams, req->window, req->timeout_s, NULL,
 						   fds, e);
 	}
 	if (ret < 0)
@@ -141,7 +143,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
 {
 	struct src_file *files = NULL;
-	uint8_t k[PROTO_KEY_LEN], proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN];
+	uint8_t k[PROTO_KEY_LEN];
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
@@ -169,6 +171,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		crypto_wipe(hs.key, sizeof(hs.key));
 	if (ret < 0)
 		goto out;
+	ctl_set_deadline(c, 0); /* a daemon's limit for strangers; the transfer has its own */
 	if (req->flags & PROTO_REQ_DATA_KEY)
 		memcpy(k, req->data_key, sizeof(k));
 	files = calloc(req->npaths, sizeof(*files));
@@ -183,9 +186,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		if (ret < 0)
 			goto out;
 	}
-	/* A source that connects checks its listener's proofs at the end. */
-	bool owed = (req->flags & PROTO_REQ_CONNECT) && req->role == PROTO_ROLE_SOURCE;
-	ret = server_data(c, cfg, req, k, lfd, owed ? proofs : NULL, fds, e);
+	ret = server_data(c, cfg, req, k, lfd, fds, e);
 	if (lfd >= 0)
 		close(lfd);
 	lfd = -1;
@@ -194,7 +195,6 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	session_check_window(fds[0], req->window);
 	struct session_run run = {
 		.role = req->role, .req = req, .ctl = c, .fds = fds,
-		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])proofs : NULL,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .files = files,
 		.nfiles = nfiles, .target = &target,
 	};

@@ -138,6 +138,12 @@ int session_server_open(struct ctl *c, enum session_transport t,
 		if (ret < 0)
 			pc_err_set(e, ret, "cannot get random bytes");
 	}
+	/* HELLO answers HELLO at once: a client that waits for it before it
+	 * says more (another version) gets it, and ours costs no time. */
+	if (ret == 0) {
+		session_hello(m, hs->ns);
+		ret = session_send(c, m, e);
+	}
 	if (ret == 0 && t == SESSION_PIPE) {
 		ret = ctl_expect(c, PROTO_KEY, m, e);
 		if (ret == 0)
@@ -149,15 +155,14 @@ int session_server_open(struct ctl *c, enum session_transport t,
 		ret = ctl_expect(c, PROTO_REQUEST, m, e);
 	if (ret == 0)
 		*req = m->u.request;
-	if (ret == 0) {
-		session_hello(m, hs->ns);
-		ret = session_send(c, m, e);
-	}
 	/* Our proof goes first: it is no use to anyone without K, and the
 	 * client need not wait for us to check its own. */
 	if (ret == 0 && t == SESSION_DAEMON) {
-		*m = (struct proto_msg){ .type = PROTO_AUTH };
-		ret = auth_ctl_mac(hs->key, false, hs->nc, hs->ns, m->u.auth.mac);
+		uint8_t mac[PROTO_MAC_LEN];
+		ret = auth_ctl_mac(hs->key, false, hs->nc, hs->ns, mac);
+		memset(m, 0, sizeof(*m));
+		m->type = PROTO_AUTH;
+		memcpy(m->u.auth.mac, mac, sizeof(mac));
 		if (ret == 0)
 			ret = session_send(c, m, e);
 	}

@@ -43,8 +43,8 @@ struct session_hs {
 	uint8_t key[PROTO_KEY_LEN];   /* K or the pipe's KEY; wiped by the second half */
 };
 
-/* Server side, first half: reads HELLO, KEY (pipe) and the REQUEST, and
- * answers HELLO and, on the daemon transport, AUTH proving K. Nothing in
+/* Server side, first half: reads HELLO and answers it, reads KEY (pipe)
+ * and the REQUEST, and on the daemon transport sends AUTH proving K. Nothing in
  * *req is trusted yet: the caller may only open the data listener it asks
  * for and send READY, which shortens the set-up by a round trip, before
  * session_server_auth. On failure an ERROR has been sent where that makes

@@ -174,6 +174,25 @@ case_strangers() {
         fail "unexpected files under the root: $(ls -A "$T/root")"
 }
 
+# A stranger that connects and never finishes the handshake is cut off
+# when the handshake's 10 s are up, however it trickles its bytes: its
+# session holds a data listener meanwhile.
+case_silent_stranger_cut_off() {
+    local fd t0 waited
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    exec {fd}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
+    t0=$SECONDS
+    # The first byte of a frame header, then nothing: the daemon waits
+    # inside a frame. It closes the connection; read then sees EOF.
+    printf '\0' >&"$fd"
+    read -r -t 20 -u "$fd" _ && fail "the daemon sent something to a silent stranger"
+    waited=$((SECONDS - t0))
+    exec {fd}>&-
+    ((waited >= 8 && waited <= 14)) || fail "the daemon cut off a silent stranger after $waited s, not about 10"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
 case_daemon_signals() {
     mkdir -p "$T/root"
     mkfile "$T/a" 10000
@@ -238,6 +257,7 @@ run_case pull-missing case_pull_missing
 run_case key-file-env case_key_file_env
 run_case two-sessions case_two_sessions
 run_case strangers case_strangers
+run_case silent-stranger-cut-off case_silent_stranger_cut_off
 run_case daemon-signals case_daemon_signals
 run_case daemon-bad-setup case_daemon_bad_setup
 finish

@@ -173,9 +173,10 @@ static void test_file_overtakes_connections(void **state)
 }
 
 /* The peer says `first` (or closes the channel if NULL) and opens no
- * connection: the acceptor must stop at once with -PC_E_ABORTED, want in
- * e, and no connection left; the peer's words, if any, in msg. */
-static void expect_gives_up(const struct proto_msg *first, int want, char msg[256])
+ * connection: the acceptor must stop at once with `ret` (-PC_E_ABORTED: the
+ * peer gave up), `want` in e, and no connection left; the peer's words, if
+ * any, in msg. */
+static void expect_stop(const struct proto_msg *first, int ret, int want, char msg[256])
 {
 	struct rig r;
 	struct pc_err e;
@@ -186,7 +187,7 @@ static void expect_gives_up(const struct proto_msg *first, int want, char msg[25
 	rig_run_peer(&r);
 	pc_err_init(&e);
 	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
-			 -PC_E_ABORTED);
+			 ret);
 	assert_int_equal(pc_err_get(&e, msg, 256), want);
 	pc_err_destroy(&e);
 	for (unsigned i = 0; i < NSTREAMS; i++)
@@ -197,7 +198,7 @@ static void expect_gives_up(const struct proto_msg *first, int want, char msg[25
 
 /* The peer's ERROR ends the wait at once, with its code and words; so
  * does a closed control channel. Anything but FILE or ERROR before the
- * connections is a protocol error. */
+ * connections is a protocol error, which the caller reports. */
 static void test_peer_gives_up(void **state)
 {
 	struct proto_msg err = { .type = PROTO_ERROR }, end = { .type = PROTO_END };
@@ -206,10 +207,12 @@ static void test_peer_gives_up(void **state)
 	(void)state;
 	err.u.error.code = -PC_E_PARTIAL;
 	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
-	expect_gives_up(&err, -PC_E_PARTIAL, msg);
+	expect_stop(&err, -PC_E_ABORTED, -PC_E_PARTIAL, msg);
 	assert_non_null(strstr(msg, "cannot open 'x'"));
-	expect_gives_up(NULL, -PC_E_NET, msg);
-	expect_gives_up(&end, -PC_E_PROTO, msg);
+	expect_stop(NULL, -PC_E_ABORTED, -PC_E_NET, msg);
+	/* Not a peer that gave up: ours to report. */
+	expect_stop(&end, -PC_E_PROTO, -PC_E_PROTO, msg);
+	assert_non_null(strstr(msg, "END"));
 }
 
 /* A stranger with a wrong key is dropped without an answer; the good

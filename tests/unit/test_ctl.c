@@ -684,6 +684,75 @@ static void test_expect_eof(void **state)
 	ctl_free(a);
 }
 
+/* A peer that trickles a frame, a byte every 200 ms, cannot hold a
+ * receiver with a deadline past it; without one, the frame arrives. Also a
+ * message put back with ctl_unread comes first. */
+struct trickle {
+	int fd;
+	unsigned bytes;            /* how many of the frame to send */
+	unsigned gap_ms;           /* between two bytes */
+};
+
+static void *trickle_main(void *arg)
+{
+	const struct trickle *t = arg;
+	uint8_t frame[64];
+	struct proto_msg m = { .type = PROTO_AUTH };
+	int len;
+
+	fill(m.u.auth.mac, sizeof(m.u.auth.mac), 5);
+	len = proto_encode(&m, frame, sizeof(frame));
+	for (unsigned i = 0; i < t->bytes && (int)i < len; i++) {
+		if (write(t->fd, frame + i, 1) != 1)
+			break;
+		usleep(t->gap_ms * 1000);
+	}
+	return NULL;
+}
+
+static void test_deadline(void **state)
+{
+	struct trickle t;
+	struct proto_msg m, back = { .type = PROTO_END };
+	struct ctl *a;
+	pthread_t th;
+	int sv[2];
+
+	(void)state;
+	make_pair(sv);
+	a = ctl_new(sv[0], sv[0], "srv:7000", false);
+	assert_non_null(a);
+	t = (struct trickle){ .fd = sv[1], .bytes = 8, .gap_ms = 200 };
+	assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
+	uint64_t t0 = platform_now_ns();
+	ctl_set_deadline(a, 1);
+	assert_int_equal(ctl_recv(a, &m), -PC_E_TIMEOUT);
+	uint64_t took = platform_now_ns() - t0;
+	assert_true(took >= 900000000u && took < 3000000000u);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	ctl_free(a);
+	close(sv[1]);
+
+	/* No deadline: the slow frame is read whole, after what was put back. */
+	make_pair(sv);
+	a = ctl_new(sv[0], sv[0], "srv:7000", false);
+	assert_non_null(a);
+	t = (struct trickle){ .fd = sv[1], .bytes = 64, .gap_ms = 10 };
+	assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
+	ctl_set_deadline(a, 1);
+	ctl_set_deadline(a, 0);
+	ctl_unread(a, &back);
+	assert_true(ctl_pending(a));
+	assert_int_equal(ctl_recv(a, &m), 0);
+	assert_int_equal(m.type, PROTO_END);
+	assert_false(ctl_pending(a));
+	assert_int_equal(ctl_recv(a, &m), 0);
+	assert_int_equal(m.type, PROTO_AUTH);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	ctl_free(a);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -698,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_expect_peer_error),
 		cmocka_unit_test(test_expect_unexpected_type),
 		cmocka_unit_test(test_expect_eof),
+		cmocka_unit_test(test_deadline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
