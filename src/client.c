@@ -457,7 +457,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
 					   req->streams, req->window, req->timeout_s, pending,
 					   c->fds, &e2);
-	if (ret == -PC_E_AUTH) {
+	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT) {
+		/* We reached something: "cannot reach" would mislead. */
 		char msg[sizeof(e2.msg)];
 		pc_err_get(&e2, msg, sizeof(msg));
 		pc_err_set(c->e, ret, "%s", msg);
@@ -466,9 +467,13 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 			   ep->data_host, (unsigned)ep->port);
 	}
 	pc_err_destroy(&e2);
+	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT)
+		ret = pc_err_get(c->e, NULL, 0);
+	else if (ret < 0)
+		ret = -PC_E_NET;
 	if (ret < 0 && ep->t == SESSION_DAEMON)
-		return client_server_said(ep, ret == -PC_E_AUTH ? ret : -PC_E_NET, c->e);
-	return ret < 0 ? (ret == -PC_E_AUTH ? ret : -PC_E_NET) : 0;
+		return client_server_said(ep, ret, c->e);
+	return ret;
 }
 
 static int client_two_party(struct client *c)

@@ -253,10 +253,17 @@ static void *session_connect_one(void *arg)
 		memcpy(c->pending, expect, sizeof(expect));
 	if (ret == 0)
 		ret = net_set_timeout(fd, c->timeout_s);
-	if (ret < 0) {
+	if (ret == -PC_E_TIMEOUT) {
+		/* Reached, but nobody there proved the key in time. */
+		pc_err_set(&c->err, ret, "data connection %u to %s port %u: connected, but no "
+			   "answer to our handshake within %u s", (unsigned)c->idx, c->host,
+			   (unsigned)c->port, SESSION_AUTH_TIMEOUT_S);
+	} else if (ret < 0) {
 		pc_err_set(&c->err, ret == -PC_E_AUTH ? ret : -PC_E_NET,
 			   "data connection %u to %s port %u failed: %s", (unsigned)c->idx, c->host,
 			   (unsigned)c->port, pc_strerror(ret));
+	}
+	if (ret < 0) {
 		close(fd);
 		return NULL;
 	}
