@@ -78,7 +78,7 @@ static void cli_usage(FILE *out)
 	      "      --key-file KEY    key shared with a daemon (or PCOPY_KEY_FILE)\n"
 	      "      --rsh CMD         command that reaches a host (or PCOPY_RSH; default ssh)\n"
 	      "      --remote-pcopy PATH  pcopy on the remote host (default: pcopy in PATH)\n"
-	      "  -Z, --port-range LO-HI  data ports the listening side may use\n"
+	      "  -Z, --port-range LO-HI  data ports the listening side may use (LO >= 1024)\n"
 	      "  -z, --reverse         the local side listens for data, the remote connects\n"
 	      "  -4, --ipv4            data over IPv4 only\n"
 	      "  -6, --ipv6            data over IPv6 only\n"
