@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -46,7 +45,6 @@ static void *acc_job_main(void *arg)
 {
 	struct acc_job *j = arg;
 	struct acceptor *a = j->a;
-	uint64_t one = 1;
 	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
 
 	if (ret == 0)
@@ -59,8 +57,9 @@ static void *acc_job_main(void *arg)
 	j->ret = ret;
 	j->done = true;
 	sync_unlock(&a->lock);
-	if (write(a->efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		log_debug("acceptor eventfd: %s", strerror(errno));
+	ret = platform_event_signal(a->efd);
+	if (ret < 0)
+		log_debug("acceptor eventfd: %s", strerror(-ret));
 	return NULL;
 }
 
@@ -175,16 +174,18 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 	if (a == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = timeout_s };
-	a->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (a->efd < 0 || pthread_mutex_init(&a->lock, NULL) != 0) {
-		ret = pc_err_set(e, -errno, "eventfd: %s", strerror(errno));
+	a->efd = platform_event_new();
+	int rc = a->efd < 0 ? -a->efd : pthread_mutex_init(&a->lock, NULL);
+	if (rc != 0) {
+		ret = pc_err_set(e, -rc, "%s: %s", a->efd < 0 ? "eventfd" : "pthread_mutex_init",
+				 strerror(rc));
 		if (a->efd >= 0)
 			close(a->efd);
 		free(a);
 		return ret;
 	}
 	while (have < n) {
-		uint64_t now = platform_now_ns(), v;
+		uint64_t now = platform_now_ns();
 		if (now >= deadline)
 			break;
 		/* The control channel counts only while no handshake is in
@@ -214,8 +215,9 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			continue;
 		}
 		if (nr > 0 && (p[1].revents & POLLIN)) {
-			if (read(a->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				log_debug("acceptor eventfd: %s", strerror(errno));
+			int err = platform_event_drain(a->efd);
+			if (err < 0)
+				log_debug("acceptor eventfd: %s", strerror(-err));
 			have += acc_collect(a, fds, false);
 		}
 		if (nr > 0 && (p[0].revents & POLLIN)) {

@@ -38,10 +38,10 @@ int auth_session_key(const uint8_t K[PROTO_KEY_LEN], const uint8_t nonce_c[PROTO
 static int auth_data_mac(const uint8_t k[PROTO_KEY_LEN], bool connector,
 			 const uint8_t nc[PROTO_NONCE_LEN], uint16_t stream, uint8_t mac[PROTO_MAC_LEN])
 {
+	const char *label = connector ? "pcopy data C" : "pcopy data L";
 	uint8_t idx[2] = { (uint8_t)(stream >> 8), (uint8_t)stream };
 	struct iovec iov[3] = {
-		{ .iov_base = (void *)(uintptr_t)(connector ? "pcopy data C" : "pcopy data L"),
-		  .iov_len = sizeof("pcopy data C") - 1 },
+		{ .iov_base = (void *)(uintptr_t)label, .iov_len = strlen(label) },
 		{ .iov_base = (void *)(uintptr_t)nc, .iov_len = PROTO_NONCE_LEN },
 		{ .iov_base = idx, .iov_len = sizeof(idx) },
 	};

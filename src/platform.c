@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -115,6 +116,28 @@ static int platform_unit_shift(char c)
 	case 't': case 'T': return 40;
 	default: return -1;
 	}
+}
+
+int platform_event_new(void)
+{
+	int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+	return fd >= 0 ? fd : -errno;
+}
+
+int platform_event_signal(int efd)
+{
+	uint64_t one = 1;
+
+	/* Cannot be short, and cannot overflow in any lifetime of ours. */
+	return write(efd, &one, sizeof(one)) == (ssize_t)sizeof(one) ? 0 : -errno;
+}
+
+int platform_event_drain(int efd)
+{
+	uint64_t v;
+
+	return read(efd, &v, sizeof(v)) >= 0 || errno == EAGAIN ? 0 : -errno;
 }
 
 int platform_parse_size(const char *s, uint64_t *out)

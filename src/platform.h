@@ -33,6 +33,13 @@ int platform_read_full(int fd, void *buf, size_t len, size_t *got);
  * SO_SNDTIMEO becomes -PC_E_TIMEOUT. */
 int platform_write_full(int fd, const void *buf, size_t len);
 
+/* A wake-up flag between threads: an eventfd (EFD_CLOEXEC | EFD_NONBLOCK)
+ * that one thread signals and another polls and drains. platform_event_new
+ * returns the fd or -errno; the others return 0 or -errno. */
+int platform_event_new(void);
+int platform_event_signal(int efd);
+int platform_event_drain(int efd);
+
 /* Parses "123", "64k", "1M", "2G" (powers of 1024; case-insensitive;
  * optional trailing "B"/"iB") into *out. Returns 0 or -PC_E_USAGE for
  * anything else, including overflow and an empty string. */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -230,10 +229,10 @@ static void sink_file_free(struct sink *s, struct sink_file *f)
 
 static void sink_notify(struct sink *s)
 {
-	uint64_t one = 1;
+	int ret = platform_event_signal(s->efd);
 
-	if (write(s->efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		xfer_fail(s->x, -errno, "eventfd: %s", strerror(errno));
+	if (ret < 0)
+		xfer_fail(s->x, ret, "eventfd: %s", strerror(-ret));
 }
 
 static void sink_send_done(struct sink *s, struct sink_file *f, int status, const char *msg)
@@ -701,9 +700,9 @@ static void sink_control(struct sink *s, struct sink_result *r)
 		if (n > 0 && (p[2].revents & POLLIN)) {
 			xfer_on_signal(x);
 		} else if (n > 0 && (p[1].revents & POLLIN)) {
-			uint64_t v;
-			if (read(s->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+			int ret = platform_event_drain(s->efd);
+			if (ret < 0)
+				xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
 		} else if (n > 0 && p[0].revents) {
 			(void)sink_on_message(s, r);
 		}
@@ -808,9 +807,11 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 	umask(s->umask);
 	atomic_init(&s->done, 0);
 	atomic_init(&s->failed, 0);
-	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (s->efd < 0 || pthread_mutex_init(&s->lock, NULL) != 0) {
-		ret = xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+	s->efd = platform_event_new();
+	int rc = s->efd < 0 ? -s->efd : pthread_mutex_init(&s->lock, NULL);
+	if (rc != 0) {
+		ret = xfer_fail(x, -rc, "%s: %s", s->efd < 0 ? "eventfd" : "pthread_mutex_init",
+				strerror(rc));
 		if (s->efd >= 0)
 			close(s->efd);
 		free(s);

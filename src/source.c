@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -306,9 +305,9 @@ static void *source_sender(void *arg)
 		xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
 			  "lost data connection %u to %s: %s", w->idx, x->peer, pc_strerror(ret));
 	} else if (!xfer_aborted(x) && atomic_fetch_sub(&s->senders_left, 1) == 1) {
-		uint64_t one = 1;
-		if (write(s->efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-			xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+		ret = platform_event_signal(s->efd);
+		if (ret < 0)
+			xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
 	}
 	return NULL;
 }
@@ -498,10 +497,10 @@ static int source_send_end(struct source *s)
 {
 	struct xfer *x = s->x;
 	struct proto_msg m = { .type = PROTO_END };
-	uint64_t v;
+	int ret = platform_event_drain(s->efd);
 
-	if (read(s->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+	if (ret < 0)
+		return xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
 	if (s->end_sent || atomic_load(&s->senders_left) != 0)
 		return 0;
 	xfer_stats(x, s->n - s->failed, &m.u.stats);
@@ -596,9 +595,9 @@ static int source_start(struct source *s)
 	s->autoc.last_ns = platform_now_ns();
 	s->autoc.next_ns = s->autoc.last_ns + SOURCE_AUTO_TICK_NS;
 	atomic_init(&s->senders_left, x->streams);
-	s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->efd = platform_event_new();
 	if (s->efd < 0)
-		return xfer_fail(x, -errno, "eventfd: %s", strerror(errno));
+		return xfer_fail(x, s->efd, "eventfd: %s", strerror(-s->efd));
 	s->plan = plan_new(x->block_size, s->n);
 	s->pool = bufpool_new(count, s->buf_cap);
 	s->finished = calloc(s->n ? s->n : 1, sizeof(bool));

@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -25,10 +24,10 @@ int xfer_init(struct xfer *x)
 	atomic_init(&x->wire_bytes, 0);
 	atomic_init(&x->total, 0);
 	x->nwakers = 0;
-	x->abort_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	x->abort_efd = platform_event_new();
 	if (x->abort_efd < 0) {
 		pthread_mutex_destroy(&x->lock);
-		return -errno;
+		return x->abort_efd;
 	}
 	x->start_ns = platform_now_ns();
 	x->next_progress_ns = x->start_ns + (uint64_t)x->progress_s * 1000000000u;
@@ -98,16 +97,16 @@ void xfer_unwatch(struct xfer *x)
 /* Wakes every thread of the transfer. Called once, by whoever aborted. */
 static void xfer_wake_all(struct xfer *x)
 {
-	uint64_t one = 1;
+	int ret;
 
 	sync_lock(&x->lock);
 	for (unsigned i = 0; i < x->nwakers; i++)
 		x->wakers[i].fn(x->wakers[i].arg);
 	sync_unlock(&x->lock);
-	/* For threads blocked in poll on something else (a slow stdin). An
-	 * eventfd write cannot fail short of overflow, which one write can't. */
-	if (write(x->abort_efd, &one, sizeof(one)) != (ssize_t)sizeof(one))
-		log_debug("abort eventfd: %s", strerror(errno));
+	/* For threads blocked in poll on something else (a slow stdin). */
+	ret = platform_event_signal(x->abort_efd);
+	if (ret < 0)
+		log_debug("abort eventfd: %s", strerror(-ret));
 	for (unsigned i = 0; x->data_fds != NULL && i < x->streams; i++)
 		if (x->data_fds[i] >= 0)
 			(void)shutdown(x->data_fds[i], SHUT_RDWR);
