@@ -243,7 +243,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 				close(fds[i]);
 			fds[i] = -1;
 		}
-	pthread_mutex_destroy(&a->lock);
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&a->lock));
 	close(a->efd);
 	free(a);
 	return ret;

@@ -13,6 +13,7 @@
 #include "err.h"
 #include "log.h"
 #include "platform.h"
+#include "sync.h"
 
 struct ctl {
 	int rfd;                 /* owned; read by the receiving thread only */
@@ -54,7 +55,7 @@ void ctl_free(struct ctl *c)
 		close(c->rfd);
 	if (c->wfd >= 0 && c->wfd != c->rfd)
 		close(c->wfd);
-	pthread_mutex_destroy(&c->wlock);
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&c->wlock));
 	free(c);
 }
 

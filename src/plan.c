@@ -33,7 +33,7 @@ struct plan *plan_new(uint32_t block_size, unsigned max_files)
 		return NULL;
 	}
 	if (pthread_cond_init(&p->cond, NULL) != 0) {
-		pthread_mutex_destroy(&p->lock);
+		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&p->lock));
 		free(p->files);
 		free(p);
 		return NULL;
@@ -47,8 +47,8 @@ void plan_free(struct plan *p)
 {
 	if (p == NULL)
 		return;
-	pthread_cond_destroy(&p->cond);
-	pthread_mutex_destroy(&p->lock);
+	sync_check("pthread_cond_destroy", pthread_cond_destroy(&p->cond));
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&p->lock));
 	free(p->files);
 	free(p);
 }

@@ -222,7 +222,7 @@ static void sink_file_free(struct sink *s, struct sink_file *f)
 		close(f->fd);
 	if (f->tmp[0] != '\0' && !f->renamed && s->t->dirfd >= 0)
 		(void)unlinkat(s->t->dirfd, f->tmp, 0);
-	pthread_mutex_destroy(&f->lock);
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&f->lock));
 	free(f->seen);
 	free(f);
 }
@@ -817,7 +817,8 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 		free(s);
 		return ret;
 	}
-	if (pthread_cond_init(&s->announced, NULL) != 0)
+	bool cond = pthread_cond_init(&s->announced, NULL) == 0;
+	if (!cond)
 		xfer_fail(x, -ENOMEM, "out of memory");
 	else if (sink_start(s) == 0)
 		sink_control(s, r);
@@ -829,8 +830,9 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 		ret = sink_finish(s, r);
 	}
 	r->failed = atomic_load(&s->failed);
-	pthread_cond_destroy(&s->announced);
-	pthread_mutex_destroy(&s->lock);
+	if (cond)
+		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->announced));
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->lock));
 	close(s->efd);
 	free(s);
 	if (ret == 0 && r->failed > 0)

@@ -26,7 +26,7 @@ int xfer_init(struct xfer *x)
 	x->nwakers = 0;
 	x->abort_efd = platform_event_new();
 	if (x->abort_efd < 0) {
-		pthread_mutex_destroy(&x->lock);
+		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&x->lock));
 		return x->abort_efd;
 	}
 	x->start_ns = platform_now_ns();
@@ -38,7 +38,7 @@ void xfer_destroy(struct xfer *x)
 {
 	if (x->abort_efd >= 0)
 		close(x->abort_efd);
-	pthread_mutex_destroy(&x->lock);
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&x->lock));
 }
 
 int xfer_on_abort(struct xfer *x, void (*fn)(void *arg), void *arg)
