@@ -45,17 +45,13 @@ static int setup(void **state)
 	if (fx == NULL)
 		return -1;
 	snprintf(fx->base, sizeof(fx->base), "/tmp/pcopy-test-sink-target-XXXXXX");
-	if (mkdtemp(fx->base) == NULL) {
+	fx->rootfd = testutil_root(fx->base);
+	if (fx->rootfd < 0) {
 		free(fx);
 		return -1;
 	}
-	snprintf(p, sizeof(p), "%s/root", fx->base);
-	assert_int_equal(mkdir(p, 0755), 0);
 	snprintf(p, sizeof(p), "%s/outside", fx->base);
 	assert_int_equal(mkdir(p, 0755), 0);
-	snprintf(p, sizeof(p), "%s/root", fx->base);
-	fx->rootfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fx->rootfd >= 0);
 	assert_int_equal(mkdirat(fx->rootfd, "d", 0755), 0);
 	fd = openat(fx->rootfd, "d/file", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);

@@ -41,14 +41,11 @@ static int setup(void **state)
 	if (fx == NULL)
 		return -1;
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/pcopy-test-srcfile-XXXXXX");
-	if (mkdtemp(fx->dir) == NULL) {
+	fx->dirfd = testutil_root(fx->dir);
+	if (fx->dirfd < 0) {
 		free(fx);
 		return -1;
 	}
-	snprintf(p, sizeof(p), "%s/root", fx->dir);
-	assert_int_equal(mkdir(p, 0755), 0);
-	fx->dirfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	assert_true(fx->dirfd >= 0);
 	assert_int_equal(mkdirat(fx->dirfd, "dir", 0755), 0);
 	assert_int_equal(mkdirat(fx->dirfd, "dir/sub", 0755), 0);
 
