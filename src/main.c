@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "platform.h"
+#include "sys/platform.h"
 
 enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
 

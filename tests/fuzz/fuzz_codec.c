@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "err.h"
+#include "codec/codec.h"
+#include "sys/err.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FUZZ_ASAN 1

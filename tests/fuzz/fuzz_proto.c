@@ -10,10 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "err.h"
-#include "platform.h"
-#include "proto.h"
+#include "wire/auth.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "wire/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -12,11 +12,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "acceptor.h"
-#include "auth.h"
-#include "ctl.h"
-#include "err.h"
-#include "net.h"
+#include "wire/acceptor.h"
+#include "wire/auth.h"
+#include "wire/ctl.h"
+#include "sys/err.h"
+#include "sys/net.h"
 
 #define NSTREAMS 3u
 

@@ -15,11 +15,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "auth.h"
-#include "crypto.h"
-#include "err.h"
-#include "platform.h"
-#include "proto.h"
+#include "wire/auth.h"
+#include "sys/crypto.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "wire/proto.h"
 
 static void fill(uint8_t *p, size_t len, uint8_t start)
 {

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bufpool.h"
+#include "pipeline/bufpool.h"
 
 /* Gives a thread time to reach its blocking call. The tests only use it to
  * check that something did NOT happen yet; correctness never rests on it. */

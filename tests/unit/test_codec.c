@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "err.h"
-#include "proto.h"
+#include "codec/codec.h"
+#include "sys/err.h"
+#include "wire/proto.h"
 
 /* The ids in block headers are codec ids. */
 _Static_assert((int)CODEC_NONE == (int)PROTO_CODEC_NONE, "none");

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "crypto.h"
+#include "sys/crypto.h"
 
 struct hmac_vector {
 	const char *name;

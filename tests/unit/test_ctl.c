@@ -17,10 +17,10 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "ctl.h"
-#include "err.h"
-#include "platform.h"
-#include "proto.h"
+#include "wire/ctl.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "wire/proto.h"
 
 /* A connected pair with a generous receive timeout, so that a broken test
  * fails instead of hanging. The timeout never decides a passing run. */

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bufpool.h"
-#include "codec.h"
-#include "decoder.h"
-#include "encoder.h"
-#include "err.h"
+#include "pipeline/bufpool.h"
+#include "codec/codec.h"
+#include "pipeline/decoder.h"
+#include "pipeline/encoder.h"
+#include "sys/err.h"
 
 #define BLOCK (128u << 10)
 

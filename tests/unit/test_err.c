@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
+#include "sys/err.h"
 
 static void test_strerror_own_codes(void **state)
 {

@@ -17,8 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "keyfile.h"
+#include "sys/err.h"
+#include "wire/keyfile.h"
 
 #define KEY_HEX "00112233445566778899aabbccddeeff0123456789ABCDEFfedcba9876543210"
 

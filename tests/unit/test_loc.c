@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "err.h"
-#include "loc.h"
+#include "sys/err.h"
+#include "roles/loc.h"
 
 struct good_case {
 	const char *arg;

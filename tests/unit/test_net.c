@@ -17,9 +17,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "net.h"
-#include "platform.h"
+#include "sys/err.h"
+#include "sys/net.h"
+#include "sys/platform.h"
 
 /* The two calls whose signatures are still moving (port ranges and address
  * families): every test goes through these. */

@@ -27,9 +27,9 @@
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 
-#include "err.h"
-#include "pathsafe.h"
-#include "proto.h"
+#include "sys/err.h"
+#include "wire/pathsafe.h"
+#include "wire/proto.h"
 
 /* True while the second group runs with openat2 blocked. The walk refuses
  * every symlink, even those that stay inside the root. */

@@ -14,9 +14,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "err.h"
-#include "plan.h"
-#include "srcfile.h"
+#include "sys/err.h"
+#include "pipeline/plan.h"
+#include "pipeline/srcfile.h"
 
 #define B 4096u
 

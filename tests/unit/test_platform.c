@@ -18,8 +18,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "platform.h"
+#include "sys/err.h"
+#include "sys/platform.h"
 
 static void test_parse_size_good(void **state)
 {

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "err.h"
-#include "proto.h"
+#include "sys/err.h"
+#include "wire/proto.h"
 
 #define FRAME_CAP (PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD)
 

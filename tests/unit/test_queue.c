@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <time.h>
 
-#include "err.h"
-#include "queue.h"
+#include "sys/err.h"
+#include "pipeline/queue.h"
 
 /* Items are small integers disguised as non-NULL pointers. */
 #define ITEM(n) ((void *)(uintptr_t)(n))

@@ -23,8 +23,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "sink.h"
+#include "sys/err.h"
+#include "pipeline/sink.h"
 
 struct fixture {
 	char base[64];          /* the mkdtemp directory */

@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "err.h"
-#include "srcfile.h"
+#include "sys/err.h"
+#include "pipeline/srcfile.h"
 
 struct fixture {
 	char dir[64];           /* the temporary directory: base */

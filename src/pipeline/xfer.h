@@ -1,0 +1,125 @@
+/* xfer: what the source and the sink share during one transfer: the
+ * negotiated parameters, the data sockets, the first error, and the abort
+ * switch that wakes every thread.
+ *
+ * Life cycle: the session fills the parameters and data_fds, then hands the
+ * xfer to source_run or sink_run, which register their pool and queues with
+ * xfer_watch before starting threads. Any thread may call xfer_fail; it
+ * records the first error and wakes everybody (pool, queues, data sockets),
+ * so every blocked thread returns and can be joined. */
+#ifndef PCOPY_XFER_H
+#define PCOPY_XFER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pipeline/bufpool.h"
+#include "codec/codec.h"
+#include "wire/ctl.h"
+#include "sys/err.h"
+#include "wire/proto.h"
+#include "pipeline/queue.h"
+
+#define XFER_MAX_WAKERS (2 * PROTO_MAX_STREAMS + 8)
+
+struct plan;
+
+/* Something to wake on abort: fn(arg) must make every thread blocked on
+ * it return promptly, and must be idempotent. */
+struct xfer_waker {
+	void (*fn)(void *arg);
+	void *arg;
+};
+
+struct xfer {
+	/* Set before source_run/sink_run; read-only afterwards. */
+	unsigned streams;             /* data connections */
+	uint32_t block_size;
+	bool ordered;                 /* block k travels on stream k % streams */
+	bool report;                  /* this side prints progress (the client) */
+	unsigned progress_s;          /* 0: no progress lines */
+	unsigned timeout_s;           /* how long to wait for the peer; 0: forever */
+	const char *peer;             /* the other side, for messages */
+	bool peer_local;              /* the peer is our own child: its messages need no prefix */
+	struct ctl *ctl;              /* borrowed; ctl_send is thread-safe */
+	int sigfd;                    /* borrowed; -1 if signals are not ours */
+	struct pc_err *err;           /* borrowed; first error wins */
+	int *data_fds;                /* [streams]; borrowed, shut down on abort */
+	/* source only: the listener's proof each data connection still owes,
+	 * checked by its sender after the END block (auth_data_confirm); NULL
+	 * when the listeners proved themselves already. Borrowed. */
+	const uint8_t (*data_confirm)[PROTO_MAC_LEN];
+	struct codec_choice choices[CODEC_MAX_CHOICES]; /* source: -c, one per stream or one */
+	unsigned nchoices;            /* source: entries in choices (>= 1) */
+	bool codec_auto;              /* source: -c auto */
+
+	atomic_bool aborted;          /* set once by xfer_fail */
+	int abort_efd;                /* eventfd, readable once aborted; owned */
+	pthread_mutex_t lock;         /* guards the wakers */
+	struct xfer_waker wakers[XFER_MAX_WAKERS]; /* guarded by lock */
+	unsigned nwakers;             /* guarded by lock */
+
+	atomic_uint_least64_t bytes;      /* payload bytes done, for progress */
+	atomic_uint_least64_t wire_bytes; /* bytes on the data channels */
+	atomic_uint_least64_t total;      /* bytes expected (0: unknown) */
+	uint64_t start_ns;                /* set by xfer_init */
+	uint64_t next_progress_ns;        /* control thread only */
+};
+
+/* Initialises the runtime part (lock, counters, clock, abort eventfd).
+ * Return 0 or a negative code. */
+int xfer_init(struct xfer *x);
+void xfer_destroy(struct xfer *x);
+
+/* Registers something to wake on abort. Call before starting the threads
+ * that block on it. Returns 0 or -ENOMEM when the list is full. */
+int xfer_on_abort(struct xfer *x, void (*fn)(void *arg), void *arg);
+int xfer_watch_pool(struct xfer *x, struct bufpool *p);
+int xfer_watch_queue(struct xfer *x, struct queue *q);
+int xfer_watch_plan(struct xfer *x, struct plan *p);
+/* Forgets every waker (call after joining the threads, before freeing). */
+void xfer_unwatch(struct xfer *x);
+
+/* A local failure: records the error (first one wins), tells the peer with
+ * ERROR, and aborts: wakes the watched pool, queues and plan and shuts down
+ * the data sockets. Thread-safe. Returns code. */
+int xfer_fail(struct xfer *x, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The peer reported a fatal ERROR(code, msg): record it and abort, without
+ * echoing it back. Returns the code (a valid negative code). */
+int xfer_fail_peer(struct xfer *x, int code, const char *msg);
+
+/* After an abort caused by a broken connection, the peer's own ERROR
+ * message (sent just before it closed) usually says more ("No space left
+ * on device" beats "connection reset"). Waits briefly for it on the control
+ * channel and lets it replace a network-class error. Control thread only. */
+void xfer_await_peer_error(struct xfer *x);
+
+static inline bool xfer_aborted(struct xfer *x)
+{
+	return atomic_load_explicit(&x->aborted, memory_order_acquire);
+}
+
+/* Milliseconds the control thread may sleep in poll before the next
+ * progress line is due (-1: no progress lines). */
+int xfer_poll_timeout(struct xfer *x);
+
+/* Prints a progress line if one is due. Control thread only. */
+void xfer_progress(struct xfer *x);
+
+/* Handles a readable signalfd: reads the signal and fails the transfer with
+ * -PC_E_INTERRUPTED. Control thread only. */
+void xfer_on_signal(struct xfer *x);
+
+/* Waits for the peer's next control message, which must be of type want
+ * (an ERROR is the peer's failure), while watching the signalfd and
+ * x->timeout_s: a silent peer behind a dead path, or a Ctrl-C, ends the
+ * wait. Control thread only. Returns 0 or a negative code (x->err set). */
+int xfer_await(struct xfer *x, uint8_t want, struct proto_msg *m);
+
+/* Fills this side's totals (CPU and memory from getrusage). */
+void xfer_stats(struct xfer *x, uint64_t files, struct proto_stats *st);
+
+#endif

@@ -1,0 +1,82 @@
+/* api: the small entry points of libpcopy: set-up, defaults, keys, exit
+ * codes. The copy, serve and server entry points live in client.c,
+ * daemon.c and server.c. */
+#include <pcopy/pcopy.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sys/err.h"
+#include "wire/keyfile.h"
+#include "sys/log.h"
+#include "sys/platform.h"
+#include "roles/api.h"
+
+#ifndef PCOPY_VERSION
+#define PCOPY_VERSION "0.0.0"
+#endif
+
+/* Written once by pcopy_init before any thread exists; read-only after. */
+static int g_sigfd = -1;
+static int g_verbosity = 1;
+
+int api_sigfd(void)
+{
+	return g_sigfd;
+}
+
+int api_verbosity(void)
+{
+	return g_verbosity;
+}
+
+int pcopy_init(int verbosity, const char *prefix)
+{
+	static const int levels[] = { LOG_QUIET, LOG_WARN, LOG_WARN, LOG_INFO, LOG_DEBUG };
+	int i = verbosity < -1 ? -1 : verbosity > 3 ? 3 : verbosity;
+
+	log_setup(levels[i + 1], prefix);
+	g_verbosity = verbosity;
+	g_sigfd = platform_signals_setup();
+	return g_sigfd < 0 ? g_sigfd : 0;
+}
+
+void pcopy_opts_defaults(struct pcopy_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->streams = PCOPY_DEFAULT_STREAMS;
+	o->block_size = PCOPY_DEFAULT_BLOCK;
+	o->timeout_s = PCOPY_DEFAULT_TIMEOUT;
+	o->verbosity = 1;
+	o->self_exe = "/proc/self/exe";
+	o->control_fd = -1;
+}
+
+int api_result(struct pcopy_result *r, struct pc_err *e, int ret)
+{
+	r->code = ret;
+	pc_err_get(e, r->msg, sizeof(r->msg));
+	if (ret < 0 && r->msg[0] == '\0')
+		snprintf(r->msg, sizeof(r->msg), "%s", pc_strerror(ret));
+	pc_err_destroy(e);
+	return ret;
+}
+
+int pcopy_gen_key(const char *path, struct pcopy_result *r)
+{
+	struct pc_err e;
+
+	memset(r, 0, sizeof(*r));
+	pc_err_init(&e);
+	return api_result(r, &e, keyfile_generate(path, &e));
+}
+
+int pcopy_exit_code(int code)
+{
+	return pc_exit_code(code);
+}
+
+const char *pcopy_version(void)
+{
+	return PCOPY_VERSION;
+}

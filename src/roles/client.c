@@ -1,0 +1,667 @@
+/* client: pcopy_copy, the command the user ran. It works out what the
+ * arguments name, opens the sources (push) or the destination (pull),
+ * starts or reaches the other end (a local child, a daemon, or a host
+ * through ssh), and runs its own side of the transfer; for a third-party
+ * copy it starts both ends and relays their control messages. */
+#include <pcopy/pcopy.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "wire/acceptor.h"
+#include "roles/api.h"
+#include "codec/codec.h"
+#include "sys/crypto.h"
+#include "wire/ctl.h"
+#include "wire/keyfile.h"
+#include "roles/loc.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/platform.h"
+#include "roles/relay.h"
+#include "roles/session.h"
+#include "roles/spawn.h"
+
+enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
+
+#define CLIENT_MAX_ARGV 64
+#define CLIENT_ERROR_GRACE_MS 2000 /* for the server's ERROR after our data connections failed */
+
+/* One far end: our own local sink, a daemon, or a host reached with ssh. */
+struct endpoint {
+	const struct loc *loc;             /* NULL: the local child */
+	enum session_transport t;
+	struct ctl *ctl;                   /* owned */
+	pid_t child;                       /* the local child or ssh; -1 */
+	char peer[LOC_MAX_HOST + 16];      /* names it in messages */
+	char data_host[LOC_MAX_HOST + 1];  /* where to reach it for data */
+	struct proto_request req;          /* what we ask of it */
+	uint16_t port;                     /* READY: its data port (0: it connects) */
+	char ready_host[PROTO_MAX_HOST + 1]; /* READY: its own idea of its address */
+	uint8_t k[PROTO_KEY_LEN];          /* the data session key */
+	uint8_t K[PROTO_KEY_LEN];          /* daemon: the key file's key; wiped after use */
+};
+
+struct client {
+	const struct pcopy_opts *o;
+	struct pc_err *e;
+	enum client_mode mode;
+	struct loc *src;                   /* [nsrc] */
+	int nsrc;
+	struct loc dst;
+	struct src_file *files;            /* push/local: the sources that opened */
+	unsigned nfiles;
+	unsigned skipped;                  /* sources that could not be opened */
+	struct sink_target target;         /* pull: where the files go */
+	struct endpoint ep[2];             /* [0] the server, or the third-party source;
+	                                      [1] the third-party sink */
+	int fds[PROTO_MAX_STREAMS];
+	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
+	struct session_run run;            /* results of our side */
+	struct relay_result relay;         /* third party results */
+};
+
+/* ---- Arguments --------------------------------------------------------- */
+
+/* Checks the options (main checks them too, but the library is also
+ * driven by tests and tools). */
+static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
+{
+	if (o->streams < 1 || o->streams > PROTO_MAX_STREAMS)
+		return pc_err_set(e, -PC_E_USAGE, "-s/--streams must be 1 to %u, not %u",
+				  PROTO_MAX_STREAMS, o->streams);
+	if (o->block_size < PROTO_MIN_BLOCK || o->block_size > PROTO_MAX_BLOCK)
+		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
+	if (o->window > (1u << 30))
+		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
+	if (o->port_hi < o->port_lo || (o->port_lo == 0 && o->port_hi != 0))
+		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1 <= LO <= HI");
+	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
+		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
+				  PROTO_MIN_DATA_PORT);
+	if (o->codec != NULL) {
+		struct codec_choice c[CODEC_MAX_CHOICES];
+		unsigned n;
+		bool is_auto;
+		if (strlen(o->codec) > PROTO_MAX_CODEC_SPEC)
+			return pc_err_set(e, -PC_E_USAGE, "-c: the list is too long");
+		return codec_parse(o->codec, c, &n, &is_auto, e);
+	}
+	return 0;
+}
+
+static bool client_is_remote(const struct loc *l)
+{
+	return l->kind == LOC_DAEMON || l->kind == LOC_SSH;
+}
+
+static bool client_same_host(const struct loc *a, const struct loc *b)
+{
+	return a->kind == b->kind && strcmp(a->host, b->host) == 0 && a->port == b->port &&
+	       strcmp(a->user, b->user) == 0;
+}
+
+static int client_classify(struct client *c, int nsrc, char *const srcs[], const char *dst)
+{
+	int nremote = 0, nstdin = 0, ret;
+
+	if (nsrc < 1)
+		return pc_err_set(c->e, -PC_E_USAGE, "missing destination operand after '%s'", dst);
+	c->src = calloc((size_t)nsrc, sizeof(*c->src));
+	if (c->src == NULL)
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	c->nsrc = nsrc;
+	for (int i = 0; i < nsrc; i++) {
+		ret = loc_parse(srcs[i], &c->src[i], c->e);
+		if (ret < 0)
+			return ret;
+		nremote += client_is_remote(&c->src[i]);
+		nstdin += c->src[i].kind == LOC_STDIO;
+	}
+	ret = loc_parse(dst, &c->dst, c->e);
+	if (ret < 0)
+		return ret;
+	if (nstdin > 0 && nsrc > 1)
+		return pc_err_set(c->e, -PC_E_USAGE, "'-' (standard input) must be the only source");
+	if (nremote > 0 && nremote < nsrc)
+		return pc_err_set(c->e, -PC_E_USAGE, "local and remote sources cannot be mixed");
+	for (int i = 1; i < nremote; i++)
+		if (!client_same_host(&c->src[0], &c->src[i]))
+			return pc_err_set(c->e, -PC_E_USAGE, "remote sources must all be on one host "
+					  "('%s' and '%s' are not)", srcs[0], srcs[i]);
+	if (nremote > 0 && client_is_remote(&c->dst)) {
+		if (c->src[0].kind != LOC_SSH || c->dst.kind != LOC_SSH)
+			return pc_err_set(c->e, -PC_E_USAGE, "a copy between two remote hosts works "
+					  "through ssh (host:path) only, not through daemons");
+		c->mode = CLIENT_THIRD;
+	} else {
+		c->mode = nremote ? CLIENT_PULL : client_is_remote(&c->dst) ? CLIENT_PUSH
+									       : CLIENT_LOCAL;
+	}
+	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL && nsrc > 1)
+		return pc_err_set(c->e, -PC_E_USAGE, "only one source can be written to '-'");
+	return 0;
+}
+
+/* Opens every source; one that cannot be opened is reported and skipped,
+ * like cp does. */
+static int client_open_sources(struct client *c, char *const srcs[])
+{
+	c->files = calloc((size_t)c->nsrc, sizeof(*c->files));
+	if (c->files == NULL)
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	for (int i = 0; i < c->nsrc; i++) {
+		struct src_file *f = &c->files[c->nfiles];
+		struct pc_err fe;
+		int ret;
+
+		pc_err_init(&fe);
+		ret = c->src[i].kind == LOC_STDIO
+			      ? srcfile_open_stdin(f, &fe)
+			      : srcfile_open(f, AT_FDCWD, srcs[i], false, srcs[i], &fe);
+		if (ret < 0) {
+			char msg[sizeof(fe.msg)];
+			pc_err_get(&fe, msg, sizeof(msg));
+			log_error("%s", msg);
+			c->skipped++;
+		} else {
+			c->nfiles++;
+		}
+		pc_err_destroy(&fe);
+	}
+	return 0;
+}
+
+/* ---- Endpoints --------------------------------------------------------- */
+
+/* Appends the words of cmd (split on blanks, like rsync's -e) to argv. */
+static int client_split(char *cmd, char **argv, int *argc)
+{
+	for (char *w = strtok(cmd, " \t"); w != NULL; w = strtok(NULL, " \t")) {
+		if (*argc >= CLIENT_MAX_ARGV - 4)
+			return -PC_E_USAGE;
+		argv[(*argc)++] = w;
+	}
+	return *argc > 0 ? 0 : -PC_E_USAGE;
+}
+
+/* The command line ssh runs on the remote side, with the binary quoted
+ * for the remote shell. */
+static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
+{
+	const char *exe = o->remote_pcopy ? o->remote_pcopy : "pcopy";
+	int v = api_verbosity();
+	size_t n = 0;
+
+	buf[n++] = '\'';
+	for (const char *p = exe; *p != '\0' && n + 8 < cap; p++) {
+		if (*p == '\'') {
+			memcpy(buf + n, "'\\''", 4);
+			n += 4;
+		} else {
+			buf[n++] = *p;
+		}
+	}
+	snprintf(buf + n, cap - n, "' --server %s", v < 0 ? "-q" : v >= 3 ? "-vv" : v == 2 ? "-v"
+											     : "-q");
+}
+
+static int client_spawn_ssh(struct client *c, struct endpoint *ep)
+{
+	const char *rsh = c->o->rsh ? c->o->rsh : "ssh";
+	char cmd[1024], target[LOC_MAX_USER + LOC_MAX_HOST + 2], remote[PROTO_MAX_PATH + 64];
+	char *argv[CLIENT_MAX_ARGV];
+	int argc = 0, rfd, wfd, ret;
+
+	snprintf(cmd, sizeof(cmd), "%s", rsh);
+	if (client_split(cmd, argv, &argc) < 0)
+		return pc_err_set(c->e, -PC_E_USAGE, "--rsh '%s' is not a command", rsh);
+	loc_ssh_target(ep->loc, target, sizeof(target));
+	client_remote_cmd(c->o, remote, sizeof(remote));
+	argv[argc++] = target;
+	argv[argc++] = remote;
+	argv[argc] = NULL;
+	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, c->e);
+	if (ret < 0)
+		return ret;
+	ep->ctl = ctl_new(rfd, wfd, ep->peer, false);
+	if (ep->ctl == NULL) {
+		close(rfd);
+		close(wfd);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static int client_spawn_local(struct client *c, struct endpoint *ep)
+{
+	char exe[4096];
+	int fd, ret;
+	/* Start the resolved path, so the child shows up as "pcopy" in ps
+	 * and top rather than "exe". */
+	ssize_t n = strcmp(c->o->self_exe, "/proc/self/exe") == 0
+			    ? readlink(c->o->self_exe, exe, sizeof(exe) - 1) : -1;
+
+	if (n > 0)
+		exe[n] = '\0';
+	ret = spawn_local_server(n > 0 ? exe : c->o->self_exe, ep->data_host, api_verbosity(),
+				 &ep->child, &fd, c->e);
+	if (ret < 0)
+		return ret;
+	ep->ctl = ctl_new(fd, fd, ep->peer, true);
+	if (ep->ctl == NULL) {
+		close(fd);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static int client_connect_daemon(struct client *c, struct endpoint *ep)
+{
+	int fd = net_connect(ep->loc->host, ep->loc->port, c->o->family, 0,
+			     SESSION_CONNECT_TIMEOUT_S, c->e);
+	int ret;
+
+	if (fd < 0)
+		return fd;
+	(void)net_set_nodelay(fd);
+	ret = net_peer_host(fd, ep->data_host, sizeof(ep->data_host));
+	if (ret < 0) {
+		close(fd);
+		return pc_err_set(c->e, ret, "%s: %s", ep->peer, pc_strerror(ret));
+	}
+	ep->ctl = ctl_new(fd, fd, ep->peer, false);
+	if (ep->ctl == NULL) {
+		close(fd);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static int client_open_endpoint_raw(struct client *c, struct endpoint *ep);
+
+/* Starts or reaches the far end ep->loc (NULL: a local child); Ctrl-C
+ * works while we wait for it. */
+static int client_open_endpoint(struct client *c, struct endpoint *ep)
+{
+	int ret = client_open_endpoint_raw(c, ep);
+
+	if (ret == 0)
+		ctl_set_intr(ep->ctl, api_sigfd());
+	return ret;
+}
+
+static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
+{
+	const struct loc *l = ep->loc;
+
+	if (l == NULL) {
+		ep->t = SESSION_PIPE;
+		snprintf(ep->peer, sizeof(ep->peer), "local sink");
+		snprintf(ep->data_host, sizeof(ep->data_host), c->o->family == 6 ? "::1" : "127.0.0.1");
+		return client_spawn_local(c, ep);
+	}
+	if (l->kind == LOC_DAEMON) {
+		ep->t = SESSION_DAEMON;
+		snprintf(ep->peer, sizeof(ep->peer), strchr(l->host, ':') ? "[%s]:%u" : "%s:%u",
+			 l->host, (unsigned)l->port);
+		/* A bad key file is the user's to fix: say so before any network. */
+		if (c->o->key_file == NULL)
+			return pc_err_set(c->e, -PC_E_USAGE, "%s: a daemon needs --key-file KEY "
+					  "(or PCOPY_KEY_FILE)", ep->peer);
+		int ret = keyfile_load(c->o->key_file, ep->K, c->e);
+		return ret < 0 ? ret : client_connect_daemon(c, ep);
+	}
+	ep->t = SESSION_PIPE;
+	loc_host_display(l, ep->peer, sizeof(ep->peer));
+	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
+	return client_spawn_ssh(c, ep);
+}
+
+/* After the far end went away during the handshake: if it was ssh, its
+ * exit status says why. Replaces the generic "closed the connection". */
+static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
+{
+	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || ep->child <= 0 ||
+	    (ret != -PC_E_NET && ret != -EPIPE && ret != -ECONNRESET))
+		return ret;
+	ctl_free(ep->ctl);
+	ep->ctl = NULL;
+	int st = spawn_wait(ep->child);
+	ep->child = -1;
+	if (st == 255)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "cannot reach %s with %s (its message is "
+				      "above)", ep->peer, c->o->rsh ? c->o->rsh : "ssh");
+	if (st == 127)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy not found on %s; install it or "
+				      "pass --remote-pcopy", ep->peer);
+	if (st == 126)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy on %s cannot be run; check "
+				      "--remote-pcopy", ep->peer);
+	return pc_err_replace(c->e, -PC_E_LAUNCH, "the remote pcopy on %s exited with status %d "
+			      "before the session started", ep->peer, st);
+}
+
+/* HELLO ... READY with ep; keeps the data port and key. */
+static int client_handshake(struct client *c, struct endpoint *ep)
+{
+	struct proto_msg m;
+	int ret;
+
+	ret = session_client_handshake(ep->ctl, ep->t, ep->K, &ep->req, &m.u.ready, ep->k, c->e);
+	crypto_wipe(ep->K, sizeof(ep->K));
+	if (ret < 0)
+		return client_explain_launch(c, ep, ret);
+	ep->port = m.u.ready.data_port;
+	snprintf(ep->ready_host, sizeof(ep->ready_host), "%s", m.u.ready.host);
+	if (ep->req.flags & PROTO_REQ_DATA_KEY)
+		memcpy(ep->k, ep->req.data_key, sizeof(ep->k));
+	return 0;
+}
+
+static void client_close_endpoint(struct client *c, struct endpoint *ep, int *ret)
+{
+	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
+	ep->ctl = NULL;
+	if (ep->child > 0) {
+		int st = spawn_wait(ep->child);
+		if (*ret == 0 && st != 0)
+			*ret = pc_err_set(c->e, -PC_E_LAUNCH, "%s exited with status %d", ep->peer, st);
+	}
+	ep->child = -1;
+}
+
+/* ---- Requests ---------------------------------------------------------- */
+
+static int client_request(struct client *c, struct endpoint *ep, enum proto_role role)
+{
+	const struct pcopy_opts *o = c->o;
+	struct proto_request *req = &ep->req;
+	int ret = 0;
+
+	memset(req, 0, sizeof(*req));
+	req->role = (uint8_t)role;
+	req->streams = (uint16_t)o->streams;
+	req->block_size = (uint32_t)o->block_size;
+	req->window = (uint32_t)o->window;
+	req->timeout_s = o->timeout_s;
+	req->family = (uint8_t)o->family;
+	req->nsources = (uint32_t)c->nsrc;
+	if (c->dst.kind == LOC_STDIO)
+		req->flags |= PROTO_REQ_ORDERED;
+	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
+		req->flags |= PROTO_REQ_DEST_STDOUT;
+	snprintf(req->codec, sizeof(req->codec), "%s", o->codec ? o->codec : "");
+	if (role == PROTO_ROLE_SINK)
+		ret = proto_request_add_path(req, c->dst.path);
+	for (int i = 0; role == PROTO_ROLE_SOURCE && i < c->nsrc && ret == 0; i++)
+		ret = proto_request_add_path(req, c->src[i].path);
+	if (ret < 0)
+		return pc_err_set(c->e, -PC_E_USAGE, "too many or too long remote paths");
+	return 0;
+}
+
+/* ---- Two-party copies -------------------------------------------------- */
+
+/* Our data connections to a daemon failed. A daemon that failed after
+ * READY (a path it could not open) has said why on the control channel,
+ * and that beats "connection refused": if its ERROR comes within the grace
+ * time, it replaces the error in e. Returns the code now in e, or ret. */
+static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
+{
+	struct pollfd p = { .fd = ctl_rfd(ep->ctl), .events = POLLIN };
+	struct proto_msg *m;
+	struct pc_err said;
+	char msg[sizeof(said.msg)];
+
+	if (poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0 || (m = malloc(sizeof(*m))) == NULL)
+		return ret;
+	pc_err_init(&said);
+	if (ctl_recv(ep->ctl, m) == 0 && m->type == PROTO_ERROR) {
+		(void)ctl_check(ep->ctl, m, PROTO_END, &said);
+		ret = pc_err_get(&said, msg, sizeof(msg));
+		pc_err_replace(e, ret, "%s", msg);
+	}
+	pc_err_destroy(&said);
+	free(m);
+	return ret;
+}
+
+/* Opens our data connections to (or, with -z, from) the server. pending:
+ * see session_connect_data. */
+static int client_data(struct client *c, struct endpoint *ep, int lfd,
+		       uint8_t (*pending)[PROTO_MAC_LEN])
+{
+	const struct proto_request *req = &ep->req;
+	struct pc_err e2;
+	int ret;
+
+	if (lfd >= 0) {
+		ret = acceptor_run(lfd, ep->ctl, ep->k, req->streams, req->timeout_s, ep->peer,
+				   c->fds, c->e);
+		/* The server gave up on connecting to us: its ERROR says why. */
+		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
+	}
+	pc_err_init(&e2);
+	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
+				   req->window, req->timeout_s, pending, c->fds, &e2);
+	/* A host name only our ssh config knows: try the address the server
+	 * says it has. */
+	if (ret < 0 && ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
+		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
+					   req->streams, req->window, req->timeout_s, pending,
+					   c->fds, &e2);
+	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT) {
+		/* We reached something: "cannot reach" would mislead. */
+		char msg[sizeof(e2.msg)];
+		pc_err_get(&e2, msg, sizeof(msg));
+		pc_err_set(c->e, ret, "%s", msg);
+	} else if (ret < 0) {
+		pc_err_set(c->e, -PC_E_NET, "cannot reach %s port %u for data; try -z or -Z",
+			   ep->data_host, (unsigned)ep->port);
+	}
+	pc_err_destroy(&e2);
+	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT)
+		ret = pc_err_get(c->e, NULL, 0);
+	else if (ret < 0)
+		ret = -PC_E_NET;
+	if (ret < 0 && ep->t == SESSION_DAEMON)
+		return client_server_said(ep, ret, c->e);
+	return ret;
+}
+
+static int client_two_party(struct client *c)
+{
+	struct endpoint *ep = &c->ep[0];
+	enum proto_role server_role = c->mode == CLIENT_PULL ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK;
+	int lfd = -1, ret;
+
+	ep->loc = c->mode == CLIENT_PULL ? &c->src[0] : c->mode == CLIENT_PUSH ? &c->dst : NULL;
+	ret = client_request(c, ep, server_role);
+	if (ret == 0 && c->o->reverse) {
+		/* -z: we listen, the server connects to the address it sees us at. */
+		lfd = net_listen(ep->loc ? NULL : c->o->family == 6 ? "::1" : "127.0.0.1",
+				 c->o->port_lo, c->o->port_hi, c->o->family, ep->req.window, c->e);
+		ret = lfd < 0 ? lfd : 0;
+		ep->req.flags |= PROTO_REQ_CONNECT;
+		ep->req.connect_port = lfd >= 0 ? net_local_port(lfd) : 0;
+	} else {
+		ep->req.port_lo = c->o->port_lo;
+		ep->req.port_hi = c->o->port_hi;
+	}
+	if (ret == 0)
+		ret = client_open_endpoint(c, ep);
+	if (ret == 0)
+		ret = client_handshake(c, ep);
+	/* A push to a daemon over connections we opened: the data starts with
+	 * our proof, and the daemon's proofs are checked at the end. The port
+	 * is the daemon's, on the address our control connection reached.
+	 * Through ssh the data host is resolved by us, not by ssh, and may be
+	 * another machine: there each listener proves itself first. */
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON;
+	if (ret == 0)
+		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
+	if (lfd >= 0)
+		close(lfd);
+	if (ret < 0)
+		return ret;
+	c->run = (struct session_run){
+		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
+		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds,
+		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
+		.sigfd = api_sigfd(),
+		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
+		.peer_local = ep->loc == NULL, .files = c->files, .nfiles = c->nfiles,
+		.target = &c->target,
+	};
+	ret = session_transfer(&c->run, c->e);
+	session_close_fds(c->fds, ep->req.streams);
+	return ret;
+}
+
+/* ---- Third party ------------------------------------------------------- */
+
+/* h1:SRC h2:DST. The listening end (h2, or h1 with -z) answers first; the
+ * other end then connects to the address the listener reported. Both get
+ * the same fresh data key. */
+static int client_third_party(struct client *c)
+{
+	struct endpoint *src = &c->ep[0], *dst = &c->ep[1];
+	struct endpoint *listener = c->o->reverse ? src : dst;
+	struct endpoint *connector = c->o->reverse ? dst : src;
+	uint8_t key[PROTO_KEY_LEN];
+	int ret;
+
+	src->loc = &c->src[0];
+	dst->loc = &c->dst;
+	ret = crypto_random(key, sizeof(key));
+	if (ret == 0)
+		ret = client_request(c, src, PROTO_ROLE_SOURCE);
+	if (ret == 0)
+		ret = client_request(c, dst, PROTO_ROLE_SINK);
+	if (ret < 0)
+		return ret;
+	for (int i = 0; i < 2; i++) {
+		c->ep[i].req.flags |= PROTO_REQ_DATA_KEY;
+		memcpy(c->ep[i].req.data_key, key, sizeof(key));
+	}
+	crypto_wipe(key, sizeof(key));
+	listener->req.port_lo = c->o->port_lo;
+	listener->req.port_hi = c->o->port_hi;
+	ret = client_open_endpoint(c, listener);
+	if (ret == 0)
+		ret = client_open_endpoint(c, connector);
+	if (ret == 0)
+		ret = client_handshake(c, listener);
+	if (ret < 0)
+		return ret;
+	connector->req.flags |= PROTO_REQ_CONNECT;
+	connector->req.connect_port = listener->port;
+	snprintf(connector->req.connect_host, sizeof(connector->req.connect_host), "%s",
+		 listener->ready_host[0] ? listener->ready_host : listener->loc->host);
+	ret = client_handshake(c, connector);
+	if (ret < 0)
+		return ret;
+	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, &c->relay, c->e);
+}
+
+/* ---- Results ----------------------------------------------------------- */
+
+static void client_side_stats(const struct proto_stats *st, struct pcopy_side_stats *out)
+{
+	out->bytes = st->bytes;
+	out->wire_bytes = st->wire_bytes;
+	out->files = st->files;
+	out->cpu_s = (double)(st->cpu_user_us + st->cpu_sys_us) / 1e6;
+	out->codec_cpu_s = (double)st->codec_cpu_us / 1e6;
+	out->maxrss_kib = st->maxrss_kb;
+}
+
+static void client_results(struct client *c, struct pcopy_result *r)
+{
+	const struct session_run *run = &c->run;
+
+	if (c->mode == CLIENT_THIRD) {
+		client_side_stats(&c->relay.src, &r->source);
+		client_side_stats(&c->relay.sink, &r->sink);
+		r->files_failed = c->relay.failed;
+		r->xfer_s = (double)c->relay.sink.wall_us / 1e6; /* DONE comes last */
+		return;
+	}
+	bool source = run->role == PROTO_ROLE_SOURCE;
+	r->xfer_s = (double)run->self.wall_us / 1e6; /* ours ends after the other's */
+	client_side_stats(source ? &run->self : &run->other, &r->source);
+	client_side_stats(source ? &run->other : &run->self, &r->sink);
+	r->files_failed = run->failed;
+	if (!source || run->req == NULL)
+		return;
+	r->nstream_stats = run->req->streams;
+	for (unsigned i = 0; i < run->req->streams; i++) {
+		codec_format(&run->streams[i].choice, r->stream[i].codec, sizeof(r->stream[i].codec));
+		r->stream[i].raw = run->streams[i].raw;
+		r->stream[i].wire = run->streams[i].wire;
+	}
+}
+
+static void client_free(struct client *c, int *ret)
+{
+	for (unsigned i = 0; c->files != NULL && i < c->nfiles; i++)
+		srcfile_close(&c->files[i]);
+	free(c->files);
+	free(c->src);
+	sink_target_close(&c->target);
+	for (int i = 0; i < 2; i++)
+		client_close_endpoint(c, &c->ep[i], ret);
+}
+
+int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const char *dst,
+	       struct pcopy_result *r)
+{
+	struct client *c = calloc(1, sizeof(*c));
+	uint64_t start = platform_now_ns();
+	struct pc_err e;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	pc_err_init(&e);
+	if (c == NULL)
+		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	c->o = o;
+	c->e = &e;
+	c->target.dirfd = -1;
+	c->ep[0].child = c->ep[1].child = -1;
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		c->fds[i] = -1;
+	ret = client_check_opts(o, &e);
+	if (ret == 0)
+		ret = client_classify(c, nsrc, srcs, dst);
+	if (ret == 0 && c->mode == CLIENT_PULL)
+		ret = sink_target_open(&c->target, AT_FDCWD, c->dst.path, false, (uint32_t)nsrc,
+				       c->dst.kind == LOC_STDIO, dst, &e);
+	if (ret == 0 && (c->mode == CLIENT_PUSH || c->mode == CLIENT_LOCAL)) {
+		ret = client_open_sources(c, srcs);
+		if (ret == 0 && c->nfiles == 0)
+			ret = -PC_E_PARTIAL; /* nothing could be opened; each was reported */
+	}
+	if (ret == 0)
+		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
+	if (ret == 0 && c->skipped > 0)
+		ret = -PC_E_PARTIAL;
+	client_results(c, r);
+	client_free(c, &ret);
+	r->streams = o->streams;
+	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
+	api_result(r, &e, ret);
+	/* Each file that failed was reported as it failed; sum them up. */
+	if (ret == -PC_E_PARTIAL && c->skipped + r->files_failed > 0)
+		snprintf(r->msg, sizeof(r->msg), "%u of %d files were not copied",
+			 c->skipped + r->files_failed, nsrc);
+	free(c);
+	return ret;
+}

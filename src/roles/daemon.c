@@ -1,0 +1,219 @@
+/* daemon: pcopy --serve. Accepts control connections and serves each
+ * session in its own forked process, so one failing or hostile session can
+ * neither crash nor stall the others. */
+#include <pcopy/pcopy.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "roles/api.h"
+#include "sys/crypto.h"
+#include "wire/keyfile.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "roles/server.h"
+
+#define DAEMON_MAX_SESSIONS 64
+
+struct daemon {
+	uint8_t key[PROTO_KEY_LEN];
+	int rootfd;
+	int lfd;
+	int chldfd;                    /* signalfd for SIGCHLD */
+	pid_t kids[DAEMON_MAX_SESSIONS];
+	unsigned nkids;
+	char listen_host[NET_MAX_ADDR];
+};
+
+/* Splits "[ADDR:]PORT" ("7000", "127.0.0.1:7000", "[::1]:7000"). */
+static int daemon_parse_addr(const char *s, char *host, size_t cap, uint16_t *port,
+			     struct pc_err *e)
+{
+	const char *colon = strrchr(s, ':'), *p = colon ? colon + 1 : s;
+	char *end;
+	unsigned long v;
+
+	host[0] = '\0';
+	if (colon != NULL) {
+		size_t len = (size_t)(colon - s);
+		if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+			s++;
+			len -= 2;
+		}
+		if (len >= cap)
+			return pc_err_set(e, -PC_E_USAGE, "--serve: address '%s' is too long", s);
+		memcpy(host, s, len);
+		host[len] = '\0';
+	}
+	errno = 0;
+	v = strtoul(p, &end, 10);
+	if (*p == '\0' || *end != '\0' || errno != 0 || v == 0 || v > 65535)
+		return pc_err_set(e, -PC_E_USAGE,
+				  "--serve: '%s' is not [ADDR:]PORT with a port from 1 to 65535", p);
+	*port = (uint16_t)v;
+	return 0;
+}
+
+static void daemon_reap(struct daemon *d)
+{
+	struct signalfd_siginfo si;
+	int status;
+	pid_t pid;
+
+	while (read(d->chldfd, &si, sizeof(si)) > 0)
+		;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned i = 0; i < d->nkids; i++) {
+			if (d->kids[i] == pid) {
+				d->kids[i] = d->kids[--d->nkids];
+				break;
+			}
+		}
+	}
+}
+
+/* In the forked child: serve one session and end the process. */
+static void daemon_child(struct daemon *d, int fd, const char *who)
+{
+	char client[NET_MAX_ADDR] = "";
+	struct server_cfg cfg = {
+		.transport = SESSION_DAEMON, .key = d->key, .rootfd = d->rootfd, .beneath = true,
+		.listen_host = d->listen_host, .self_host = d->listen_host,
+		.client_host = client, .allow_stdout = false, .sigfd = api_sigfd(),
+	};
+	struct pc_err e;
+	struct ctl *c;
+	int ret;
+
+	close(d->lfd);
+	close(d->chldfd);
+	pc_err_init(&e);
+	(void)net_set_nodelay(fd);
+	/* A stranger gets SESSION_AUTH_TIMEOUT_S to complete the handshake. */
+	(void)net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
+	/* Data connections come to the address the client reached us on. */
+	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
+		cfg.listen_host = NULL;
+	(void)net_peer_host(fd, client, sizeof(client));
+	c = ctl_new(fd, fd, who, false);
+	if (c == NULL) {
+		close(fd);
+		_exit(PC_EXIT_FILEIO);
+	}
+	ctl_set_intr(c, cfg.sigfd);
+	/* The whole handshake, up to the client's proof, gets that long too:
+	 * the session holds a data listener from READY on. */
+	ctl_set_deadline(c, SESSION_AUTH_TIMEOUT_S);
+	ret = server_session(c, &cfg, &e);
+	if (ret < 0) {
+		char msg[sizeof(e.msg)];
+		pc_err_get(&e, msg, sizeof(msg));
+		log_warn("session from %s failed: %s", who, msg);
+	} else {
+		log_info("session from %s done", who);
+	}
+	ctl_free(c);
+	crypto_wipe(d->key, sizeof(d->key));
+	/* This process was forked for the session; the daemon is its parent. */
+	_exit(pc_exit_code(ret));
+}
+
+static void daemon_accept(struct daemon *d)
+{
+	char who[NET_MAX_ADDR];
+	int fd = net_accept(d->lfd, 0, who, sizeof(who));
+	pid_t pid;
+
+	if (fd < 0)
+		return;
+	if (d->nkids >= DAEMON_MAX_SESSIONS) {
+		log_warn("refused %s: %d sessions already running", who, DAEMON_MAX_SESSIONS);
+		close(fd);
+		return;
+	}
+	pid = fork();
+	if (pid == 0)
+		daemon_child(d, fd, who);
+	close(fd);
+	if (pid < 0)
+		log_warn("cannot serve %s: fork: %s", who, strerror(errno));
+	else
+		d->kids[d->nkids++] = pid;
+}
+
+static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
+{
+	char host[NET_MAX_ADDR];
+	uint16_t port = 0;
+	sigset_t set;
+	int ret;
+
+	if (o->root == NULL || o->key_file == NULL)
+		return pc_err_set(e, -PC_E_USAGE, "--serve needs --root DIR and --key-file KEY");
+	ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);
+	if (ret == 0)
+		ret = keyfile_load(o->key_file, d->key, e);
+	if (ret < 0)
+		return ret;
+	d->rootfd = open(o->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->rootfd < 0)
+		return pc_err_set(e, -errno, "--root '%s': %s", o->root, strerror(errno));
+	d->lfd = net_listen(host, port, port, 0, 0, e);
+	if (d->lfd < 0)
+		return d->lfd;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0 ||
+	    (d->chldfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK)) < 0)
+		return pc_err_set(e, -errno, "signalfd: %s", strerror(errno));
+	log_info("serving '%s' on %s port %u", o->root, host[0] ? host : "*", (unsigned)port);
+	return 0;
+}
+
+int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r)
+{
+	struct daemon d = { .rootfd = -1, .lfd = -1, .chldfd = -1 };
+	struct pc_err e;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	pc_err_init(&e);
+	ret = daemon_setup(&d, o, &e);
+	while (ret == 0) {
+		struct pollfd p[3] = { { .fd = d.lfd, .events = POLLIN },
+				       { .fd = d.chldfd, .events = POLLIN },
+				       { .fd = api_sigfd(), .events = POLLIN } };
+		int n = poll(p, 3, -1);
+		if (n < 0 && errno != EINTR)
+			ret = pc_err_set(&e, -errno, "poll: %s", strerror(errno));
+		if (n > 0 && (p[2].revents & POLLIN)) {
+			log_info("stopping on signal");
+			break;
+		}
+		if (n > 0 && (p[1].revents & POLLIN))
+			daemon_reap(&d);
+		if (n > 0 && (p[0].revents & POLLIN))
+			daemon_accept(&d);
+	}
+	/* Sessions in progress end cleanly: they remove their temporary files. */
+	for (unsigned i = 0; i < d.nkids; i++)
+		kill(d.kids[i], SIGTERM);
+	while (d.nkids > 0 && waitpid(-1, NULL, 0) > 0)
+		d.nkids--;
+	crypto_wipe(d.key, sizeof(d.key));
+	if (d.lfd >= 0)
+		close(d.lfd);
+	if (d.rootfd >= 0)
+		close(d.rootfd);
+	if (d.chldfd >= 0)
+		close(d.chldfd);
+	return api_result(r, &e, ret);
+}

@@ -1,0 +1,147 @@
+/* relay: control messages between the two ends of a third-party copy. */
+#include "roles/relay.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "sys/log.h"
+#include "sys/platform.h"
+
+struct relay {
+	struct ctl *src, *sink;
+	struct relay_result *r;
+	struct pc_err *e;
+	uint64_t total, done;      /* announced and finished bytes, for progress */
+	bool finished;             /* the sink's DONE went to the source */
+};
+
+/* Both ends learn of a failure; the first one recorded is what we report. */
+static int relay_fail(struct relay *rl, int code, const char *msg)
+{
+	(void)ctl_send_error(rl->src, code, msg);
+	(void)ctl_send_error(rl->sink, code, msg);
+	return pc_err_set(rl->e, code, "%s", msg);
+}
+
+static int relay_forward(struct relay *rl, struct ctl *to, const struct proto_msg *m)
+{
+	int ret = ctl_send(to, m);
+
+	if (ret < 0)
+		return pc_err_set(rl->e, -PC_E_NET, "lost control connection to %s", ctl_peer(to));
+	return 0;
+}
+
+/* One message from `from`; allowed lists the types that may come from it. */
+static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
+{
+	struct proto_msg m;
+	char msg[PROTO_MAX_MSG + 64];
+	int ret = ctl_recv(from, &m);
+
+	if (ret < 0) {
+		snprintf(msg, sizeof(msg), "lost control connection to %s: %s", ctl_peer(from),
+			 pc_strerror(ret));
+		return relay_fail(rl, ret == -PC_E_PROTO ? ret : -PC_E_NET, msg);
+	}
+	if (m.type == PROTO_ERROR) {
+		(void)ctl_send(to, &m);
+		return pc_err_set(rl->e, m.u.error.code < 0 ? m.u.error.code : -PC_E_PROTO, "%s: %s",
+				  ctl_peer(from), m.u.error.msg);
+	}
+	bool from_src = from == rl->src;
+	switch (m.type) {
+	case PROTO_FILE:
+		if (!from_src)
+			break;
+		rl->total += m.u.file.size;
+		return relay_forward(rl, to, &m);
+	case PROTO_FILE_END:
+		if (!from_src)
+			break;
+		rl->total += m.u.file_end.size;
+		return relay_forward(rl, to, &m);
+	case PROTO_END:
+		if (!from_src)
+			break;
+		rl->r->src = m.u.stats;
+		return relay_forward(rl, to, &m);
+	case PROTO_FILE_DONE:
+		if (from_src)
+			break;
+		rl->done += m.u.file_done.bytes;
+		if (m.u.file_done.status < 0) {
+			rl->r->failed++;
+			log_error("%s: %s", ctl_peer(from), m.u.file_done.msg);
+		}
+		return relay_forward(rl, to, &m);
+	case PROTO_DONE:
+		if (from_src)
+			break;
+		rl->r->sink = m.u.stats;
+		rl->finished = true;
+		return relay_forward(rl, to, &m);
+	default:
+		break;
+	}
+	snprintf(msg, sizeof(msg), "%s sent %s out of place", ctl_peer(from),
+		 proto_type_name(m.type));
+	return relay_fail(rl, -PC_E_PROTO, msg);
+}
+
+static void relay_progress(struct relay *rl, uint64_t start_ns)
+{
+	char a[32], b[32];
+	double secs = (double)(platform_now_ns() - start_ns) / 1e9;
+
+	platform_fmt_bytes(rl->done, a, sizeof(a));
+	platform_fmt_bytes(rl->total, b, sizeof(b));
+	log_msg(LOG_ERROR, "progress: %s of %s in finished files, %.0f s", a, b, secs);
+}
+
+int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
+	      struct relay_result *r, struct pc_err *e)
+{
+	struct relay rl = { .src = src, .sink = sink, .r = r, .e = e };
+	struct pollfd p[3] = { { .fd = ctl_rfd(src), .events = POLLIN },
+			       { .fd = ctl_rfd(sink), .events = POLLIN },
+			       { .fd = sigfd, .events = POLLIN } };
+	uint64_t start = platform_now_ns(), next = start + (uint64_t)progress_s * 1000000000u;
+	int ret = 0;
+
+	memset(r, 0, sizeof(*r));
+	while (ret == 0 && !rl.finished) {
+		int timeout = -1;
+		if (progress_s > 0) {
+			uint64_t now = platform_now_ns();
+			timeout = now >= next ? 0 : (int)((next - now) / 1000000u) + 1;
+		}
+		int n = poll(p, sigfd >= 0 ? 3 : 2, timeout);
+		if (n < 0 && errno != EINTR)
+			return pc_err_set(e, -errno, "poll: %s", strerror(errno));
+		if (n > 0 && (p[2].revents & POLLIN)) {
+			struct signalfd_siginfo si;
+			ssize_t got = read(sigfd, &si, sizeof(si));
+			char msg[64];
+			snprintf(msg, sizeof(msg), "interrupted by signal %s",
+				 got == (ssize_t)sizeof(si) ? strsignal((int)si.ssi_signo) : "?");
+			return relay_fail(&rl, -PC_E_INTERRUPTED, msg);
+		}
+		if (n > 0 && p[0].revents)
+			ret = relay_one(&rl, src, sink);
+		if (ret == 0 && n > 0 && p[1].revents)
+			ret = relay_one(&rl, sink, src);
+		if (progress_s > 0 && platform_now_ns() >= next) {
+			relay_progress(&rl, start);
+			next = platform_now_ns() + (uint64_t)progress_s * 1000000000u;
+		}
+	}
+	if (ret == 0 && r->failed > 0)
+		ret = -PC_E_PARTIAL;
+	return ret;
+}

@@ -1,0 +1,258 @@
+/* server: one session on the far end. */
+#include "roles/server.h"
+
+#include <pcopy/pcopy.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/acceptor.h"
+#include "roles/api.h"
+#include "codec/codec.h"
+#include "sys/crypto.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "wire/pathsafe.h"
+#include "pipeline/sink.h"
+#include "pipeline/srcfile.h"
+
+/* Opens what the request names: every source, or the destination.
+ * files has room for PROTO_MAX_PATHS. Returns 0 or a negative code (e set). */
+static int server_prepare(const struct server_cfg *cfg, const struct proto_request *req,
+			  struct src_file *files, unsigned *nfiles, struct sink_target *target,
+			  struct pc_err *e)
+{
+	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
+
+	/* Refuse now, before any data connection, what would only fail later. */
+	if (req->codec[0] != '\0') {
+		struct codec_choice choice[CODEC_MAX_CHOICES];
+		unsigned n;
+		bool is_auto;
+		int ret = codec_parse(req->codec, choice, &n, &is_auto, e);
+		if (ret < 0)
+			return ret;
+	}
+	if ((req->flags & PROTO_REQ_DATA_KEY) && cfg->transport != SESSION_PIPE)
+		return pc_err_set(e, -PC_E_PROTO, "a data key may only travel over a private "
+				  "channel (ssh), not to a daemon");
+	for (unsigned i = 0; i < req->npaths; i++) {
+		const char *path = proto_request_path(req, i);
+		if (cfg->beneath && pathsafe_check_rel(path) < 0)
+			return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay "
+					  "inside the served directory", path);
+	}
+	if (req->role == PROTO_ROLE_SOURCE) {
+		for (unsigned i = 0; i < req->npaths; i++) {
+			const char *path = proto_request_path(req, i);
+			int ret = srcfile_open(&files[i], cfg->rootfd, path, cfg->beneath, path, e);
+			/* A source that is missing or unreadable is a file not
+			 * copied (exit 3), as it is for a local source. */
+			if (ret < 0)
+				return ret == -ENOMEM ? ret : -PC_E_PARTIAL;
+			(*nfiles)++;
+		}
+		return 0;
+	}
+	if (to_stdout && !cfg->allow_stdout)
+		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
+	if (req->nsources == 0 || req->npaths != 1)
+		return pc_err_set(e, -PC_E_PROTO, "a sink request names one destination and at "
+				  "least one source");
+	return sink_target_open(target, cfg->rootfd, proto_request_path(req, 0), cfg->beneath,
+				req->nsources, to_stdout, proto_request_path(req, 0), e);
+}
+
+static void server_tell(struct ctl *c, struct pc_err *e, int code)
+{
+	char msg[PROTO_MAX_MSG + 1];
+
+	pc_err_get(e, msg, sizeof(msg));
+	(void)ctl_send_error(c, code, msg);
+}
+
+/* Unless the client listens (PROTO_REQ_CONNECT), opens the data listener
+ * (*lfd); then sends READY. Returns 0 or a negative code; the client has
+ * been told. */
+static int server_listen(struct ctl *c, const struct server_cfg *cfg,
+			 const struct proto_request *req, int *lfd, struct pc_err *e)
+{
+	struct proto_msg m = { .type = PROTO_READY };
+	int ret;
+
+	snprintf(m.u.ready.host, sizeof(m.u.ready.host), "%s", cfg->self_host ? cfg->self_host : "");
+	if (!(req->flags & PROTO_REQ_CONNECT)) {
+		/* Before authentication: no privileged port for a stranger. */
+		if (req->port_lo != 0 && req->port_lo < PROTO_MIN_DATA_PORT) {
+			ret = pc_err_set(e, -PC_E_USAGE, "data ports below %u are not allowed "
+					 "(-Z %u-%u)", PROTO_MIN_DATA_PORT, (unsigned)req->port_lo,
+					 (unsigned)req->port_hi);
+			server_tell(c, e, ret);
+			return ret;
+		}
+		*lfd = net_listen(cfg->listen_host, req->port_lo, req->port_hi, req->family,
+				  req->window, e);
+		if (*lfd < 0) {
+			server_tell(c, e, *lfd);
+			return *lfd;
+		}
+		m.u.ready.data_port = net_local_port(*lfd);
+	}
+	ret = ctl_send(c, &m);
+	if (ret < 0)
+		return pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
+	return 0;
+}
+
+/* Opens the data connections: accepts them on lfd, or (lfd < 0,
+ * PROTO_REQ_CONNECT) connects to the client. A server that connects waits
+ * for each listener's proof before it sends a byte of data: the address
+ * came from the client, and a server must not be made to send file data to
+ * whatever listens there. Returns 0 or a negative code; the client has
+ * been told unless it gave up first. */
+static int server_data(struct ctl *c, const struct server_cfg *cfg,
+		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
+		       int *fds, struct pc_err *e)
+{
+	int ret;
+
+	if (lfd >= 0) {
+		/* Watch the client too: if it gives up (its other end failed,
+		 * or it cannot reach us), stop waiting at once. */
+		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), fds, e);
+		if (ret == -PC_E_ABORTED)
+			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
+	} else {
+		const char *host = req->connect_host[0] ? req->connect_host : cfg->client_host;
+		if (host == NULL || host[0] == '\0')
+			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
+		else
+			ret = session_connect_data(host, req->connect_port, req->family, k,
+						   req->streams, req->window, req->timeout_s, NULL,
+						   fds, e);
+	}
+	if (ret < 0)
+		server_tell(c, e, ret);
+	return ret;
+}
+
+int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
+{
+	struct src_file *files = NULL;
+	uint8_t k[PROTO_KEY_LEN];
+	struct proto_request *req = calloc(1, sizeof(*req));
+	struct sink_target target = { .dirfd = -1 };
+	struct session_hs hs;
+	unsigned nfiles = 0;
+	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
+
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		fds[i] = -1;
+	if (req == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	/* Daemon: READY goes out with our HELLO and AUTH, a round trip before
+	 * the client's proof can come, so it cannot wait for our look at the
+	 * paths either: a failure there comes as ERROR after it. On a pipe
+	 * READY is in our first flight anyway: the paths come first, and a
+	 * bad one is refused before any data connection exists. */
+	bool early = cfg->transport == SESSION_DAEMON;
+	ret = session_server_open(c, cfg->transport, cfg->key, req, &hs, e);
+	if (ret < 0)
+		goto out;
+	if (early)
+		ret = server_listen(c, cfg, req, &lfd, e);
+	if (ret == 0)
+		ret = session_server_auth(c, &hs, k, e);
+	else
+		crypto_wipe(hs.key, sizeof(hs.key));
+	if (ret < 0)
+		goto out;
+	ctl_set_deadline(c, 0); /* a daemon's limit for strangers; the transfer has its own */
+	if (req->flags & PROTO_REQ_DATA_KEY)
+		memcpy(k, req->data_key, sizeof(k));
+	files = calloc(req->npaths, sizeof(*files));
+	ret = files ? server_prepare(cfg, req, files, &nfiles, &target, e)
+		    : pc_err_set(e, -ENOMEM, "out of memory");
+	if (ret < 0) {
+		server_tell(c, e, ret);
+		goto out;
+	}
+	if (!early) {
+		ret = server_listen(c, cfg, req, &lfd, e);
+		if (ret < 0)
+			goto out;
+	}
+	ret = server_data(c, cfg, req, k, lfd, fds, e);
+	if (lfd >= 0)
+		close(lfd);
+	lfd = -1;
+	if (ret < 0)
+		goto out;
+	session_check_window(fds[0], req->window);
+	struct session_run run = {
+		.role = req->role, .req = req, .ctl = c, .fds = fds,
+		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .files = files,
+		.nfiles = nfiles, .target = &target,
+	};
+	ret = session_transfer(&run, e);
+out:
+	if (lfd >= 0)
+		close(lfd);
+	session_close_fds(fds, PROTO_MAX_STREAMS);
+	for (unsigned i = 0; i < nfiles; i++)
+		srcfile_close(&files[i]);
+	free(files);
+	sink_target_close(&target);
+	crypto_wipe(k, sizeof(k));
+	free(req);
+	return ret;
+}
+
+/* Under ssh, SSH_CONNECTION is "client_ip client_port server_ip server_port". */
+static void server_ssh_addrs(char *client, char *self, size_t cap)
+{
+	const char *sc = getenv("SSH_CONNECTION");
+	char a[NET_MAX_ADDR], b[NET_MAX_ADDR];
+
+	client[0] = self[0] = '\0';
+	if (sc != NULL && sscanf(sc, "%63s %*s %63s", a, b) == 2) {
+		snprintf(client, cap, "%s", a);
+		snprintf(self, cap, "%s", b);
+	}
+}
+
+int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
+{
+	int rfd = o->control_fd >= 0 ? o->control_fd : STDIN_FILENO;
+	int wfd = o->control_fd >= 0 ? o->control_fd : STDOUT_FILENO;
+	char client[NET_MAX_ADDR], self[NET_MAX_ADDR];
+	struct server_cfg cfg = {
+		.transport = SESSION_PIPE, .rootfd = AT_FDCWD, .beneath = false,
+		.listen_host = o->bind, .allow_stdout = o->control_fd >= 0 &&
+							o->control_fd != STDOUT_FILENO,
+		.sigfd = api_sigfd(), .self_host = self, .client_host = client,
+	};
+	struct ctl *c = ctl_new(rfd, wfd, "client", false);
+	struct pc_err e;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	pc_err_init(&e);
+	/* Started over ssh: the addresses come from ssh. Started by a local
+	 * client: --bind says where everything is. */
+	server_ssh_addrs(client, self, sizeof(client));
+	if (o->bind != NULL) {
+		snprintf(client, sizeof(client), "%s", o->bind);
+		snprintf(self, sizeof(self), "%s", o->bind);
+	}
+	if (c == NULL)
+		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	ctl_set_intr(c, cfg.sigfd);
+	ret = server_session(c, &cfg, &e);
+	ctl_free(c);
+	return api_result(r, &e, ret);
+}

@@ -1,0 +1,359 @@
+/* session: handshakes and data connections. */
+#include "roles/session.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/auth.h"
+#include "sys/crypto.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/platform.h"
+#include "pipeline/source.h"
+#include "pipeline/xfer.h"
+
+static void session_hello(struct proto_msg *m, const uint8_t nonce[PROTO_NONCE_LEN])
+{
+	memset(m, 0, sizeof(*m));
+	m->type = PROTO_HELLO;
+	m->u.hello.magic = PROTO_MAGIC;
+	m->u.hello.version = PROTO_VERSION;
+	m->u.hello.min_version = PROTO_MIN_VERSION;
+	m->u.hello.caps = PROTO_CAP_NONE;
+	memcpy(m->u.hello.nonce, nonce, PROTO_NONCE_LEN);
+}
+
+/* Both sides: is the peer's version range compatible with ours? */
+static int session_check_version(const struct proto_hello *h, const char *peer,
+				 struct pc_err *e)
+{
+	unsigned lo = h->min_version > PROTO_MIN_VERSION ? h->min_version : PROTO_MIN_VERSION;
+	unsigned hi = h->version < PROTO_VERSION ? h->version : PROTO_VERSION;
+
+	if (lo > hi)
+		return pc_err_set(e, -PC_E_VERSION,
+				  "%s speaks pcopy protocol versions %u to %u, this pcopy speaks %u to "
+				  "%u; install matching versions",
+				  peer, (unsigned)h->min_version, (unsigned)h->version,
+				  PROTO_MIN_VERSION, PROTO_VERSION);
+	return 0;
+}
+
+static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err *e)
+{
+	int ret = ctl_send(c, m);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot send to %s: %s", ctl_peer(c), pc_strerror(ret));
+	return 0;
+}
+
+int session_client_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
+	static _Thread_local struct proto_msg m; /* REQUEST is large: keep it off the stack */
+	int ret;
+
+	ret = crypto_random(nc, sizeof(nc));
+	if (ret == 0 && t == SESSION_PIPE)
+		ret = crypto_random(key, sizeof(key));
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
+	if (t == SESSION_DAEMON)
+		memcpy(key, K, sizeof(key));
+	/* Everything at once: the server answers HELLO, its proof (daemon)
+	 * and READY in one flight. */
+	session_hello(&m, nc);
+	ret = session_send(c, &m, e);
+	if (ret == 0 && t == SESSION_PIPE) {
+		m = (struct proto_msg){ .type = PROTO_KEY };
+		memcpy(m.u.key.key, key, sizeof(key));
+		ret = session_send(c, &m, e);
+	}
+	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
+	if (ret == 0)
+		ret = session_send(c, &m, e);
+	if (ret == 0)
+		ret = ctl_expect(c, PROTO_HELLO, &m, e);
+	if (ret == 0)
+		ret = session_check_version(&m.u.hello, ctl_peer(c), e);
+	if (ret < 0)
+		goto out;
+	memcpy(ns, m.u.hello.nonce, sizeof(ns));
+	if (t == SESSION_DAEMON) {
+		/* The daemon proves the key first; only then do we. */
+		ret = ctl_expect(c, PROTO_AUTH, &m, e);
+		if (ret == 0)
+			ret = auth_ctl_mac(key, false, nc, ns, mac);
+		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
+			(void)ctl_send_error(c, -PC_E_AUTH, "authentication failed: the client's "
+					     "key does not match this daemon's key file");
+			ret = pc_err_set(e, -PC_E_AUTH,
+					 "%s proved a different key: the client's and the daemon's "
+					 "key files must hold the same key (check --key-file)",
+					 ctl_peer(c));
+		}
+		m = (struct proto_msg){ .type = PROTO_AUTH };
+		if (ret == 0)
+			ret = auth_ctl_mac(key, true, nc, ns, m.u.auth.mac);
+		if (ret == 0)
+			ret = session_send(c, &m, e);
+		if (ret < 0)
+			goto out;
+	}
+	ret = ctl_expect(c, PROTO_READY, &m, e);
+	if (ret == 0) {
+		*ready = m.u.ready;
+		ret = auth_session_key(key, nc, ns, k);
+	}
+out:
+	crypto_wipe(key, sizeof(key));
+	return ret;
+}
+
+int session_server_open(struct ctl *c, enum session_transport t,
+			const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			struct session_hs *hs, struct pc_err *e)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m)); /* large: not on the stack */
+	int ret = m ? ctl_expect(c, PROTO_HELLO, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
+
+	hs->t = t;
+	if (ret == 0 && session_check_version(&m->u.hello, ctl_peer(c), e) < 0) {
+		char msg[PROTO_MAX_MSG];
+		pc_err_get(e, msg, sizeof(msg));
+		(void)ctl_send_error(c, -PC_E_VERSION, msg);
+		ret = -PC_E_VERSION;
+	}
+	if (ret == 0) {
+		memcpy(hs->nc, m->u.hello.nonce, sizeof(hs->nc));
+		ret = crypto_random(hs->ns, sizeof(hs->ns));
+		if (ret < 0)
+			pc_err_set(e, ret, "cannot get random bytes");
+	}
+	/* HELLO answers HELLO at once: a client that waits for it before it
+	 * says more (another version) gets it, and ours costs no time. */
+	if (ret == 0) {
+		session_hello(m, hs->ns);
+		ret = session_send(c, m, e);
+	}
+	if (ret == 0 && t == SESSION_PIPE) {
+		ret = ctl_expect(c, PROTO_KEY, m, e);
+		if (ret == 0)
+			memcpy(hs->key, m->u.key.key, sizeof(hs->key));
+	} else if (ret == 0) {
+		memcpy(hs->key, K, sizeof(hs->key));
+	}
+	if (ret == 0)
+		ret = ctl_expect(c, PROTO_REQUEST, m, e);
+	if (ret == 0)
+		*req = m->u.request;
+	/* Our proof goes first: it is no use to anyone without K, and the
+	 * client need not wait for us to check its own. */
+	if (ret == 0 && t == SESSION_DAEMON) {
+		uint8_t mac[PROTO_MAC_LEN];
+		ret = auth_ctl_mac(hs->key, false, hs->nc, hs->ns, mac);
+		memset(m, 0, sizeof(*m));
+		m->type = PROTO_AUTH;
+		memcpy(m->u.auth.mac, mac, sizeof(mac));
+		if (ret == 0)
+			ret = session_send(c, m, e);
+	}
+	free(m);
+	if (ret < 0)
+		crypto_wipe(hs->key, sizeof(hs->key));
+	return ret;
+}
+
+int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
+			struct pc_err *e)
+{
+	uint8_t mac[PROTO_MAC_LEN];
+	struct proto_msg m;
+	int ret = 0;
+
+	if (hs->t == SESSION_DAEMON) {
+		ret = ctl_expect(c, PROTO_AUTH, &m, e);
+		if (ret == 0)
+			ret = auth_ctl_mac(hs->key, true, hs->nc, hs->ns, mac);
+		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
+			(void)ctl_send_error(c, -PC_E_AUTH,
+					     "authentication failed: the key does not match the "
+					     "daemon's key file");
+			ret = pc_err_set(e, -PC_E_AUTH, "%s failed to authenticate (wrong key)",
+					 ctl_peer(c));
+		}
+	}
+	if (ret == 0)
+		ret = auth_session_key(hs->key, hs->nc, hs->ns, k);
+	crypto_wipe(hs->key, sizeof(hs->key));
+	return ret;
+}
+
+void session_close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (fds[i] >= 0)
+			close(fds[i]);
+		fds[i] = -1;
+	}
+}
+
+void session_check_window(int fd, uint32_t window)
+{
+	uint32_t got = net_granted_window(fd);
+
+	if (window > 0 && got > 0 && got < window)
+		log_warn("the kernel limited the TCP window to %u bytes (asked for %u); "
+			 "raise net.core.rmem_max and net.core.wmem_max to allow more",
+			 (unsigned)got, (unsigned)window);
+}
+
+struct connector {
+	const char *host;
+	uint16_t port;
+	int family;
+	const uint8_t *k;
+	uint16_t idx;
+	uint32_t window;
+	unsigned timeout_s;
+	uint8_t *pending;       /* NULL: confirm the listener now; else its proof, checked later */
+	int fd;                 /* result; owned by the connector until joined */
+	struct pc_err err;
+	pthread_t tid;
+};
+
+static void *session_connect_one(void *arg)
+{
+	struct connector *c = arg;
+	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
+			     &c->err);
+	uint8_t expect[PROTO_MAC_LEN];
+	int ret;
+
+	if (fd < 0)
+		return NULL;
+	/* Blocks leave in single large writes: Nagle only delays the small
+	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
+	ret = net_set_nodelay(fd);
+	if (ret == 0)
+		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
+	if (ret == 0)
+		ret = auth_data_connect(fd, c->k, c->idx, expect);
+	if (ret == 0 && c->pending == NULL)
+		ret = auth_data_confirm(fd, expect);
+	else if (ret == 0)
+		memcpy(c->pending, expect, sizeof(expect));
+	if (ret == 0)
+		ret = net_set_timeout(fd, c->timeout_s);
+	if (ret == -PC_E_TIMEOUT) {
+		/* Reached, but nobody there proved the key in time. */
+		pc_err_set(&c->err, ret, "data connection %u to %s port %u: connected, but no "
+			   "answer to our handshake within %u s", (unsigned)c->idx, c->host,
+			   (unsigned)c->port, SESSION_AUTH_TIMEOUT_S);
+	} else if (ret < 0) {
+		pc_err_set(&c->err, ret == -PC_E_AUTH ? ret : -PC_E_NET,
+			   "data connection %u to %s port %u failed: %s", (unsigned)c->idx, c->host,
+			   (unsigned)c->port, pc_strerror(ret));
+	}
+	if (ret < 0) {
+		close(fd);
+		return NULL;
+	}
+	c->fd = fd;
+	return NULL;
+}
+
+int session_connect_data(const char *host, uint16_t port, int family,
+			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
+			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
+			 struct pc_err *e)
+{
+	struct connector c[PROTO_MAX_STREAMS];
+	unsigned started = 0;
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
+					   .idx = (uint16_t)i, .window = window,
+					   .timeout_s = timeout_s,
+					   .pending = pending ? pending[i] : NULL, .fd = -1 };
+		pc_err_init(&c[i].err);
+		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
+		if (rc != 0) {
+			ret = pc_err_set(e, -rc, "cannot start thread: %s", strerror(rc));
+			pc_err_destroy(&c[i].err);
+			break;
+		}
+		started++;
+	}
+	for (unsigned i = 0; i < started; i++) {
+		char msg[sizeof(c[i].err.msg)];
+		if (pthread_join(c[i].tid, NULL) != 0 && ret == 0)
+			ret = pc_err_set(e, -PC_E_NET, "cannot join connector thread");
+		int code = pc_err_get(&c[i].err, msg, sizeof(msg));
+		if (code < 0 && ret == 0)
+			ret = pc_err_set(e, code, "%s", msg);
+		fds[i] = c[i].fd;
+		pc_err_destroy(&c[i].err);
+	}
+	if (ret == 0 && n > 0)
+		session_check_window(fds[0], window);
+	if (ret < 0)
+		session_close_fds(fds, started);
+	return ret;
+}
+
+int session_transfer(struct session_run *run, struct pc_err *e)
+{
+	struct xfer x = {
+		.streams = run->req->streams,
+		.block_size = run->req->block_size,
+		.ordered = (run->req->flags & PROTO_REQ_ORDERED) != 0,
+		.report = run->report,
+		.progress_s = run->progress_s,
+		.timeout_s = run->req->timeout_s,
+		.peer = run->peer,
+		.peer_local = run->peer_local,
+		.ctl = run->ctl,
+		.sigfd = run->sigfd,
+		.err = e,
+		.data_fds = run->fds,
+		.data_confirm = run->confirm,
+	};
+	int ret = xfer_init(&x);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "out of memory");
+	x.nchoices = 1; /* x.choices[0] is {CODEC_NONE, 0} */
+	if (run->role == PROTO_ROLE_SOURCE && run->req->codec[0] != '\0') {
+		ret = codec_parse(run->req->codec, x.choices, &x.nchoices, &x.codec_auto, e);
+		if (ret < 0) {
+			xfer_destroy(&x);
+			return ret;
+		}
+	}
+	if (run->role == PROTO_ROLE_SOURCE) {
+		struct source_result r;
+		ret = source_run(&x, run->files, run->nfiles, &r);
+		run->self = r.self;
+		run->other = r.peer;
+		run->failed = r.failed;
+		memcpy(run->streams, r.stream, sizeof(run->streams));
+	} else {
+		struct sink_result r;
+		ret = sink_run(&x, run->target, &r);
+		run->self = r.self;
+		run->other = r.peer;
+		run->failed = r.failed;
+	}
+	xfer_destroy(&x);
+	return ret;
+}

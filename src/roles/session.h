@@ -1,0 +1,107 @@
+/* session: what both ends of a session do before and around the transfer:
+ * the HELLO/KEY/AUTH handshake, REQUEST/READY, opening and authenticating
+ * the data connections, and running the source or sink over them.
+ * See docs/PROTOCOL.md for the message flow. Thread-safety: one session per
+ * thread; the functions start and join any threads they need. */
+#ifndef PCOPY_SESSION_H
+#define PCOPY_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "wire/ctl.h"
+#include "sys/err.h"
+#include "wire/proto.h"
+#include "pipeline/sink.h"
+#include "pipeline/source.h"
+#include "pipeline/srcfile.h"
+
+/* How the control channel reached the server. */
+enum session_transport {
+	SESSION_PIPE = 1,   /* a private pipe/socketpair to a process we started: trusted */
+	SESSION_DAEMON,     /* TCP to a daemon: both prove knowledge of the key file's key */
+};
+
+#define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */
+#define SESSION_AUTH_TIMEOUT_S 10u   /* for a data connection's handshake */
+
+/* Client side of the handshake. Sends HELLO, then KEY (pipe: a fresh
+ * random key; K is ignored) and the REQUEST, all at once. On the daemon
+ * transport K is the shared key: the server's AUTH must prove it before
+ * ours goes out. Waits for READY. On success *ready is the server's answer
+ * (its data port and address) and k the session key. Returns 0 or a
+ * negative code with the detail in e. A daemon that fails after READY
+ * (it could not open a path) says so with ERROR, later. */
+int session_client_handshake(struct ctl *c, enum session_transport t,
+			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+
+/* The server's handshake state between its two halves. */
+struct session_hs {
+	enum session_transport t;
+	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN];
+	uint8_t key[PROTO_KEY_LEN];   /* K or the pipe's KEY; wiped by the second half */
+};
+
+/* Server side, first half: reads HELLO and answers it, reads KEY (pipe)
+ * and the REQUEST, and on the daemon transport sends AUTH proving K. Nothing in
+ * *req is trusted yet: the caller may only open the data listener it asks
+ * for and send READY, which shortens the set-up by a round trip, before
+ * session_server_auth. On failure an ERROR has been sent where that makes
+ * sense, and hs holds no key. */
+int session_server_open(struct ctl *c, enum session_transport t,
+			const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			struct session_hs *hs, struct pc_err *e);
+
+/* Server side, second half: on the daemon transport, reads the client's
+ * AUTH and checks it (ERROR(-1005) to a wrong one). Sets the session key k
+ * and wipes hs. Returns 0 or a negative code. */
+int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
+			struct pc_err *e);
+
+/* Opens n data connections to host:port (in parallel) and proves the key
+ * on each. fds[0..n-1] receive them. With pending NULL (a side that reads
+ * them: the sink) it also waits for each listener's proof. A source passes
+ * pending[n]: it does not wait, so its blocks follow the proof in the same
+ * flight, and pending[i] receives the proof listener i owes, for the
+ * source to confirm after its last block (session_run.confirm). Returns 0
+ * or a negative code (nothing left open). */
+int session_connect_data(const char *host, uint16_t port, int family,
+			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
+			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
+			 struct pc_err *e);
+
+/* Closes fds[0..n-1] that are open. */
+void session_close_fds(int *fds, unsigned n);
+
+/* Warns once if the kernel granted less socket buffer than asked for. */
+void session_check_window(int fd, uint32_t window);
+
+/* One side of a transfer, ready to run over connected data sockets. */
+struct session_run {
+	enum proto_role role;         /* this side's role */
+	const struct proto_request *req; /* the negotiated parameters */
+	struct ctl *ctl;              /* borrowed */
+	int *fds;                     /* [req->streams] data sockets; borrowed */
+	/* source that connected: [req->streams] proofs its listeners still owe
+	 * (session_connect_data's pending); NULL if none. Borrowed. */
+	const uint8_t (*confirm)[PROTO_MAC_LEN];
+	int sigfd;                    /* -1: not watching signals */
+	bool report;                  /* this side is the client: progress and per-file messages */
+	unsigned progress_s;
+	const char *peer;             /* names the other side in messages */
+	bool peer_local;              /* the other side is our own child process */
+	struct src_file *files;       /* source: [nfiles], borrowed */
+	unsigned nfiles;
+	struct sink_target *target;   /* sink: borrowed */
+	/* results */
+	struct proto_stats self, other;
+	unsigned failed;
+	struct source_stream_stats streams[PROTO_MAX_STREAMS]; /* source: per stream */
+};
+
+/* Runs the source or the sink. Returns 0, -PC_E_PARTIAL, or the first fatal
+ * error, with the detail in e. */
+int session_transfer(struct session_run *run, struct pc_err *e);
+
+#endif

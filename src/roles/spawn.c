@@ -1,0 +1,121 @@
+/* spawn: the local sink as a child process. */
+#include "roles/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sys/platform.h"
+
+int spawn_local_server(const char *exe, const char *bind, int verbosity, pid_t *pid,
+		       int *ctl_fd, struct pc_err *e)
+{
+	const char *vflag = verbosity < 0 ? "-q" : verbosity >= 3 ? "-vv" : verbosity == 2 ? "-v"
+										     : "-q";
+	/* execv takes char *const[]; writable copies keep -Wcast-qual happy. */
+	char a0[] = "pcopy", a1[] = "--server", a2[] = "--control-fd", a3[] = "3", a4[4];
+	char a5[] = "--bind", a6[64];
+	char *argv[] = { a0, a1, a2, a3, a5, a6, a4, NULL };
+	int sv[2];
+	pid_t child;
+
+	snprintf(a4, sizeof(a4), "%s", vflag);
+	snprintf(a6, sizeof(a6), "%s", bind);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return pc_err_set(e, -errno, "socketpair: %s", strerror(errno));
+	child = fork();
+	if (child < 0) {
+		int ret = -errno;
+		close(sv[0]);
+		close(sv[1]);
+		return pc_err_set(e, ret, "cannot start the local sink: %s", strerror(-ret));
+	}
+	if (child == 0) {
+		/* Only async-signal-safe calls from here to exec. dup2 clears
+		 * O_CLOEXEC on the new descriptor. */
+		platform_signals_reset();
+		if (sv[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(sv[1], 3) < 0)
+			_exit(127);
+		execv(exe, argv);
+		_exit(127);
+	}
+	close(sv[1]);
+	*pid = child;
+	*ctl_fd = sv[0];
+	return 0;
+}
+
+/* In a child after fork: exec argv, or report errno on errfd and exit.
+ * Async-signal-safe calls only. */
+static void spawn_exec(char *const argv[], int errfd)
+{
+	int err;
+
+	platform_signals_reset();
+	execvp(argv[0], argv);
+	err = errno;
+	if (write(errfd, &err, sizeof(err)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, struct pc_err *e)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, ex[2] = { -1, -1 }, err = 0, ret = 0;
+	pid_t child = -1;
+
+	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(ex, O_CLOEXEC) != 0) {
+		ret = pc_err_set(e, -errno, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	child = fork();
+	if (child == 0) {
+		/* The new 0 and 1 lose O_CLOEXEC through dup2; ex[1] closes
+		 * itself on a successful exec, which is how we know. */
+		if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
+			_exit(127);
+		spawn_exec(argv, ex[1]);
+	}
+	if (child < 0) {
+		ret = pc_err_set(e, -errno, "cannot start '%s': %s", argv[0], strerror(errno));
+		goto out;
+	}
+	close(ex[1]);
+	ex[1] = -1;
+	while (read(ex[0], &err, sizeof(err)) < 0 && errno == EINTR)
+		;
+	if (err != 0) {
+		(void)spawn_wait(child);
+		child = -1;
+		ret = pc_err_set(e, -PC_E_LAUNCH, "cannot run '%s': %s", argv[0], strerror(err));
+		goto out;
+	}
+	*pid = child;
+	*rfd = out[0];
+	*wfd = in[1];
+	out[0] = in[1] = -1;
+out:
+	for (int i = 0; i < 2; i++) {
+		int *fds[] = { &in[i], &out[i], &ex[i] };
+		for (int j = 0; j < 3; j++)
+			if (*fds[j] >= 0)
+				close(*fds[j]);
+	}
+	return ret;
+}
+
+int spawn_wait(pid_t pid)
+{
+	int status;
+
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}

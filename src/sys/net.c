@@ -1,0 +1,348 @@
+/* net: TCP sockets for the control and data channels. */
+#include "sys/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void net_set_window(int fd, uint32_t window)
+{
+	int v = (int)window;
+
+	if (window == 0)
+		return;
+	/* Failure here is not fatal: the kernel clamps silently anyway, and
+	 * net_granted_window() reports what we really got. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
+}
+
+uint32_t net_granted_window(int fd)
+{
+	int v = 0;
+	socklen_t len = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &len) != 0 || v <= 0)
+		return 0;
+	/* Linux doubles the value to account for its bookkeeping overhead. */
+	return (uint32_t)v / 2;
+}
+
+static int net_resolve(const char *host, uint16_t port, int family, bool passive,
+		       struct addrinfo **res, struct pc_err *e)
+{
+	struct addrinfo hints;
+	char service[8];
+	int rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = family == 4 ? AF_INET : family == 6 ? AF_INET6 : AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+	snprintf(service, sizeof(service), "%u", (unsigned)port);
+	if (host != NULL && host[0] == '\0')
+		host = NULL;
+	rc = getaddrinfo(host, service, &hints, res);
+	if (rc != 0)
+		return pc_err_set(e, -PC_E_NET, "cannot resolve host '%s': %s",
+				  host ? host : "*", gai_strerror(rc));
+	return 0;
+}
+
+/* Binds and listens on one address at one port. Returns the fd or -errno. */
+static int net_listen_one(const struct addrinfo *ai, uint16_t port, uint32_t window)
+{
+	struct sockaddr_storage ss;
+	int one = 1, fd, err;
+
+	memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
+	if (ss.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+	else
+		((struct sockaddr_in *)&ss)->sin_port = htons(port);
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+	if (fd < 0)
+		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	net_set_window(fd, window);
+	if (bind(fd, (struct sockaddr *)&ss, ai->ai_addrlen) == 0 && listen(fd, 64) == 0)
+		return fd;
+	err = errno;
+	close(fd);
+	return -err;
+}
+
+static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int family,
+			   uint32_t window, struct pc_err *e);
+
+int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t window,
+	       struct pc_err *e)
+{
+	/* "Every address": the IPv6 wildcard serves both families on a dual
+	 * stack host; without IPv6, fall back to the IPv4 wildcard. */
+	if ((host == NULL || *host == '\0') && family == 0) {
+		struct pc_err e6;
+		pc_err_init(&e6);
+		int fd = net_listen_host("::", lo, hi, 6, window, &e6);
+		pc_err_destroy(&e6);
+		if (fd >= 0 || fd == -EADDRINUSE)
+			return fd >= 0 ? fd : net_listen_host("::", lo, hi, 6, window, e);
+		return net_listen_host("0.0.0.0", lo, hi, 4, window, e);
+	}
+	return net_listen_host(host, lo, hi, family, window, e);
+}
+
+static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int family,
+			   uint32_t window, struct pc_err *e)
+{
+	struct addrinfo *res = NULL;
+	int fd = -EADDRNOTAVAIL;
+	unsigned top = lo == 0 ? 0 : hi < lo ? lo : hi;
+
+	int ret = net_resolve(host, 0, family, true, &res, e);
+	if (ret < 0)
+		return ret;
+	/* With no host, getaddrinfo lists the IPv6 wildcard first on a dual
+	 * stack system: one socket then serves both families. */
+	for (unsigned port = lo; fd < 0 && port <= top; port++) {
+		for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+			fd = net_listen_one(ai, (uint16_t)port, window);
+			if (fd >= 0 || fd != -EADDRINUSE)
+				break;
+		}
+		if (fd < 0 && fd != -EADDRINUSE)
+			break;
+	}
+	freeaddrinfo(res);
+	if (fd == -EADDRINUSE && lo != 0)
+		return pc_err_set(e, fd, "every data port from %u to %u is in use on %s; try -z "
+				  "or another -Z range", (unsigned)lo, top, host && *host ? host : "this host");
+	if (fd < 0)
+		return pc_err_set(e, fd, "cannot listen on %s port %u: %s", host && *host ? host : "*",
+				  (unsigned)lo, strerror(-fd));
+	return fd;
+}
+
+/* connect() with a deadline: non-blocking connect, poll, then back to
+ * blocking. Returns 0 or -errno. */
+static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s)
+{
+	int flags = fcntl(fd, F_GETFL), soerr = 0;
+	socklen_t len = sizeof(soerr);
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	if (timeout_s == 0)
+		return connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : -errno;
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+		if (errno != EINPROGRESS)
+			return -errno;
+		int n;
+		do
+			n = poll(&p, 1, (int)timeout_s * 1000);
+		while (n < 0 && errno == EINTR);
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+			return -errno;
+		if (soerr != 0)
+			return -soerr;
+	}
+	return fcntl(fd, F_SETFL, flags) == 0 ? 0 : -errno;
+}
+
+int net_connect(const char *host, uint16_t port, int family, uint32_t window,
+		unsigned timeout_s, struct pc_err *e)
+{
+	struct addrinfo *res = NULL, *ai;
+	int fd = -1, err = ECONNREFUSED;
+
+	int ret = net_resolve(host, port, family, false, &res, e);
+	if (ret < 0)
+		return ret;
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			err = errno;
+			continue;
+		}
+		net_set_window(fd, window);
+		ret = net_connect_one(fd, ai, timeout_s);
+		if (ret == 0)
+			break;
+		err = -ret;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return pc_err_set(e, -err, "cannot connect to %s port %u: %s", host,
+				  (unsigned)port, strerror(err));
+	return fd;
+}
+
+static void net_fmt_addr(const struct sockaddr_storage *ss, char *host, size_t cap,
+			 uint16_t *port)
+{
+	const void *a;
+
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)ss;
+		a = &s6->sin6_addr;
+		*port = ntohs(s6->sin6_port);
+	} else {
+		const struct sockaddr_in *s4 = (const struct sockaddr_in *)ss;
+		a = &s4->sin_addr;
+		*port = ntohs(s4->sin_port);
+	}
+	if (inet_ntop(ss->ss_family, a, host, (socklen_t)cap) == NULL)
+		snprintf(host, cap, "?");
+	/* Show v4-mapped addresses the way users typed them. */
+	if (strncmp(host, "::ffff:", 7) == 0 && strchr(host + 7, '.') != NULL)
+		memmove(host, host + 7, strlen(host + 7) + 1);
+}
+
+int net_accept(int lfd, int timeout_ms, char *peer, size_t cap)
+{
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int n, fd;
+
+	do
+		n = poll(&p, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -PC_E_TIMEOUT;
+	fd = accept4(lfd, (struct sockaddr *)&ss, &len, SOCK_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (peer != NULL) {
+		char host[NET_MAX_ADDR];
+		uint16_t port;
+		net_fmt_addr(&ss, host, sizeof(host), &port);
+		snprintf(peer, cap, strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)port);
+	}
+	return fd;
+}
+
+uint16_t net_local_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[NET_MAX_ADDR];
+	uint16_t port = 0;
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+		return 0;
+	net_fmt_addr(&ss, host, sizeof(host), &port);
+	return port;
+}
+
+static int net_host_of(int fd, bool local, char *host, size_t cap)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	uint16_t port;
+	int rc = local ? getsockname(fd, (struct sockaddr *)&ss, &len)
+		       : getpeername(fd, (struct sockaddr *)&ss, &len);
+
+	if (rc != 0)
+		return -errno;
+	if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	net_fmt_addr(&ss, host, cap, &port);
+	return 0;
+}
+
+int net_local_host(int fd, char *host, size_t cap)
+{
+	return net_host_of(fd, true, host, cap);
+}
+
+int net_peer_host(int fd, char *host, size_t cap)
+{
+	return net_host_of(fd, false, host, cap);
+}
+
+int net_set_timeout(int fd, unsigned sec)
+{
+	struct timeval tv = { .tv_sec = (time_t)sec, .tv_usec = 0 };
+
+	unsigned ms = sec * 1000u;
+
+	/* TCP_USER_TIMEOUT: data sent but unacknowledged that long means the
+	 * path is dead, even if no reset ever comes. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0)
+		return -errno;
+	return 0;
+}
+
+int net_set_nodelay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0 ? 0 : -errno;
+}
+
+int net_set_notsent_lowat(int fd, uint32_t bytes)
+{
+	int v = (int)bytes;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof(v)) == 0 ? 0 : -errno;
+}
+
+uint64_t net_send_queued(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQ, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+uint64_t net_send_unsent(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, SIOCOUTQNSD, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+int net_sendv_full(int fd, struct iovec *iov, int n)
+{
+	while (n > 0) {
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return -PC_E_TIMEOUT;
+			return -errno;
+		}
+		size_t left = (size_t)w;
+		while (n > 0 && left >= iov->iov_len) {
+			left -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n > 0) {
+			iov->iov_base = (uint8_t *)iov->iov_base + left;
+			iov->iov_len -= left;
+		}
+	}
+	return 0;
+}

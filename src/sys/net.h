@@ -1,0 +1,73 @@
+/* net: TCP sockets for the control and data channels. Blocking I/O only;
+ * waits with deadlines use poll. Every function returns an fd or 0 on
+ * success, or a negative code with the detail (naming host and port) in e.
+ * Thread-safe: no shared state. */
+#ifndef PCOPY_NET_H
+#define PCOPY_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "sys/err.h"
+
+#define NET_MAX_ADDR 64u  /* "[ipv6]:port" fits */
+
+/* Listens on host at the first free port in [lo, hi] (host NULL or "" =
+ * every address; lo == 0: an ephemeral port). family is 0 (any), 4 or 6.
+ * If window > 0, SO_RCVBUF and SO_SNDBUF are set before listen() so
+ * accepted sockets inherit them and the TCP window scale is negotiated for
+ * them. Returns the listening fd (O_CLOEXEC); when every port of the range
+ * is taken, -EADDRINUSE with a message that says so. */
+int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t window,
+	       struct pc_err *e);
+
+/* Connects to host:port, trying each address getaddrinfo gives for family
+ * (0 any, 4, 6). If window > 0, the buffers are set before connect().
+ * Gives up after timeout_s seconds per address (0 = the kernel's default).
+ * Returns the fd. */
+int net_connect(const char *host, uint16_t port, int family, uint32_t window,
+		unsigned timeout_s, struct pc_err *e);
+
+/* Waits up to timeout_ms (-1 = forever) for a connection on lfd and
+ * accepts it. Returns the fd, or -PC_E_TIMEOUT, or -errno. If peer is not
+ * NULL it receives "addr:port". */
+int net_accept(int lfd, int timeout_ms, char *peer, size_t cap);
+
+/* The local port of a bound socket, or 0 on failure. */
+uint16_t net_local_port(int fd);
+
+/* Numeric address of either end of a connected socket ("127.0.0.1",
+ * "::1"). Return 0 or -errno. */
+int net_local_host(int fd, char *host, size_t cap);
+int net_peer_host(int fd, char *host, size_t cap);
+
+/* Sets SO_RCVTIMEO and SO_SNDTIMEO to sec seconds, and TCP_USER_TIMEOUT
+ * (how long sent data may stay unacknowledged before the connection is
+ * declared dead) likewise; 0 = no timeout. Returns 0 or -errno. */
+int net_set_timeout(int fd, unsigned sec);
+
+/* Sets TCP_NODELAY (for the control channel). Returns 0 or -errno. */
+int net_set_nodelay(int fd);
+
+/* If window > 0, returns the receive buffer the kernel actually granted
+ * (half of what SO_RCVBUF reports, i.e. comparable to window), else 0. */
+uint32_t net_granted_window(int fd);
+
+/* Lets send() block while more than bytes are queued and not yet sent
+ * (TCP_NOTSENT_LOWAT): data then waits in our pipeline, where it can still
+ * be compressed, rather than in the kernel. The window in flight is not
+ * limited. Returns 0 or -errno. */
+int net_set_notsent_lowat(int fd, uint32_t bytes);
+
+/* Bytes queued in fd's send buffer and not yet acknowledged by the peer
+ * (SIOCOUTQ), or 0 if unknown. */
+uint64_t net_send_queued(int fd);
+
+/* Of those, the bytes not even sent yet (SIOCOUTQNSD), or 0 if unknown. */
+uint64_t net_send_unsent(int fd);
+
+/* Sends every byte of the iovec array (the array is modified), with
+ * MSG_NOSIGNAL and EINTR retry. Returns 0, -PC_E_TIMEOUT, or -errno. */
+int net_sendv_full(int fd, struct iovec *iov, int n);
+
+#endif

@@ -1,0 +1,250 @@
+/* acceptor: concurrent authentication of incoming data connections. */
+#include "wire/acceptor.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "wire/auth.h"
+#include "wire/ctl.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/platform.h"
+#include "sys/sync.h"
+
+#define ACCEPTOR_MAX_JOBS (PROTO_MAX_STREAMS + 16)
+
+struct acceptor;
+
+/* One connection being authenticated by its own thread. */
+struct acc_job {
+	struct acceptor *a;
+	int fd;                   /* owned by the job until collected */
+	char who[NET_MAX_ADDR];   /* immutable */
+	uint16_t idx;             /* result: the stream index */
+	int ret;                  /* result; guarded by a->lock */
+	bool done;                /* guarded by a->lock */
+	bool used;                /* accept loop only */
+	pthread_t tid;
+};
+
+struct acceptor {
+	const uint8_t *k;         /* immutable */
+	unsigned n, timeout_s;    /* immutable */
+	int efd;                  /* eventfd: a job finished */
+	pthread_mutex_t lock;
+	struct acc_job jobs[ACCEPTOR_MAX_JOBS];
+};
+
+static void *acc_job_main(void *arg)
+{
+	struct acc_job *j = arg;
+	struct acceptor *a = j->a;
+	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
+
+	if (ret == 0)
+		ret = net_set_timeout(j->fd, ACCEPTOR_AUTH_TIMEOUT_S);
+	if (ret == 0)
+		ret = auth_data_accept(j->fd, a->k, a->n, &j->idx);
+	if (ret == 0)
+		ret = net_set_timeout(j->fd, a->timeout_s);
+	sync_lock(&a->lock);
+	j->ret = ret;
+	j->done = true;
+	sync_unlock(&a->lock);
+	ret = platform_event_signal(a->efd);
+	if (ret < 0)
+		log_debug("acceptor eventfd: %s", strerror(-ret));
+	return NULL;
+}
+
+/* Joins every finished job and keeps its connection if it is good and
+ * its stream index still free. Returns how many connections it kept. */
+static unsigned acc_collect(struct acceptor *a, int *fds, bool all)
+{
+	unsigned kept = 0;
+
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++) {
+		struct acc_job *j = &a->jobs[i];
+		if (!j->used)
+			continue;
+		sync_lock(&a->lock);
+		bool done = j->done;
+		sync_unlock(&a->lock);
+		if (!done && !all)
+			continue;
+		if (!done)
+			(void)shutdown(j->fd, SHUT_RDWR); /* a silent stranger: cut it off */
+		if (pthread_join(j->tid, NULL) != 0)
+			log_error("cannot join an acceptor thread");
+		if (j->ret == 0 && fds[j->idx] < 0 && !all) {
+			fds[j->idx] = j->fd;
+			kept++;
+		} else {
+			if (!all || j->ret != 0)
+				log_warn("dropped data connection from %s: %s", j->who,
+					 j->ret == -PC_E_AUTH ? "bad authentication"
+					 : j->ret == 0 ? "duplicate stream" : pc_strerror(j->ret));
+			close(j->fd);
+		}
+		j->used = false;
+	}
+	return kept;
+}
+
+/* Accepts one connection and starts its job. Returns 0 (also when the
+ * connection went away before accept, or no thread could be had), or a
+ * negative code for a listener that failed. */
+static int acc_accept(struct acceptor *a, int lfd)
+{
+	struct acc_job *j = NULL;
+	char who[NET_MAX_ADDR];
+	int fd, rc;
+
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS && j == NULL; i++)
+		if (!a->jobs[i].used)
+			j = &a->jobs[i];
+	if (j == NULL)
+		return 0; /* every slot busy: it waits in the backlog */
+	fd = net_accept(lfd, 0, who, sizeof(who));
+	if (fd == -PC_E_TIMEOUT || fd == -EAGAIN || fd == -ECONNABORTED || fd == -EINTR)
+		return 0;
+	if (fd < 0)
+		return fd;
+	*j = (struct acc_job){ .a = a, .fd = fd, .used = true };
+	snprintf(j->who, sizeof(j->who), "%s", who);
+	rc = pthread_create(&j->tid, NULL, acc_job_main, j);
+	if (rc != 0) {
+		log_warn("dropped data connection from %s: cannot start a thread: %s", who,
+			 strerror(rc));
+		close(fd);
+		j->used = false;
+	}
+	return 0;
+}
+
+static unsigned acc_in_flight(const struct acceptor *a)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++)
+		n += a->jobs[i].used;
+	return n;
+}
+
+/* The peer spoke on the control channel while no handshake was in flight.
+ * A source that opened its connections starts the transfer at once, so its
+ * first FILE may overtake the last of them: keep it for the transfer and
+ * go on waiting (returns 0). The peer's ERROR or a closed channel means it
+ * gave up: -PC_E_ABORTED with its reason and code in e. Anything else is
+ * our own failure to report (-PC_E_PROTO, -ENOMEM). */
+static int acc_hear(struct ctl *watch, struct pc_err *e)
+{
+	struct proto_msg *m = malloc(sizeof(*m)); /* large: not on the stack */
+	int ret;
+
+	if (m == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	m->type = 0;
+	ret = ctl_expect(watch, PROTO_FILE, m, e);
+	if (ret == 0)
+		ctl_unread(watch, m);
+	else if (m->type == PROTO_ERROR || ret == -PC_E_NET)
+		ret = -PC_E_ABORTED;
+	free(m);
+	return ret;
+}
+
+int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
+{
+	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
+	struct acceptor *a = calloc(1, sizeof(*a));
+	unsigned have = 0;
+	bool started = false; /* the peer's FILE came */
+	int ret = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		fds[i] = -1;
+	if (a == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = timeout_s };
+	a->efd = platform_event_new();
+	int rc = a->efd < 0 ? -a->efd : pthread_mutex_init(&a->lock, NULL);
+	if (rc != 0) {
+		ret = pc_err_set(e, -rc, "%s: %s", a->efd < 0 ? "eventfd" : "pthread_mutex_init",
+				 strerror(rc));
+		if (a->efd >= 0)
+			close(a->efd);
+		free(a);
+		return ret;
+	}
+	while (have < n) {
+		uint64_t now = platform_now_ns();
+		if (now >= deadline)
+			break;
+		/* The control channel counts only while no handshake is in
+		 * flight: a peer that finished its side of every handshake may
+		 * rightly speak (FILE...) before our threads are done checking,
+		 * and that is no reason to give up. */
+		unsigned busy = acc_in_flight(a);
+		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
+				       { .fd = a->efd, .events = POLLIN },
+				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
+		int nr = poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
+		if (nr < 0 && errno != EINTR) {
+			ret = pc_err_set(e, -errno, "poll: %s", strerror(errno));
+			break;
+		}
+		if (nr > 0 && p[2].revents && !(p[0].revents & POLLIN)) {
+			ret = acc_hear(watch, e);
+			if (ret < 0)
+				break;
+			/* The peer has opened every connection: the rest are on
+			 * their way, and we no longer hear it give up. */
+			watch = NULL;
+			started = true;
+			uint64_t soon = platform_now_ns() +
+					(uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+			deadline = soon < deadline ? soon : deadline;
+			continue;
+		}
+		if (nr > 0 && (p[1].revents & POLLIN)) {
+			int err = platform_event_drain(a->efd);
+			if (err < 0)
+				log_debug("acceptor eventfd: %s", strerror(-err));
+			have += acc_collect(a, fds, false);
+		}
+		if (nr > 0 && (p[0].revents & POLLIN)) {
+			ret = acc_accept(a, lfd);
+			if (ret < 0) {
+				pc_err_set(e, ret, "accepting data connections: %s", pc_strerror(ret));
+				break;
+			}
+		}
+	}
+	acc_collect(a, fds, true); /* cut off and join whoever is left */
+	if (ret == 0 && have < n && started)
+		ret = pc_err_set(e, -PC_E_TIMEOUT,
+				 "only %u of %u data connections from %s arrived, though it had "
+				 "opened them all and started", have, n, peer);
+	else if (ret == 0 && have < n)
+		ret = pc_err_set(e, -PC_E_TIMEOUT,
+				 "only %u of %u data connections from %s arrived within %u s; "
+				 "is a firewall blocking them?", have, n, peer, ACCEPTOR_TIMEOUT_S);
+	if (ret < 0)
+		for (unsigned i = 0; i < n; i++) {
+			if (fds[i] >= 0)
+				close(fds[i]);
+			fds[i] = -1;
+		}
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&a->lock));
+	close(a->efd);
+	free(a);
+	return ret;
+}

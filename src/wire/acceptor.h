@@ -1,0 +1,32 @@
+/* acceptor: accepts the data connections of a session and authenticates
+ * them concurrently, one short-lived thread per connection, so setting up
+ * N streams costs one round trip, not N. Strangers, bad proofs, duplicate
+ * stream indexes and the slow are dropped and logged; the session goes on
+ * waiting for good connections until its deadline. */
+#ifndef PCOPY_ACCEPTOR_H
+#define PCOPY_ACCEPTOR_H
+
+#include <stdint.h>
+
+#include "wire/ctl.h"
+#include "sys/err.h"
+#include "wire/proto.h"
+
+#define ACCEPTOR_TIMEOUT_S 30u      /* for all n connections to arrive */
+#define ACCEPTOR_AUTH_TIMEOUT_S 10u /* for one connection to prove itself */
+
+/* Accepts n authenticated data connections on lfd, one per stream index,
+ * with session key k; each gets SO_RCVTIMEO/SO_SNDTIMEO of timeout_s.
+ * watch (may be NULL) is the control channel, read while no handshake is in
+ * flight: the peer's ERROR or a closed channel means it gave up, and stops
+ * the wait with -PC_E_ABORTED and the peer's reason and code in e
+ * (pc_err_get). A FILE means a source that has all its connections open
+ * started the transfer: it is put back (ctl_unread) and the wait goes on,
+ * for ACCEPTOR_AUTH_TIMEOUT_S at most. Any other message is -PC_E_PROTO.
+ * peer names the other side in messages. On success fds[0..n-1] are the
+ * connections (owned by the caller); on failure none is left open.
+ * Returns 0 or a negative code with the detail in e. */
+int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
+		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
+
+#endif

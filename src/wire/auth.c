@@ -1,0 +1,105 @@
+/* auth: control and data channel proofs of key possession. */
+#include "wire/auth.h"
+
+#include <string.h>
+#include <sys/uio.h>
+
+#include "sys/crypto.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+
+/* HMAC(key, label | a | b) */
+static int auth_mac2(const uint8_t key[PROTO_KEY_LEN], const char *label,
+		     const uint8_t a[PROTO_NONCE_LEN], const uint8_t b[PROTO_NONCE_LEN],
+		     uint8_t out[PROTO_MAC_LEN])
+{
+	struct iovec iov[3] = {
+		{ .iov_base = (void *)(uintptr_t)label, .iov_len = strlen(label) },
+		{ .iov_base = (void *)(uintptr_t)a, .iov_len = PROTO_NONCE_LEN },
+		{ .iov_base = (void *)(uintptr_t)b, .iov_len = PROTO_NONCE_LEN },
+	};
+
+	return crypto_hmac(key, PROTO_KEY_LEN, iov, 3, out);
+}
+
+int auth_ctl_mac(const uint8_t K[PROTO_KEY_LEN], bool client,
+		 const uint8_t nonce_c[PROTO_NONCE_LEN], const uint8_t nonce_s[PROTO_NONCE_LEN],
+		 uint8_t mac[PROTO_MAC_LEN])
+{
+	return auth_mac2(K, client ? "pcopy ctl C" : "pcopy ctl S", nonce_c, nonce_s, mac);
+}
+
+int auth_session_key(const uint8_t K[PROTO_KEY_LEN], const uint8_t nonce_c[PROTO_NONCE_LEN],
+		     const uint8_t nonce_s[PROTO_NONCE_LEN], uint8_t k[PROTO_KEY_LEN])
+{
+	return auth_mac2(K, "pcopy session", nonce_c, nonce_s, k);
+}
+
+static int auth_data_mac(const uint8_t k[PROTO_KEY_LEN], bool connector,
+			 const uint8_t nc[PROTO_NONCE_LEN], uint16_t stream, uint8_t mac[PROTO_MAC_LEN])
+{
+	const char *label = connector ? "pcopy data C" : "pcopy data L";
+	uint8_t idx[2] = { (uint8_t)(stream >> 8), (uint8_t)stream };
+	struct iovec iov[3] = {
+		{ .iov_base = (void *)(uintptr_t)label, .iov_len = strlen(label) },
+		{ .iov_base = (void *)(uintptr_t)nc, .iov_len = PROTO_NONCE_LEN },
+		{ .iov_base = idx, .iov_len = sizeof(idx) },
+	};
+
+	return crypto_hmac(k, PROTO_KEY_LEN, iov, 3, mac);
+}
+
+int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+		      uint8_t expect[PROTO_MAC_LEN])
+{
+	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
+				  .stream = stream };
+	uint8_t hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
+	int ret;
+
+	ret = crypto_random(h.nonce, sizeof(h.nonce));
+	if (ret < 0)
+		return ret;
+	proto_dhello_encode(&h, hello);
+	ret = auth_data_mac(k, true, h.nonce, stream, hello + PROTO_DHELLO_LEN);
+	if (ret == 0)
+		ret = auth_data_mac(k, false, h.nonce, stream, expect);
+	if (ret == 0)
+		ret = platform_write_full(fd, hello, sizeof(hello));
+	return ret;
+}
+
+int auth_data_confirm(int fd, const uint8_t expect[PROTO_MAC_LEN])
+{
+	uint8_t mac[PROTO_MAC_LEN];
+	int ret = platform_read_full(fd, mac, sizeof(mac), NULL);
+
+	if (ret < 0)
+		return ret;
+	return crypto_equal(expect, mac, PROTO_MAC_LEN) ? 0 : -PC_E_AUTH;
+}
+
+int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, uint16_t *stream)
+{
+	uint8_t hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN], expect[PROTO_MAC_LEN];
+	struct proto_dhello h;
+	int ret;
+
+	ret = platform_read_full(fd, hello, sizeof(hello), NULL);
+	if (ret < 0)
+		return ret;
+	if (proto_dhello_decode(hello, &h) < 0 || h.stream >= nstreams)
+		return -PC_E_PROTO;
+	ret = auth_data_mac(k, true, h.nonce, h.stream, expect);
+	if (ret < 0)
+		return ret;
+	/* Not a byte for a connector that has not proved the key. */
+	if (!crypto_equal(expect, hello + PROTO_DHELLO_LEN, PROTO_MAC_LEN))
+		return -PC_E_AUTH;
+	ret = auth_data_mac(k, false, h.nonce, h.stream, expect);
+	if (ret == 0)
+		ret = platform_write_full(fd, expect, sizeof(expect));
+	if (ret == 0)
+		*stream = h.stream;
+	return ret;
+}

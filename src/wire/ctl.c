@@ -1,0 +1,207 @@
+/* ctl: framed control messages over a pair of fds. */
+#include "wire/ctl.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sys/err.h"
+#include "sys/log.h"
+#include "sys/platform.h"
+#include "sys/sync.h"
+
+struct ctl {
+	int rfd;                 /* owned; read by the receiving thread only */
+	int wfd;                 /* owned; written under wlock */
+	pthread_mutex_t wlock;   /* serialises frames */
+	uint8_t wbuf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD]; /* guarded by wlock */
+	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only */
+	char peer[128];          /* immutable */
+	bool local;              /* immutable: the peer is our child */
+	int intr_fd;             /* receiving thread: signalfd to watch, or -1 */
+	uint64_t deadline_ns;    /* receiving thread: platform_now_ns() limit, or 0 */
+	bool held;               /* receiving thread: a message was put back */
+	struct proto_msg back;   /* receiving thread: that message */
+};
+
+struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
+{
+	struct ctl *c = calloc(1, sizeof(*c));
+
+	if (c == NULL)
+		return NULL;
+	if (pthread_mutex_init(&c->wlock, NULL) != 0) {
+		free(c);
+		return NULL;
+	}
+	c->rfd = rfd;
+	c->wfd = wfd;
+	c->local = local;
+	c->intr_fd = -1;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	return c;
+}
+
+void ctl_free(struct ctl *c)
+{
+	if (c == NULL)
+		return;
+	if (c->rfd >= 0)
+		close(c->rfd);
+	if (c->wfd >= 0 && c->wfd != c->rfd)
+		close(c->wfd);
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&c->wlock));
+	free(c);
+}
+
+int ctl_send(struct ctl *c, const struct proto_msg *m)
+{
+	int ret;
+
+	if (pthread_mutex_lock(&c->wlock) != 0)
+		return -PC_E_ABORTED;
+	ret = proto_encode(m, c->wbuf, sizeof(c->wbuf));
+	if (ret >= 0)
+		ret = platform_write_full(c->wfd, c->wbuf, (size_t)ret);
+	if (pthread_mutex_unlock(&c->wlock) != 0 && ret == 0)
+		ret = -PC_E_ABORTED;
+	if (ret == 0)
+		log_debug("sent %s to %s", proto_type_name(m->type), c->peer);
+	return ret;
+}
+
+int ctl_send_error(struct ctl *c, int code, const char *msg)
+{
+	struct proto_msg m = { .type = PROTO_ERROR };
+
+	m.u.error.code = code < 0 ? code : -code;
+	snprintf(m.u.error.msg, sizeof(m.u.error.msg), "%s", msg);
+	return ctl_send(c, &m);
+}
+
+void ctl_set_intr(struct ctl *c, int intr_fd)
+{
+	c->intr_fd = intr_fd;
+}
+
+void ctl_set_deadline(struct ctl *c, unsigned seconds)
+{
+	c->deadline_ns = seconds ? platform_now_ns() + (uint64_t)seconds * 1000000000u : 0;
+}
+
+/* Reads exactly len bytes. Each wait is a poll that also watches the
+ * signalfd and the deadline, so neither a signal nor a peer that trickles
+ * a frame byte by byte can keep us here. */
+static int ctl_read(struct ctl *c, uint8_t *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
+				       { .fd = c->intr_fd, .events = POLLIN } };
+		int timeout = -1;
+		if (c->deadline_ns != 0) {
+			uint64_t now = platform_now_ns();
+			if (now >= c->deadline_ns)
+				return -PC_E_TIMEOUT;
+			timeout = (int)((c->deadline_ns - now) / 1000000u) + 1;
+		}
+		int n = poll(p, c->intr_fd >= 0 ? 2 : 1, timeout);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			continue; /* the deadline check above decides */
+		if ((p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
+			return -PC_E_INTERRUPTED;
+		ssize_t r = read(c->rfd, buf + done, len - done);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -PC_E_NET;
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int ctl_recv(struct ctl *c, struct proto_msg *m)
+{
+	uint8_t hdr[PROTO_FRAME_HDR_LEN], type;
+	uint32_t len;
+	int ret;
+
+	if (c->held) {
+		*m = c->back;
+		c->held = false;
+		return 0;
+	}
+	ret = ctl_read(c, hdr, sizeof(hdr));
+	if (ret < 0)
+		return ret;
+	ret = proto_frame_decode(hdr, &type, &len);
+	if (ret < 0)
+		return ret;
+	ret = ctl_read(c, c->rbuf, len);
+	if (ret < 0)
+		return ret;
+	ret = proto_decode(type, c->rbuf, len, m);
+	if (ret == 0)
+		log_debug("received %s from %s", proto_type_name(type), c->peer);
+	return ret;
+}
+
+int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e)
+{
+	int ret = ctl_recv(c, m);
+
+	if (ret == -PC_E_NET)
+		return pc_err_set(e, ret, "%s closed the control connection", c->peer);
+	if (ret == -PC_E_INTERRUPTED)
+		return pc_err_set(e, ret, "interrupted while waiting for %s", c->peer);
+	if (ret == -PC_E_TIMEOUT)
+		return pc_err_set(e, ret, "%s did not answer in time", c->peer);
+	if (ret < 0)
+		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
+				  pc_strerror(ret));
+	return ctl_check(c, m, want, e);
+}
+
+int ctl_check(const struct ctl *c, const struct proto_msg *m, uint8_t want, struct pc_err *e)
+{
+	if (m->type == PROTO_ERROR)
+		return pc_err_set(e, m->u.error.code < 0 ? m->u.error.code : -PC_E_PROTO, "%s%s%s",
+				  c->local ? "" : c->peer, c->local ? "" : ": ", m->u.error.msg);
+	if (m->type != want)
+		return pc_err_set(e, -PC_E_PROTO, "%s sent %s where %s was expected", c->peer,
+				  proto_type_name(m->type), proto_type_name(want));
+	return 0;
+}
+
+void ctl_unread(struct ctl *c, const struct proto_msg *m)
+{
+	c->back = *m;
+	c->held = true;
+}
+
+bool ctl_pending(const struct ctl *c)
+{
+	return c->held;
+}
+
+int ctl_rfd(const struct ctl *c)
+{
+	return c->rfd;
+}
+
+const char *ctl_peer(const struct ctl *c)
+{
+	return c->peer;
+}

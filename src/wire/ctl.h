@@ -1,0 +1,71 @@
+/* ctl: the control channel, framed messages (proto) over a pair of fds.
+ *
+ * One thread receives; any thread may send (sends are serialised by a
+ * lock, so a frame is never interleaved with another). The ctl owns its
+ * fds and closes them in ctl_free. */
+#ifndef PCOPY_CTL_H
+#define PCOPY_CTL_H
+
+#include <stdbool.h>
+
+#include "sys/err.h"
+#include "wire/proto.h"
+
+struct ctl;
+
+/* A channel reading frames from rfd and writing them to wfd (they may be
+ * the same socket). Takes ownership of both. peer names the other side in
+ * messages ("localhost:7000", "local sink"); it is copied. local says the
+ * peer is our own child process, whose ERROR messages are shown without
+ * the peer's name in front. NULL on ENOMEM. */
+struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local);
+
+/* While ctl_recv waits for a frame, it also watches intr_fd (the process's
+ * signalfd) and gives up with -PC_E_INTERRUPTED when a signal arrives,
+ * leaving the signal for the caller to read. -1 (the default): no watch. */
+void ctl_set_intr(struct ctl *c, int intr_fd);
+
+/* From now on, ctl_recv gives up with -PC_E_TIMEOUT once `seconds` have
+ * passed, however the peer trickles its bytes; 0 removes the deadline.
+ * Receiving thread only. A daemon bounds a stranger's handshake with it. */
+void ctl_set_deadline(struct ctl *c, unsigned seconds);
+
+/* Closes the fds and frees. NULL is a no-op. */
+void ctl_free(struct ctl *c);
+
+/* Encodes and sends m. Thread-safe. Returns 0 or a negative code. */
+int ctl_send(struct ctl *c, const struct proto_msg *m);
+
+/* Sends ERROR(code, msg). Best effort: errors are returned but callers on
+ * an error path usually ignore them. */
+int ctl_send_error(struct ctl *c, int code, const char *msg);
+
+/* Receives the next message into *m, blocking. Only one thread may call
+ * this. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
+ * boundary or inside one), -PC_E_PROTO for a malformed frame,
+ * -PC_E_INTERRUPTED (see ctl_set_intr), -PC_E_TIMEOUT (see
+ * ctl_set_deadline), or another negative code. */
+int ctl_recv(struct ctl *c, struct proto_msg *m);
+
+/* Receives the next message and requires it to be of type `want`. An
+ * ERROR from the peer comes back as its code with the peer's message in
+ * e; any other type is -PC_E_PROTO. */
+int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *e);
+
+/* What ctl_expect does with a message already received: 0 if m is of type
+ * `want`; the peer's code and words for an ERROR; -PC_E_PROTO otherwise. */
+int ctl_check(const struct ctl *c, const struct proto_msg *m, uint8_t want, struct pc_err *e);
+
+/* Puts m back: the next ctl_recv returns it without reading. At most one
+ * message; receiving thread only. */
+void ctl_unread(struct ctl *c, const struct proto_msg *m);
+
+/* True while a message put back by ctl_unread waits. Polling ctl_rfd does
+ * not show it, so a receive loop checks this first. */
+bool ctl_pending(const struct ctl *c);
+
+/* The fd to poll for readability. */
+int ctl_rfd(const struct ctl *c);
+const char *ctl_peer(const struct ctl *c);
+
+#endif

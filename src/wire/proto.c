@@ -1,0 +1,683 @@
+/* proto: encoding and decoding of the wire formats (see proto.h and
+ * docs/PROTOCOL.md). Every function is pure: no I/O, no allocation. */
+#include "wire/proto.h"
+
+#include <string.h>
+#include <xxhash.h>
+
+#include "sys/err.h"
+
+/* A bounded output cursor. Writing past cap sets bad and writes nothing. */
+struct wbuf {
+	uint8_t *p;
+	size_t cap;
+	size_t len;
+	bool bad;
+};
+
+/* A bounded input cursor. Reading past len sets bad and yields zeros. */
+struct rbuf {
+	const uint8_t *p;
+	size_t len;
+	size_t pos;
+	bool bad;
+};
+
+/* ---- Big-endian integers at a fixed place ---------------------------- */
+
+static void be16_put(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static void be32_put(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void be64_put(uint8_t *p, uint64_t v)
+{
+	be32_put(p, (uint32_t)(v >> 32));
+	be32_put(p + 4, (uint32_t)v);
+}
+
+static uint16_t be16_get(const uint8_t *p)
+{
+	return (uint16_t)((unsigned)p[0] << 8 | p[1]);
+}
+
+static uint32_t be32_get(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t be64_get(const uint8_t *p)
+{
+	return (uint64_t)be32_get(p) << 32 | be32_get(p + 4);
+}
+
+/* ---- Cursor writers ---------------------------------------------------- */
+
+static uint8_t *put_room(struct wbuf *w, size_t n)
+{
+	uint8_t *at;
+
+	if (w->bad || w->cap - w->len < n) {
+		w->bad = true;
+		return NULL;
+	}
+	at = w->p + w->len;
+	w->len += n;
+	return at;
+}
+
+static void put_u8(struct wbuf *w, uint8_t v)
+{
+	uint8_t *at = put_room(w, 1);
+
+	if (at)
+		at[0] = v;
+}
+
+static void put_u16(struct wbuf *w, uint16_t v)
+{
+	uint8_t *at = put_room(w, 2);
+
+	if (at)
+		be16_put(at, v);
+}
+
+static void put_u32(struct wbuf *w, uint32_t v)
+{
+	uint8_t *at = put_room(w, 4);
+
+	if (at)
+		be32_put(at, v);
+}
+
+static void put_u64(struct wbuf *w, uint64_t v)
+{
+	uint8_t *at = put_room(w, 8);
+
+	if (at)
+		be64_put(at, v);
+}
+
+static void put_bytes(struct wbuf *w, const void *src, size_t n)
+{
+	uint8_t *at = put_room(w, n);
+
+	if (at && n > 0)
+		memcpy(at, src, n);
+}
+
+/* A string: u16 length, then the bytes without a NUL. s must be terminated
+ * within max + 1 bytes, else the message is invalid. */
+static void put_str(struct wbuf *w, const char *s, size_t max)
+{
+	size_t n = strnlen(s, max + 1);
+
+	if (n > max) {
+		w->bad = true;
+		return;
+	}
+	put_u16(w, (uint16_t)n);
+	put_bytes(w, s, n);
+}
+
+/* ---- Cursor readers ---------------------------------------------------- */
+
+static const uint8_t *get_room(struct rbuf *r, size_t n)
+{
+	const uint8_t *at;
+
+	if (r->bad || r->len - r->pos < n) {
+		r->bad = true;
+		return NULL;
+	}
+	at = r->p + r->pos;
+	r->pos += n;
+	return at;
+}
+
+static uint8_t get_u8(struct rbuf *r)
+{
+	const uint8_t *at = get_room(r, 1);
+
+	return at ? at[0] : 0;
+}
+
+static uint16_t get_u16(struct rbuf *r)
+{
+	const uint8_t *at = get_room(r, 2);
+
+	return at ? be16_get(at) : 0;
+}
+
+static uint32_t get_u32(struct rbuf *r)
+{
+	const uint8_t *at = get_room(r, 4);
+
+	return at ? be32_get(at) : 0;
+}
+
+static uint64_t get_u64(struct rbuf *r)
+{
+	const uint8_t *at = get_room(r, 8);
+
+	return at ? be64_get(at) : 0;
+}
+
+static void get_bytes(struct rbuf *r, void *dst, size_t n)
+{
+	const uint8_t *at = get_room(r, n);
+
+	if (at && n > 0)
+		memcpy(dst, at, n);
+}
+
+/* Two's complement back to signed, without implementation-defined casts. */
+static int32_t to_i32(uint32_t v)
+{
+	return v <= INT32_MAX ? (int32_t)v : -(int32_t)(UINT32_MAX - v) - 1;
+}
+
+static int64_t to_i64(uint64_t v)
+{
+	return v <= INT64_MAX ? (int64_t)v : -(int64_t)(UINT64_MAX - v) - 1;
+}
+
+/* A string into dst[max + 1]: at most max bytes, no NUL; dst is terminated. */
+static void get_str(struct rbuf *r, char *dst, size_t max)
+{
+	size_t n = get_u16(r);
+	const uint8_t *at;
+
+	if (n > max) {
+		r->bad = true;
+		return;
+	}
+	at = get_room(r, n);
+	if (!at)
+		return;
+	if (n > 0 && memchr(at, 0, n) != NULL) {
+		r->bad = true;
+		return;
+	}
+	if (n > 0)
+		memcpy(dst, at, n);
+	dst[n] = '\0';
+}
+
+/* ---- Messages: one writer, reader and range check per type ------------- */
+
+static void put_hello(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_hello *h = &m->u.hello;
+
+	put_u32(w, h->magic);
+	put_u16(w, h->version);
+	put_u16(w, h->min_version);
+	put_u32(w, h->caps);
+	put_bytes(w, h->nonce, PROTO_NONCE_LEN);
+}
+
+static void get_hello(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_hello *h = &m->u.hello;
+
+	h->magic = get_u32(r);
+	h->version = get_u16(r);
+	h->min_version = get_u16(r);
+	h->caps = get_u32(r);
+	get_bytes(r, h->nonce, PROTO_NONCE_LEN);
+}
+
+/* Unknown caps bits are allowed: a peer ignores capabilities it lacks. */
+static bool check_hello(const struct proto_msg *m)
+{
+	const struct proto_hello *h = &m->u.hello;
+
+	return h->magic == PROTO_MAGIC && h->min_version >= 1 &&
+	       h->min_version <= h->version;
+}
+
+static void put_auth(struct wbuf *w, const struct proto_msg *m)
+{
+	put_bytes(w, m->u.auth.mac, PROTO_MAC_LEN);
+}
+
+static void get_auth(struct rbuf *r, struct proto_msg *m)
+{
+	get_bytes(r, m->u.auth.mac, PROTO_MAC_LEN);
+}
+
+static void put_key(struct wbuf *w, const struct proto_msg *m)
+{
+	put_bytes(w, m->u.key.key, PROTO_KEY_LEN);
+}
+
+static void get_key(struct rbuf *r, struct proto_msg *m)
+{
+	get_bytes(r, m->u.key.key, PROTO_KEY_LEN);
+}
+
+static void put_request(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_request *q = &m->u.request;
+	const char *p = q->paths;
+
+	put_u8(w, q->role);
+	put_u8(w, q->flags);
+	put_u16(w, q->streams);
+	put_u32(w, q->block_size);
+	put_u32(w, q->window);
+	put_u32(w, q->timeout_s);
+	put_u32(w, q->nsources);
+	put_u16(w, q->port_lo);
+	put_u16(w, q->port_hi);
+	put_u8(w, q->family);
+	put_bytes(w, q->data_key, PROTO_KEY_LEN);
+	put_u16(w, q->connect_port);
+	put_str(w, q->connect_host, PROTO_MAX_HOST);
+	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
+	put_u16(w, q->npaths);
+	for (unsigned i = 0; i < q->npaths && !w->bad; i++) {
+		size_t left = PROTO_REQ_PATHS_BYTES - (size_t)(p - q->paths);
+		size_t n = strnlen(p, left);
+		if (n == left || n == 0) {
+			w->bad = true; /* unterminated or empty */
+			return;
+		}
+		put_str(w, p, PROTO_MAX_PATH);
+		p += n + 1;
+	}
+}
+
+static void get_request(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_request *q = &m->u.request;
+	size_t used = 0;
+
+	q->role = get_u8(r);
+	q->flags = get_u8(r);
+	q->streams = get_u16(r);
+	q->block_size = get_u32(r);
+	q->window = get_u32(r);
+	q->timeout_s = get_u32(r);
+	q->nsources = get_u32(r);
+	q->port_lo = get_u16(r);
+	q->port_hi = get_u16(r);
+	q->family = get_u8(r);
+	get_bytes(r, q->data_key, PROTO_KEY_LEN);
+	q->connect_port = get_u16(r);
+	get_str(r, q->connect_host, PROTO_MAX_HOST);
+	get_str(r, q->codec, PROTO_MAX_CODEC_SPEC);
+	q->npaths = get_u16(r);
+	if (q->npaths > PROTO_MAX_PATHS) {
+		r->bad = true;
+		return;
+	}
+	for (unsigned i = 0; i < q->npaths && !r->bad; i++) {
+		char path[PROTO_MAX_PATH + 1];
+		get_str(r, path, PROTO_MAX_PATH);
+		size_t n = strlen(path);
+		if (r->bad || n == 0 || used + n + 1 > PROTO_REQ_PATHS_BYTES) {
+			r->bad = true;
+			return;
+		}
+		memcpy(q->paths + used, path, n + 1);
+		used += n + 1;
+	}
+}
+
+static bool check_request(const struct proto_msg *m)
+{
+	const struct proto_request *q = &m->u.request;
+
+	return (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
+	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
+	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
+	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
+	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&
+	       (q->family == 0 || q->family == 4 || q->family == 6) &&
+	       q->npaths >= 1 && q->npaths <= PROTO_MAX_PATHS;
+}
+
+const char *proto_request_path(const struct proto_request *q, unsigned i)
+{
+	const char *p = q->paths, *end = q->paths + PROTO_REQ_PATHS_BYTES;
+
+	if (i >= q->npaths)
+		return NULL;
+	while (i-- > 0) {
+		const char *nul = memchr(p, 0, (size_t)(end - p));
+		if (nul == NULL || nul + 1 >= end)
+			return NULL;
+		p = nul + 1;
+	}
+	return memchr(p, 0, (size_t)(end - p)) ? p : NULL;
+}
+
+int proto_request_add_path(struct proto_request *q, const char *path)
+{
+	size_t used = 0, n = strnlen(path, PROTO_MAX_PATH + 1);
+
+	if (n == 0 || n > PROTO_MAX_PATH || q->npaths >= PROTO_MAX_PATHS)
+		return -PC_E_PROTO;
+	for (unsigned i = 0; i < q->npaths; i++)
+		used += strnlen(q->paths + used, PROTO_REQ_PATHS_BYTES - used) + 1;
+	if (used + n + 1 > PROTO_REQ_PATHS_BYTES)
+		return -PC_E_PROTO;
+	memcpy(q->paths + used, path, n + 1);
+	q->npaths++;
+	return 0;
+}
+
+static void put_ready(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u16(w, m->u.ready.data_port);
+	put_str(w, m->u.ready.host, PROTO_MAX_HOST);
+}
+
+static void get_ready(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.ready.data_port = get_u16(r);
+	get_str(r, m->u.ready.host, PROTO_MAX_HOST);
+}
+
+static bool check_ready(const struct proto_msg *m)
+{
+	(void)m; /* port 0: the server connects instead (REQUEST flag CONNECT) */
+	return true;
+}
+
+static void put_file(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_file *f = &m->u.file;
+
+	put_u32(w, f->id);
+	put_u32(w, f->flags);
+	put_u64(w, f->size);
+	put_u32(w, f->mode);
+	put_u64(w, (uint64_t)f->mtime_s);
+	put_u32(w, f->mtime_ns);
+	put_str(w, f->name, PROTO_MAX_PATH);
+}
+
+static void get_file(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_file *f = &m->u.file;
+
+	f->id = get_u32(r);
+	f->flags = get_u32(r);
+	f->size = get_u64(r);
+	f->mode = get_u32(r);
+	f->mtime_s = to_i64(get_u64(r));
+	f->mtime_ns = get_u32(r);
+	get_str(r, f->name, PROTO_MAX_PATH);
+}
+
+static bool check_file(const struct proto_msg *m)
+{
+	const struct proto_file *f = &m->u.file;
+
+	if ((f->flags & ~PROTO_FILE_KNOWN) != 0 || f->mode > 07777 ||
+	    f->mtime_ns >= 1000000000u)
+		return false;
+	return !(f->flags & PROTO_FILE_SIZE_UNKNOWN) || f->size == 0;
+}
+
+static void put_file_end(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u32(w, m->u.file_end.id);
+	put_u64(w, m->u.file_end.size);
+}
+
+static void get_file_end(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.file_end.id = get_u32(r);
+	m->u.file_end.size = get_u64(r);
+}
+
+static void put_file_done(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_file_done *d = &m->u.file_done;
+
+	put_u32(w, d->id);
+	put_u32(w, (uint32_t)d->status);
+	put_u64(w, d->bytes);
+	put_str(w, d->msg, PROTO_MAX_MSG);
+}
+
+static void get_file_done(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_file_done *d = &m->u.file_done;
+
+	d->id = get_u32(r);
+	d->status = to_i32(get_u32(r));
+	d->bytes = get_u64(r);
+	get_str(r, d->msg, PROTO_MAX_MSG);
+}
+
+static bool check_file_done(const struct proto_msg *m)
+{
+	return m->u.file_done.status <= 0;
+}
+
+static void put_stats(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_stats *s = &m->u.stats;
+
+	put_u64(w, s->bytes);
+	put_u64(w, s->wire_bytes);
+	put_u64(w, s->files);
+	put_u64(w, s->cpu_user_us);
+	put_u64(w, s->cpu_sys_us);
+	put_u64(w, s->maxrss_kb);
+	put_u64(w, s->wall_us);
+	put_u64(w, s->codec_cpu_us);
+}
+
+static void get_stats(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_stats *s = &m->u.stats;
+
+	s->bytes = get_u64(r);
+	s->wire_bytes = get_u64(r);
+	s->files = get_u64(r);
+	s->cpu_user_us = get_u64(r);
+	s->cpu_sys_us = get_u64(r);
+	s->maxrss_kb = get_u64(r);
+	s->wall_us = get_u64(r);
+	s->codec_cpu_us = get_u64(r);
+}
+
+static void put_error(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u32(w, (uint32_t)m->u.error.code);
+	put_str(w, m->u.error.msg, PROTO_MAX_MSG);
+}
+
+static void get_error(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.error.code = to_i32(get_u32(r));
+	get_str(r, m->u.error.msg, PROTO_MAX_MSG);
+}
+
+static bool check_error(const struct proto_msg *m)
+{
+	return m->u.error.code <= 0;
+}
+
+/* How one message type is written, read and range-checked. The encoder and
+ * the decoder share check, so neither accepts what the other refuses. */
+struct proto_ops {
+	const char *name;
+	void (*put)(struct wbuf *w, const struct proto_msg *m);
+	void (*get)(struct rbuf *r, struct proto_msg *m);
+	bool (*check)(const struct proto_msg *m); /* NULL: every value is valid */
+};
+
+static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
+	[PROTO_HELLO] = { "HELLO", put_hello, get_hello, check_hello },
+	[PROTO_AUTH] = { "AUTH", put_auth, get_auth, NULL },
+	[PROTO_KEY] = { "KEY", put_key, get_key, NULL },
+	[PROTO_REQUEST] = { "REQUEST", put_request, get_request, check_request },
+	[PROTO_READY] = { "READY", put_ready, get_ready, check_ready },
+	[PROTO_FILE] = { "FILE", put_file, get_file, check_file },
+	[PROTO_FILE_END] = { "FILE_END", put_file_end, get_file_end, NULL },
+	[PROTO_FILE_DONE] = { "FILE_DONE", put_file_done, get_file_done, check_file_done },
+	[PROTO_END] = { "END", put_stats, get_stats, NULL },
+	[PROTO_DONE] = { "DONE", put_stats, get_stats, NULL },
+	[PROTO_ERROR] = { "ERROR", put_error, get_error, check_error },
+};
+
+static const struct proto_ops *proto_ops_get(uint8_t type)
+{
+	if (type >= PROTO_TYPE_MAX || proto_ops[type].name == NULL)
+		return NULL;
+	return &proto_ops[type];
+}
+
+/* ---- Control frames ---------------------------------------------------- */
+
+int proto_encode(const struct proto_msg *m, uint8_t *out, size_t cap)
+{
+	const struct proto_ops *op = proto_ops_get(m->type);
+	struct wbuf w = { out, cap, PROTO_FRAME_HDR_LEN, false };
+	size_t plen;
+
+	if (op == NULL || cap < PROTO_FRAME_HDR_LEN)
+		return -PC_E_PROTO;
+	if (op->check && !op->check(m))
+		return -PC_E_PROTO;
+	op->put(&w, m);
+	if (w.bad)
+		return -PC_E_PROTO;
+	plen = w.len - PROTO_FRAME_HDR_LEN;
+	if (plen > PROTO_MAX_PAYLOAD)
+		return -PC_E_PROTO;
+	out[0] = m->type;
+	out[1] = 0;              /* flags: none in version 1 */
+	be16_put(out + 2, 0);    /* reserved */
+	be32_put(out + 4, (uint32_t)plen);
+	return (int)w.len;
+}
+
+int proto_frame_decode(const uint8_t hdr[PROTO_FRAME_HDR_LEN], uint8_t *type, uint32_t *len)
+{
+	uint32_t n = be32_get(hdr + 4);
+
+	if (hdr[1] != 0 || be16_get(hdr + 2) != 0 || proto_ops_get(hdr[0]) == NULL ||
+	    n > PROTO_MAX_PAYLOAD)
+		return -PC_E_PROTO;
+	*type = hdr[0];
+	*len = n;
+	return 0;
+}
+
+int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_msg *m)
+{
+	const struct proto_ops *op = proto_ops_get(type);
+	struct rbuf r = { payload, len, 0, false };
+
+	memset(m, 0, sizeof(*m));
+	if (op == NULL || len > PROTO_MAX_PAYLOAD)
+		return -PC_E_PROTO;
+	m->type = type;
+	op->get(&r, m);
+	if (r.bad || r.pos != r.len)
+		return -PC_E_PROTO;
+	if (op->check && !op->check(m))
+		return -PC_E_PROTO;
+	return 0;
+}
+
+const char *proto_type_name(uint8_t type)
+{
+	const struct proto_ops *op = proto_ops_get(type);
+
+	return op ? op->name : "?";
+}
+
+/* ---- Data channels ----------------------------------------------------- */
+
+void proto_dhello_encode(const struct proto_dhello *h, uint8_t out[PROTO_DHELLO_LEN])
+{
+	be32_put(out, h->magic);
+	be16_put(out + 4, h->version);
+	be16_put(out + 6, h->stream);
+	memcpy(out + 8, h->nonce, PROTO_NONCE_LEN);
+}
+
+int proto_dhello_decode(const uint8_t in[PROTO_DHELLO_LEN], struct proto_dhello *h)
+{
+	h->magic = be32_get(in);
+	h->version = be16_get(in + 4);
+	h->stream = be16_get(in + 6);
+	memcpy(h->nonce, in + 8, PROTO_NONCE_LEN);
+	return h->magic == PROTO_DATA_MAGIC ? 0 : -PC_E_PROTO;
+}
+
+void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN])
+{
+	out[0] = b->type;
+	out[1] = b->codec;
+	be16_put(out + 2, b->flags);
+	be32_put(out + 4, b->file_id);
+	be64_put(out + 8, b->offset);
+	be32_put(out + 16, b->raw_len);
+	be32_put(out + 20, b->enc_len);
+	be64_put(out + 24, b->seq);
+	be64_put(out + 32, b->checksum);
+}
+
+static bool block_end_ok(const struct proto_block *b)
+{
+	return b->codec == 0 && b->flags == 0 && b->file_id == 0 && b->offset == 0 &&
+	       b->raw_len == 0 && b->enc_len == 0 && b->seq == 0 && b->checksum == 0;
+}
+
+static bool block_data_ok(const struct proto_block *b, uint32_t max_block)
+{
+	if ((b->flags & ~PROTO_BLK_KNOWN) != 0 || b->codec >= PROTO_CODEC_MAX)
+		return false;
+	if (b->raw_len > max_block || b->enc_len > max_block)
+		return false;
+	if (b->offset > UINT64_MAX - b->raw_len)
+		return false;
+	if (b->flags & PROTO_BLK_HOLE)
+		return b->enc_len == 0 && b->codec == PROTO_CODEC_NONE;
+	if (b->codec == PROTO_CODEC_NONE)
+		return b->enc_len == b->raw_len; /* the payload is the raw bytes */
+	return b->enc_len > 0 && b->enc_len < b->raw_len;
+}
+
+int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
+		       struct proto_block *b)
+{
+	b->type = in[0];
+	b->codec = in[1];
+	b->flags = be16_get(in + 2);
+	b->file_id = be32_get(in + 4);
+	b->offset = be64_get(in + 8);
+	b->raw_len = be32_get(in + 16);
+	b->enc_len = be32_get(in + 20);
+	b->seq = be64_get(in + 24);
+	b->checksum = be64_get(in + 32);
+	if (b->type == PROTO_BLK_END)
+		return block_end_ok(b) ? 0 : -PC_E_PROTO;
+	if (b->type == PROTO_BLK_DATA)
+		return block_data_ok(b, max_block) ? 0 : -PC_E_PROTO;
+	return -PC_E_PROTO;
+}
+
+uint64_t proto_checksum(const void *buf, size_t len)
+{
+	return XXH3_64bits(buf, len);
+}
