@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pcopy: the command line. Turns argv into a struct pcopy_opts, calls
  * libpcopy, prints the final message or summary, and exits with the
  * documented status. Nothing else lives here. */

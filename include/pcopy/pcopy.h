@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libpcopy: the public interface the command line (and tests, tools and
  * fuzzers) drive. Everything pcopy does is behind these calls; src/main.c
  * only turns argv into a struct pcopy_opts.

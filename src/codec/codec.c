@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* codec: the backend registry, the "none" backend, and the -c grammar. */
 #include "codec/codec.h"
 

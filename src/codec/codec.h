@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* codec: block compression backends (none, zlib, lz4, bzip2) behind one
  * table of function pointers, and the -c option's grammar.
  *

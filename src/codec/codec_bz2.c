@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* codec_bz2: the bzip2 backend, one bzip2 stream per block. The only file
  * that includes bzlib.h. The level is the block size in 100 kB (1-9).
  * libbz2 has no reset, so each block sets up and frees its own state and

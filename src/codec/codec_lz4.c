@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* codec_lz4: the LZ4 backend, LZ4 block format (no frame). The only file
  * that includes lz4.h and lz4hc.h. Level 1 is LZ4's fast compressor at
  * acceleration 1; levels 2-12 are LZ4 HC at that level. Decoding is the

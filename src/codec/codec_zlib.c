@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* codec_zlib: the zlib backend, raw deflate (RFC 1951), as
  * docs/PROTOCOL.md specifies: no zlib header and no Adler-32, which cost 7 %
  * of the CPU and add nothing to our XXH3 block checksum. The only file that

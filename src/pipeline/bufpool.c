@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bufpool: a fixed set of aligned buffers handed out from a free stack. */
 #include "pipeline/bufpool.h"
 

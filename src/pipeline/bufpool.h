@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bufpool: a bounded pool of equal-sized block buffers, allocated up front.
  *
  * A buffer's life is acquire -> fill -> hand on (queue) -> release. The pool

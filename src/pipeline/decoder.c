@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* decoder: compressed payloads back to raw bytes. */
 #include "pipeline/decoder.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* decoder: turns a received payload back into the block's raw bytes. One
  * per receiver thread; not thread-safe itself. */
 #ifndef PCOPY_DECODER_H

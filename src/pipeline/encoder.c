@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* encoder: holes, compression, and knowing when not to compress. */
 #include "pipeline/encoder.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* encoder: turns a block of raw file data into what goes on the wire.
  *
  * For each block: an all-zero block becomes a HOLE (a header, no payload);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan: the order in which the source reads its blocks. */
 #include "pipeline/plan.h"
 

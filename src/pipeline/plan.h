@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* plan: hands out the source's blocks to reader threads, one claim at a
  * time, in announcement order. The control thread adds files as it
  * announces them; readers claim (file, offset, length, seq). A regular file

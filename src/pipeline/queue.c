@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* queue: a bounded ring of pointers with blocking push and pop. */
 #include "pipeline/queue.h"
 

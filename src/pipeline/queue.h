@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* queue: a bounded blocking FIFO of pointers between pipeline stages.
  *
  * Many producers, many consumers. Producers block while it is full,

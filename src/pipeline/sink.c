@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sink: receivers -> queues -> writers, driven by a control loop. */
 #include "pipeline/sink.h"
 

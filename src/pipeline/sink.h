@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sink: receives blocks on the data channels, verifies them and writes the
  * files, each under a temporary name renamed into place only when every
  * block has arrived exactly once with a good checksum and the size is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* source: readers -> queues -> senders, driven by a control loop. */
 #include "pipeline/source.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* source: reads files and sends them as blocks over the data channels.
  *
  * Threads: the calling thread runs the control loop (announces files with

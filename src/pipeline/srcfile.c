@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* srcfile: a source opened for reading. */
 #include "pipeline/srcfile.h"
 

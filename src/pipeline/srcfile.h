@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* srcfile: one source opened for reading, with what the sink must know
  * about it. Owned by whoever opened it (the session); the source engine
  * borrows it for the transfer. */

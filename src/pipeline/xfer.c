@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xfer: shared state of one transfer and its abort switch. */
 #include "pipeline/xfer.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* xfer: what the source and the sink share during one transfer: the
  * negotiated parameters, the data sockets, the first error, and the abort
  * switch that wakes every thread.

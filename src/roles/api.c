@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api: the small entry points of libpcopy: set-up, defaults, keys, exit
  * codes. The copy, serve and server entry points live in client.c,
  * daemon.c and server.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* api: process-wide facts set once by pcopy_init before any thread exists,
  * and the helper that turns an internal error record into a
  * struct pcopy_result. Internal to libpcopy. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* client: pcopy_copy, the command the user ran. It works out what the
  * arguments name, opens the sources (push) or the destination (pull),
  * starts or reaches the other end (a local child, a daemon, or a host

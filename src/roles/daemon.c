@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* daemon: pcopy --serve. Accepts control connections and serves each
  * session in its own forked process, so one failing or hostile session can
  * neither crash nor stall the others. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loc: parse a SRC or DST argument into a local path, stdio, or a daemon URL. */
 #include "roles/loc.h"
 

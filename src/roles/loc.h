@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* loc: what a SRC or DST argument names: a local path, stdin/stdout ("-"),
  * a path on a pcopy daemon (pcopy://HOST:PORT/PATH), or a path on a host
  * reached through ssh ([user@]host:PATH, as scp writes it). Pure parsing. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* relay: control messages between the two ends of a third-party copy. */
 #include "roles/relay.h"
 

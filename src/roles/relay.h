@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* relay: the client's part in a third-party copy (h1:SRC h2:DST). The
  * data flows from h1 straight to h2; the client only carries the control
  * messages between them: FILE, FILE_END and END from the source to the

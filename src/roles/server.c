@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server: one session on the far end. */
 #include "roles/server.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server: the far end of a session: answers a client's handshake and
  * request, then runs the source or the sink it asked for. Used by
  * pcopy_server (a child the client started) and by each session process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* session: handshakes and data connections. */
 #include "roles/session.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* session: what both ends of a session do before and around the transfer:
  * the HELLO/KEY/AUTH handshake, REQUEST/READY, opening and authenticating
  * the data connections, and running the source or sink over them.

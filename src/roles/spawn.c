@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* spawn: the local sink as a child process. */
 #include "roles/spawn.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* spawn: starting the other end of a session as a child process that
  * speaks the control protocol on a socketpair, and reaping it. */
 #ifndef PCOPY_SPAWN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crypto: randomness, HMAC-SHA256, constant-time comparison and wiping.
  * The only file in pcopy that includes OpenSSL headers. */
 #include "sys/crypto.h"

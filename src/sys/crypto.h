@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crypto: the only file that includes OpenSSL. Randomness, HMAC-SHA256,
  * constant-time comparison and wiping. All functions are thread-safe. */
 #ifndef PCOPY_CRYPTO_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* err: error code texts, exit code mapping and the first-error-wins record. */
 #include "sys/err.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* err: pcopy's error codes, their exit codes, and a detail buffer.
  *
  * Functions return 0 or a negative code: -errno for system errors, or one of

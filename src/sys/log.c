@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log: leveled messages to stderr, one write(2) per message. */
 #include "sys/log.h"
 

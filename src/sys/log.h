@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log: leveled messages to stderr. Only stderr: stdout may carry file data
  * and a server's stdout carries the control channel.
  *

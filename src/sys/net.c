@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* net: TCP sockets for the control and data channels. */
 #include "sys/net.h"
 

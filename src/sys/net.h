@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* net: TCP sockets for the control and data channels. Blocking I/O only;
  * waits with deadlines use poll. Every function returns an fd or 0 on
  * success, or a negative code with the detail (naming host and port) in e.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* platform: clocks, resource usage, full I/O, size parsing, signals. */
 #include "sys/platform.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* platform: thin wrappers over the OS that every layer uses: clocks, resource
  * usage, full reads and writes, size parsing, signal set-up. */
 #ifndef PCOPY_PLATFORM_H

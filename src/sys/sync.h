@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sync: checked mutex and condition variable calls.
  *
  * On a valid, initialised default mutex these calls cannot fail; if one

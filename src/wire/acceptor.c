@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* acceptor: concurrent authentication of incoming data connections. */
 #include "wire/acceptor.h"
 

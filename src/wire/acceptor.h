@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* acceptor: accepts the data connections of a session and authenticates
  * them concurrently, one short-lived thread per connection, so setting up
  * N streams costs one round trip, not N. Strangers, bad proofs, duplicate

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* auth: control and data channel proofs of key possession. */
 #include "wire/auth.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* auth: proving knowledge of a key, on the control channel of a daemon
  * session and on every data connection (docs/PROTOCOL.md, "Authentication").
  * Pure key derivation plus blocking handshakes on a connected fd.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ctl: framed control messages over a pair of fds. */
 #include "wire/ctl.h"
 

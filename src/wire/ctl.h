@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ctl: the control channel, framed messages (proto) over a pair of fds.
  *
  * One thread receives; any thread may send (sends are serialised by a

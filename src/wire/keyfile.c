@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* keyfile: create and read the daemon's shared secret. */
 #include "wire/keyfile.h"
 

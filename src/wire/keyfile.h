@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* keyfile: the daemon's shared secret on disk.
  *
  * A key file holds 64 lowercase or uppercase hex digits (32 bytes) and an

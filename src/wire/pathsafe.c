@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pathsafe: validate peer-supplied names and paths, and open them beneath a
  * root directory without letting ".." or a symlink lead outside it. */
 #include "wire/pathsafe.h"

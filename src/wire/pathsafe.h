@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pathsafe: the sink never trusts the wire. Checks on names and relative
  * paths that come from a peer, and opening them beneath a root directory so
  * that neither ".." nor a symlink can lead outside it. */

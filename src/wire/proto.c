@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* proto: encoding and decoding of the wire formats (see proto.h and
  * docs/PROTOCOL.md). Every function is pure: no I/O, no allocation. */
 #include "wire/proto.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* proto: the wire formats, as pure functions over byte buffers.
  *
  * Nothing here does I/O or allocates, so every function is thread-safe and

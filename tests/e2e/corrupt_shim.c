@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* corrupt_shim: an LD_PRELOAD library for the integrity tests. It wraps
  * sendmsg() and, once the process has sent PCOPY_CORRUPT_AFTER bytes in
  * messages of at least 64 KiB (block payloads), flips one byte in the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # lib.sh: helpers for the pcopy end-to-end tests.
 #
 # Each tests/e2e/t_*.sh starts with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sshd.sh: a private sshd for the ssh end-to-end tests.
 #
 # An ssh test starts with

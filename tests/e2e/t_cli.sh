@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_cli: --help, --version, --gen-key, the summary and stats lines, -q, and
 # options placed after the operands.
 source "$PCOPY_TEST_LIB"

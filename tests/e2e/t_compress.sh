@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_compress: -c end to end. Every codec round-trips through the command
 # line (local, and through a daemon where the remote source compresses);
 # per-stream levels really are used, as the statistics show; a corrupted

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_daemon: push and pull through `pcopy --serve`: sizes around the block
 # size with 1 to 8 streams, destination names, PCOPY_KEY_FILE, concurrent
 # sessions, strangers on the port, and the daemon's exit on a signal.

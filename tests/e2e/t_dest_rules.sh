@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_dest_rules: how a local copy names its destination (as cp does), and
 # that a destination is replaced only by a complete, verified copy.
 source "$PCOPY_TEST_LIB"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_disk_full: a destination file system that fills up: exit 11, "No space
 # left on device", no final file, no temporary file, space given back.
 source "$PCOPY_TEST_LIB"

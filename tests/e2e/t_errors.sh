@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_errors: each kind of failure gives its exit status and a message that
 # names the file, host or option, and writes nothing it should not.
 source "$PCOPY_TEST_LIB"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_integrity: a byte flipped on the wire (by the LD_PRELOAD shim in the
 # sending process) is caught: exit 12, a message about the checksum, no
 # final file, no temporary file, and an existing file is kept.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_interrupt: a client stopped by SIGINT/SIGTERM exits 20 promptly and
 # leaves no partial file; a daemon (or its session) killed mid-transfer makes
 # the client fail promptly, naming the daemon; an idle transfer times out.

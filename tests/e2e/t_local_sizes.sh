@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_local_sizes: local copies of files around the block size, with 1 to 8
 # streams and two block sizes, several files at once, a 100 MiB file, and
 # the mode bits of the copy.

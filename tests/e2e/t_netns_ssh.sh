@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_netns_ssh: ssh copies to a host in another network namespace, joined to
 # this one by a veth pair (10.99.N.1 here, 10.99.N.2 there), with an sshd
 # that listens only there: push and pull with 4 streams, with -z (the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_sparse: sparse files, over 4 GiB, are copied quickly (holes are skipped)
 # and stay sparse.
 source "$PCOPY_TEST_LIB"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_ssh_errors: how an ssh copy fails. ssh cannot connect or log in (exit 5
 # with ssh's own message), no pcopy on the remote (exit 5), a missing or
 # read-only remote destination (exit 11 naming it), a missing remote source

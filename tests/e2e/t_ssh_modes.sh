@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_ssh_modes: the ways an ssh copy sets up its data connections: -z (the
 # client listens, the remote connects), -Z LO-HI (the data ports the
 # listening side uses) with a free range and with a range where every port

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_ssh_push_pull: `pcopy SRC... host:DST` and `pcopy host:SRC... DST`
 # through a real sshd that the test starts (tests/e2e/sshd.sh): several
 # files with 1 and 8 streams, standard input and output, paths relative to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # t_stdio: '-' as the source (standard input) and as the destination
 # (standard output), locally and from a daemon, and progress lines while
 # standard input is slow.

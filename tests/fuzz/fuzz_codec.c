@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for codec: block payloads as a hostile peer sends them.
  *
  * Input: codec id (u8; ids past the last codec must be unknown to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
  * and the listener's side of the data handshake.
  *

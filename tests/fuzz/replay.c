@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* replay: a stand-in for libFuzzer in ordinary builds.
  *
  * Usage: fuzz_<name> [SEED_DIR]. Runs LLVMFuzzerTestOneInput on every file

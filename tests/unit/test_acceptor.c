@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for acceptor: real TCP connections on loopback, real
  * handshakes, and a control channel over a socketpair. The peer side runs
  * in a thread of its own, as a remote connector would. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for auth: the control MACs and session key against
  * docs/PROTOCOL.md, and the data handshake over a socketpair, with the
  * right key, a wrong key, an out-of-range stream index and garbage. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for bufpool: bounds, blocking acquire, abort, outstanding. */
 #include <stdarg.h>
 #include <stddef.h>

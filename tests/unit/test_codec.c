@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for codec: round trips of every backend, strict decoding of
  * damaged input, bounds, and the -c grammar. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for crypto: HMAC-SHA256 against RFC 4231, iovec splitting,
  * constant-time comparison, randomness and wiping. */
 #include <stdarg.h>

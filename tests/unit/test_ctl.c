@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for ctl: every message type across a socketpair, concurrent
  * senders never interleaving frames, EOF and malformed frames, ctl_expect's
  * and error reporting. */

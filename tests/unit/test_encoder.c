@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for encoder and decoder: zero detection, holes, compression
  * only when it pays, the skip mode for incompressible files and its probes,
  * and decoding (round trips and refusal of bad payloads). */

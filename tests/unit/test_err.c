@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for err: code texts, exit codes, first-error-wins record. */
 #include <stdarg.h>
 #include <stddef.h>

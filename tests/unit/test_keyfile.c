@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for keyfile: generate/load round trip, permissions, and the
  * files load must refuse. Each test works in its own mkdtemp directory. */
 #include <stdarg.h>

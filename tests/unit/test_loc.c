@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for loc: a table of arguments and what they parse to, and a
  * table of arguments that must be refused with a message naming them. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for net, over loopback: listen on an ephemeral port, connect,
  * accept with a peer name and a deadline, refused connections and their
  * messages, receive timeouts, vectored sends, and IPv6 where ::1 exists. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for pathsafe: the name and path checks, split, and opening
  * beneath a root. The open tests run twice: once with openat2, and once
  * with openat2 blocked by a seccomp filter (ENOSYS, as on a pre-5.6 kernel)

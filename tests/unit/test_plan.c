@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for plan: block order, offsets and lengths of regular files,
  * sequence numbers, finish and abort, streams claimed one reader at a time,
  * failed files, and two readers claiming from one big file at once. */

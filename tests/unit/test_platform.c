@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for platform: size parsing and formatting, full reads and
  * writes over pipes, sockets and files, timeouts, signals, cloexec. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for proto: round trips, exact layouts, and every rejection rule. */
 #include <stdarg.h>
 #include <stddef.h>

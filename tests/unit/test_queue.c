@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for queue: FIFO order, blocking, close, abort, and a
  * many-producer many-consumer stress run. */
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for sink_target_open/close: resolving the destination by cp's
  * rules (existing directory, new name, several sources), refusals with
  * messages that say why, paths leading outside a served directory, standard

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for srcfile: what a source knows about a regular file, sparse
  * files, refusals (directories, missing files, paths leaving the root),
  * FIFOs and devices as streams, standard input, and closing twice. Each

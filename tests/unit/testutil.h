@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* testutil: small helpers shared by the unit tests. */
 #ifndef PCOPY_TESTUTIL_H
 #define PCOPY_TESTUTIL_H

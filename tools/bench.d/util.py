@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Small helpers for tools/bench, one per subcommand:
 
     util.py sha256 FILE         the file's SHA-256, in hex

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # wan.gp: the plot of tools/bench, scenario (b): throughput against streams,
 # one line per window, pcopy solid and iperf3 dashed in the same colour.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* link: shaper, delay line and counters for one direction.
  *
  * Each packet gets two times when it arrives: depart_ns, when the token

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* link: one direction of the emulated link.
  *
  * Packets read from the input TUN fd enter a FIFO. A token bucket on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* linkem: a user-space WAN link emulator between two network namespaces.
  *
  * The main thread opens a TUN device in each namespace, starts the workers

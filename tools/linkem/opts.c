@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* opts: a table of options; per-direction ones take -ab / -ba suffixes. */
 #include "opts.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* opts: linkem's command line, parsed with a table into a struct. */
 #ifndef LINKEM_OPTS_H
 #define LINKEM_OPTS_H

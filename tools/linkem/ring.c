@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ring: packets in a circular byte arena.
  *
  * Records are 16-byte aligned and the arena size is a multiple of 16, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ring: a FIFO of packets packed into one contiguous byte arena.
  *
  * Packets are read straight into the arena (no copy) and written out from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tun: TUN devices opened from inside a network namespace.
  *
  * A TUN device lives in the namespace of the thread that opens

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tun: open a layer-3 TUN device inside a network namespace. */
 #ifndef LINKEM_TUN_H
 #define LINKEM_TUN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wire: on-wire size of TUN packets, and GSO super-packets cut by segment.
  *
  * The virtio_net_hdr is in the host's byte order (legacy virtio, which

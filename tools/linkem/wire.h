@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* wire: what packets read from a TUN device amount to on the emulated
  * wire, and cutting GSO super-packets into runs of their segments. Pure
  * functions on byte buffers: no I/O, no state. */
