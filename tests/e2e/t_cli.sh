@@ -143,8 +143,27 @@ case_readme() {
     grep -qE '^exec tests/run-all' "$root/.ci/run" || fail ".ci/run does not run tests/run-all"
 }
 
+# The licence is in the tree, and every source, script and build file says
+# which it is under (distributions read the SPDX line).
+case_licence() {
+    local root f missing=()
+    root=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
+    grep -q 'Apache License' "$root/LICENSE" 2>/dev/null || fail "no Apache-2.0 text in $root/LICENSE"
+    while IFS= read -r f; do
+        case $f in
+        *.c | *.h | *.sh | *.py | *.gp | *.in | CMakeLists.txt | */CMakeLists.txt) ;;
+        tools/* | tests/run-all | .ci/*) [[ $(head -c 2 "$root/$f") == '#!' ]] || continue ;;
+        *) continue ;;
+        esac
+        head -n 3 "$root/$f" | grep -q 'SPDX-License-Identifier: Apache-2.0' || missing+=("$f")
+    done < <(git -C "$root" ls-files 2>/dev/null ||
+        (cd "$root" && find . -path ./.git -prune -o -path './build*' -prune -o -type f -print | sed 's|^\./||'))
+    ((${#missing[@]} == 0)) || fail "no SPDX-License-Identifier line in: ${missing[*]}"
+}
+
 run_case help case_help
 run_case readme case_readme
+run_case licence case_licence
 run_case version case_version
 run_case gen-key case_gen_key
 run_case summary case_summary
