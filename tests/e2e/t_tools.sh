@@ -27,6 +27,8 @@ case_paths() {
     local -a files=("$ROOT/README.md" "$ROOT/man/pcopy.1.in" "$ROOT/CMakeLists.txt"
         "$ROOT/tests/run-all" "$ROOT/.ci/run")
     local f p n=0 missing=()
+    # shellcheck disable=SC2016 # $root/ is literal: the scripts' own text
+    local pat='(?<![\w./$-])tools/[\w./-]+|\$root/tools/[\w./-]+'
     for f in "$ROOT"/docs/*.md; do files+=("$f"); done
     while IFS= read -r f; do files+=("$ROOT/$f"); done < <(tool_scripts)
     for f in "${files[@]}"; do
@@ -36,7 +38,7 @@ case_paths() {
             p=${p%%[.,:;]}
             n=$((n + 1))
             [[ -e $ROOT/$p ]] || missing+=("${f#"$ROOT"/} names $p")
-        done < <(grep -oP '(?<![\w./$-])tools/[\w./-]+|\$root/tools/[\w./-]+' "$f" | sort -u || true)
+        done < <(grep -oP "$pat" "$f" | sort -u || true)
     done
     ((n > 20)) || fail "found only $n tools/ paths in the docs and scripts; the pattern is broken"
     if ((${#missing[@]} > 0)); then
