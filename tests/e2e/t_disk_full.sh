@@ -3,6 +3,7 @@
 # t_disk_full: a destination file system that fills up: exit 11, "No space
 # left on device", no final file, no temporary file, space given back.
 source "$PCOPY_TEST_LIB"
+needs_root "it mounts small tmpfs file systems to fill them"
 
 # full_copy DIR DST ARGS...: `pcopy ARGS...` onto the full DIR fails with
 # exit 11 and ENOSPC, leaves DST absent and DIR with no temporary file.
