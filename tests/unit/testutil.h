@@ -57,8 +57,9 @@ static inline void testutil_check_status_taken(void)
 		printf(__VA_ARGS__);                                               \
 		printf("\n");                                                      \
 		fflush(stdout);                                                    \
-		if (testutil_skipped++ == 0)                                       \
-			(void)atexit(testutil_check_status_taken);                 \
+		if (testutil_skipped++ == 0 &&                                     \
+		    atexit(testutil_check_status_taken) != 0)                      \
+			fail_msg("testutil_skip: atexit failed");                  \
 		_skip(__FILE__, __LINE__);                                         \
 	} while (0)
 
