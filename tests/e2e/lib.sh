@@ -16,6 +16,12 @@
 #   PCOPY_TEST_CMD_TIMEOUT seconds one command under expect_exit may take
 #                          (default 120, times $SLOW)
 #
+# A test that cannot run here calls `skip_test REASON` (or, for the tests
+# that need root, `needs_root REASON` right after sourcing this file): it
+# exits with status 77, which ctest reports as skipped (SKIP_RETURN_CODE),
+# never as passed, and tests/run-all counts as a failure. ctest labels a
+# script that calls needs_root "root", so `ctest -LE root` leaves it out.
+#
 # A script is a list of cases. `run_case NAME FUNCTION [ARGS...]` runs one in a
 # subshell with errexit on: `fail` or any failing command ends that case only,
 # and the script goes on with the next one, so one bug does not hide the
@@ -83,6 +89,26 @@ log() {
 fail() {
     printf 'FAIL: %s: %s\n' "$TEST_NAME" "$*" >&2
     exit 1
+}
+
+# E2E_SKIP_CODE: the exit status of a skipped test; ctest's SKIP_RETURN_CODE
+# for the e2e tests (PCOPY_TEST_SKIP_CODE in tests/CMakeLists.txt).
+E2E_SKIP_CODE=77
+
+# skip_test REASON...: end the whole test as skipped, saying why. Only in the
+# main shell: inside a case it would end that case only.
+skip_test() {
+    [[ $BASHPID == "$$" ]] || fail "skip_test called inside a case: $*"
+    printf 'SKIP: %s: %s\n' "$TEST_NAME" "$*" >&2
+    exit "$E2E_SKIP_CODE"
+}
+
+# needs_root REASON...: skip the test, saying why, unless it runs as root.
+# tests/CMakeLists.txt gives every script with a line starting with
+# `needs_root` the ctest label "root".
+needs_root() {
+    [[ $(id -u) -eq 0 ]] && return 0
+    skip_test "needs root ($*); run it as root, or leave it out with: ctest -LE root"
 }
 
 # now: seconds since the epoch, with microseconds.

@@ -3,6 +3,7 @@
 # t_dest_rules: how a local copy names its destination (as cp does), and
 # that a destination is replaced only by a complete, verified copy.
 source "$PCOPY_TEST_LIB"
+needs_root "it mounts tmpfs file systems and runs pcopy as the user nobody"
 
 case_into_existing_dir() {
     mkfile "$T/a" 300000

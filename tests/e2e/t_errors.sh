@@ -3,6 +3,7 @@
 # t_errors: each kind of failure gives its exit status and a message that
 # names the file, host or option, and writes nothing it should not.
 source "$PCOPY_TEST_LIB"
+needs_root "it runs pcopy as the user nobody to be refused permission"
 
 AS_NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 

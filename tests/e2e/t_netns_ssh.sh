@@ -6,6 +6,7 @@
 # remote connects back to 10.99.N.1), and a third-party copy whose two
 # hosts are both the namespace's address.
 source "$PCOPY_TEST_LIB"
+needs_root "it makes a network namespace and a veth pair, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
 NS=pcr$$

@@ -9,6 +9,7 @@
 # interrupted, in the middle of a copy: no file under the final name, and
 # no remote pcopy left behind.
 source "$PCOPY_TEST_LIB"
+needs_root "it runs an sshd that logs in as root, and mounts a tmpfs"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
 sshd_start

@@ -6,6 +6,7 @@
 # the remote home and a bare `host:`, user@host, a bracketed IPv6 host,
 # --rsh against PCOPY_RSH, and `./a:b` as a local file.
 source "$PCOPY_TEST_LIB"
+needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
 sshd_start

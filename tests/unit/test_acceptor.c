@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -249,5 +251,5 @@ int main(void)
 		cmocka_unit_test(test_stranger_dropped),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

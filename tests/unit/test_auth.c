@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -408,5 +410,5 @@ int main(void)
 		cmocka_unit_test(test_data_garbage),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -673,5 +675,5 @@ int main(void)
 		cmocka_unit_test(test_format_parses_back),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <string.h>
 
 #include "sys/crypto.h"
@@ -185,5 +187,5 @@ int main(void)
 		cmocka_unit_test(test_wipe),
 	};
 
-	return cmocka_run_group_tests_name("crypto", tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests_name("crypto", tests, NULL, NULL));
 }

@@ -307,5 +307,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_load_missing, setup, teardown),
 	};
 
-	return cmocka_run_group_tests_name("keyfile", tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests_name("keyfile", tests, NULL, NULL));
 }

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -190,5 +192,5 @@ int main(void)
 		cmocka_unit_test(test_lengths),
 	};
 
-	return cmocka_run_group_tests_name("loc", tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests_name("loc", tests, NULL, NULL));
 }

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "testutil.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -335,9 +337,9 @@ static void test_ipv6_loopback(void **state)
 	lfd = listen_on("::1", 0, 0, &e);
 	if (lfd < 0) {
 		pc_err_get(&e, msg, sizeof(msg));
-		printf("skipping IPv6 test: this machine cannot listen on ::1 (%s)\n", msg);
 		pc_err_destroy(&e);
-		skip();
+		testutil_skip("this machine cannot listen on ::1 (%s); enable IPv6 on loopback "
+			      "(sysctl net.ipv6.conf.lo.disable_ipv6=0) to run it", msg);
 	}
 	close(lfd);
 	pc_err_destroy(&e);
@@ -370,5 +372,5 @@ int main(void)
 		cmocka_unit_test(test_ipv6_loopback),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -302,7 +302,7 @@ static void test_open_magic_link(void **state)
 
 	(void)state;
 	if (procfd < 0)
-		skip();
+		testutil_skip("cannot open /proc/self (%s): is /proc mounted?", strerror(errno));
 	expect_escape(pathsafe_open(procfd, "cwd", O_RDONLY | O_DIRECTORY, 0, true), "cwd");
 	fd = pathsafe_open(procfd, "cwd", O_RDONLY | O_DIRECTORY, 0, false);
 	assert_true(fd >= 0);
@@ -334,7 +334,8 @@ static void test_open_create(void **state)
 	/* O_TMPFILE contains O_DIRECTORY's bit; the mode must still pass. */
 	fd = pathsafe_open(t->rootfd, "a", O_TMPFILE | O_WRONLY, 0600, true);
 	if (fd == -EOPNOTSUPP || fd == -EISDIR)
-		return; /* the file system has no O_TMPFILE */
+		testutil_skip("the file system of %s has no O_TMPFILE (%s)", t->base,
+			      strerror(-fd));
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0600);
@@ -386,6 +387,28 @@ static int block_openat2(void)
 
 #define TREE_TEST(f) cmocka_unit_test_setup_teardown(f, tree_setup, tree_teardown)
 
+/* Why block_openat2 failed (an errno), for test_no_seccomp. */
+static int no_seccomp_errno;
+
+/* Stands in for each fallback test when seccomp is unavailable. */
+static void test_no_seccomp(void **state)
+{
+	(void)state;
+	testutil_skip("cannot install a seccomp filter that hides openat2 (%s), so the "
+		      "fallback walk is not tested; run where seccomp is allowed",
+		      strerror(no_seccomp_errno));
+}
+
+/* Fills out[0..n) with tests[0..n)'s names, each running only
+ * test_no_seccomp (no setup or teardown). */
+static void no_seccomp_group(struct CMUnitTest *out, const struct CMUnitTest *tests, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i] = (struct CMUnitTest){ .name = tests[i].name,
+					      .test_func = test_no_seccomp };
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest pure[] = {
@@ -407,6 +430,10 @@ int main(void)
 	const struct CMUnitTest blocked[] = {
 		cmocka_unit_test(test_openat2_blocked),
 	};
+	/* The two fallback groups, when seccomp is unavailable: the same
+	 * names, each only skipping (filled in below). */
+	struct CMUnitTest blocked_skipped[sizeof blocked / sizeof blocked[0]];
+	struct CMUnitTest open_skipped[sizeof open_tests / sizeof open_tests[0]];
 	int failed = 0;
 	int ret;
 
@@ -414,12 +441,19 @@ int main(void)
 	failed += cmocka_run_group_tests_name("pathsafe_openat2", open_tests, NULL, NULL);
 	ret = block_openat2();
 	if (ret != 0) {
-		printf("seccomp unavailable (%s): not testing the fallback walk\n",
-		       strerror(-ret));
-		return failed;
+		/* Without seccomp the fallback walk cannot be reached: report
+		 * each of its tests as skipped, with the reason. */
+		no_seccomp_errno = -ret;
+		no_seccomp_group(blocked_skipped, blocked, sizeof blocked / sizeof blocked[0]);
+		no_seccomp_group(open_skipped, open_tests, sizeof open_tests / sizeof open_tests[0]);
+		failed += cmocka_run_group_tests_name("pathsafe_fallback_check", blocked_skipped,
+						      NULL, NULL);
+		failed += cmocka_run_group_tests_name("pathsafe_fallback", open_skipped, NULL,
+						      NULL);
+		return testutil_status(failed);
 	}
 	fallback = true;
 	failed += cmocka_run_group_tests_name("pathsafe_fallback_check", blocked, NULL, NULL);
 	failed += cmocka_run_group_tests_name("pathsafe_fallback", open_tests, NULL, NULL);
-	return failed;
+	return testutil_status(failed);
 }

@@ -294,10 +294,8 @@ static void test_read_only(void **state)
 	char why[256];
 	int ret;
 
-	if (!make_read_only_dir(fx, why, sizeof(why))) {
-		printf("skipping read-only destination test: %s\n", why);
-		skip();
-	}
+	if (!make_read_only_dir(fx, why, sizeof(why)))
+		testutil_skip("no read-only directory to write to: %s", why);
 	ret = expect_refused(fx, "ro", false, 2, 0, "ro", "cannot write", NULL);
 	assert_true(ret == -EROFS || ret == -EACCES);
 	ret = expect_refused(fx, "ro/newfile", false, 1, 0, "ro/newfile", "cannot write", NULL);
@@ -322,5 +320,5 @@ int main(void)
 		FX_TEST(test_read_only),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

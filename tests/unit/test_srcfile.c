@@ -352,5 +352,5 @@ int main(void)
 		FX_TEST(test_stdin),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

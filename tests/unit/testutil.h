@@ -3,12 +3,85 @@
 #ifndef PCOPY_TESTUTIL_H
 #define PCOPY_TESTUTIL_H
 
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ---- skips -----------------------------------------------------------------
+ * cmocka counts a skipped test as neither passed nor failed, and its group
+ * returns 0, so ctest would show a program with skipped tests as "Passed".
+ * Every unit test program therefore:
+ *   - skips only through testutil_skip(fmt, ...), which says why;
+ *   - ends main with `return testutil_status(failed);`, which exits with
+ *     TESTUTIL_SKIP_CODE (ctest's SKIP_RETURN_CODE for the unit tests) when
+ *     nothing failed but something was skipped.
+ * tests/CMakeLists.txt refuses a test_*.c whose main does not. */
+
+/* The exit status ctest reads as "skipped" (SKIP_RETURN_CODE in
+ * tests/CMakeLists.txt; 77 as in automake). */
+#define TESTUTIL_SKIP_CODE 77
+
+/* Tests skipped so far in this program; main thread only (cmocka runs the
+ * tests one after another on it). */
+static int testutil_skipped;
+/* Whether main has asked testutil_status for the exit status. */
+static int testutil_status_taken;
+
+/* At exit: a program that skipped a test but did not end through
+ * testutil_status would exit 0 and pass; make it fail instead. */
+static inline void testutil_check_status_taken(void)
+{
+	if (testutil_skipped > 0 && !testutil_status_taken) {
+		fprintf(stderr, "testutil: %d test(s) skipped, but main did not return "
+				"testutil_status(): failing\n", testutil_skipped);
+		fflush(NULL);
+		_exit(1);
+	}
+}
+
+/* Prints "SKIP: <reason>" and skips the running test (does not return).
+ * Call only from a test function, never from a setup or teardown (cmocka
+ * counts a skip there as an error). */
+#define testutil_skip(...)                                                         \
+	do {                                                                       \
+		printf("SKIP: ");                                                  \
+		printf(__VA_ARGS__);                                               \
+		printf("\n");                                                      \
+		fflush(stdout);                                                    \
+		if (testutil_skipped++ == 0 &&                                     \
+		    atexit(testutil_check_status_taken) != 0)                      \
+			fail_msg("testutil_skip: atexit failed");                  \
+		_skip(__FILE__, __LINE__);                                         \
+	} while (0)
+
+/* A bare skip() gives no reason: refuse it at compile time. */
+#undef skip
+#define skip() _Pragma("GCC error \"skip() gives no reason: call testutil_skip(fmt, ...)\"")
+
+/* The exit status of a test program whose groups reported failed failures
+ * in all: 1 if any failed, TESTUTIL_SKIP_CODE if none failed but some test
+ * was skipped (with a line saying how many), else 0. */
+static inline int testutil_status(int failed)
+{
+	testutil_status_taken = 1;
+	if (failed != 0)
+		return 1;
+	if (testutil_skipped > 0) {
+		printf("%d test(s) skipped: exit status %d, so ctest reports this program as "
+		       "skipped, not passed\n", testutil_skipped, TESTUTIL_SKIP_CODE);
+		return TESTUTIL_SKIP_CODE;
+	}
+	return 0;
+}
 
 static inline int testutil_rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
