@@ -664,8 +664,8 @@ static int sink_on_skip(struct sink *s, const struct proto_skip *k)
 	struct xfer *x = s->x;
 
 	if (x->skip_paths == 0 || s->end)
-		return xfer_fail(x, -PC_E_PROTO, "%s sent SKIP %s", x->peer,
-				 s->end ? "after END" : "out of place (it does not send our sources)");
+		return xfer_fail(x, -PC_E_PROTO, "%s sent SKIP %s", x->peer, s->end ? "after END"
+				 : "out of place (it does not send our sources)");
 	if (!proto_skip_in_order(k, x->skip_paths, &s->next_skip))
 		return xfer_fail(x, -PC_E_PROTO, "%s skipped source %u out of order or out of "
 				 "range (%u sources)", x->peer, (unsigned)k->index,

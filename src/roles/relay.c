@@ -49,7 +49,8 @@ static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_ski
 
 	if (rl->src_end || !proto_skip_in_order(k, rl->npaths, &rl->next_skip)) {
 		snprintf(msg, sizeof(msg), "%s skipped source %u %s", ctl_peer(from),
-			 (unsigned)k->index, rl->src_end ? "after END" : "out of order or out of range");
+			 (unsigned)k->index,
+			 rl->src_end ? "after END" : "out of order or out of range");
 		return relay_fail(rl, -PC_E_PROTO, msg);
 	}
 	rl->r->failed++;

@@ -42,7 +42,8 @@ static int server_open_sources(const struct server_cfg *cfg, const struct proto_
 		} else if (ret != -ENOMEM) {
 			struct source_skip *k = &skips[(*nskips)++];
 			k->index = i;
-			k->code = pc_err_get(&fe, k->msg, sizeof(k->msg));
+			k->code = ret;
+			(void)pc_err_get(&fe, k->msg, sizeof(k->msg));
 			log_debug("skipping source %u: %s", i, k->msg);
 		}
 		pc_err_destroy(&fe);
