@@ -87,6 +87,8 @@ struct sink {
 	atomic_uint done;              /* files finished, well or not */
 	atomic_uint failed;            /* files that failed */
 	bool end;                      /* control thread: END received */
+	unsigned skipped;              /* control thread: SKIPs received */
+	uint32_t next_skip;            /* control thread: lowest index the next SKIP may have */
 	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
 };
 
@@ -655,6 +657,26 @@ static int sink_on_file_end(struct sink *s, const struct proto_file_end *m)
 	return 0;
 }
 
+/* A source the peer could not open: report it, count it as not copied.
+ * Only the client of a server acting as source may be sent one. */
+static int sink_on_skip(struct sink *s, const struct proto_skip *k)
+{
+	struct xfer *x = s->x;
+
+	if (x->skip_paths == 0 || s->end)
+		return xfer_fail(x, -PC_E_PROTO, "%s sent SKIP %s", x->peer, s->end ? "after END"
+				 : "out of place (it does not send our sources)");
+	if (!proto_skip_in_order(k, x->skip_paths, &s->next_skip))
+		return xfer_fail(x, -PC_E_PROTO, "%s skipped source %u out of order or out of "
+				 "range (%u sources)", x->peer, (unsigned)k->index,
+				 (unsigned)x->skip_paths);
+	s->skipped++;
+	if (x->report)
+		log_error("%s%s%s", x->peer_local ? "" : x->peer, x->peer_local ? "" : ": ",
+			  k->msg[0] ? k->msg : pc_strerror(k->status));
+	return 0;
+}
+
 static int sink_on_message(struct sink *s, struct sink_result *r)
 {
 	struct proto_msg m;
@@ -669,6 +691,8 @@ static int sink_on_message(struct sink *s, struct sink_result *r)
 			      : sink_on_file(s, &m.u.file);
 	case PROTO_FILE_END:
 		return sink_on_file_end(s, &m.u.file_end);
+	case PROTO_SKIP:
+		return sink_on_skip(s, &m.u.skip);
 	case PROTO_END:
 		s->end = true;
 		r->peer = m.u.stats;
@@ -830,7 +854,7 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 	} else {
 		ret = sink_finish(s, r);
 	}
-	r->failed = atomic_load(&s->failed);
+	r->failed = atomic_load(&s->failed) + s->skipped;
 	if (cond)
 		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->announced));
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->lock));

@@ -40,14 +40,16 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 void sink_target_close(struct sink_target *t);
 
 struct sink_result {
-	unsigned failed;           /* files that could not be written */
+	unsigned failed;           /* files that could not be written, and sources the
+	                              source skipped (SKIP) */
 	struct proto_stats self;   /* this side's totals */
 	struct proto_stats peer;   /* the source's totals (from END) */
 };
 
 /* Receives files into t over x until the source's END and every file is
  * finished. Returns 0, -PC_E_PARTIAL if some files failed (their messages
- * were sent in FILE_DONE and logged if x->report), or the first fatal
+ * were sent in FILE_DONE and logged if x->report) or the source skipped
+ * some (SKIP, allowed by x->skip_paths; logged if x->report), or the first fatal
  * error (detail in x->err). Temporary files of unfinished files are
  * removed before returning. */
 int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r);

@@ -58,6 +58,8 @@ struct source {
 	struct xfer *x;
 	struct src_file *files;    /* [n], borrowed */
 	unsigned n;
+	const struct source_skip *skips; /* [nskips], borrowed: sent before any FILE */
+	unsigned nskips;
 	struct plan *plan;
 	struct bufpool *pool;
 	struct queue *q[PROTO_MAX_STREAMS]; /* [nq]: one shared, or one per stream if ordered */
@@ -512,9 +514,26 @@ static int source_send_end(struct source *s)
 	return 0;
 }
 
-/* Announces files within the in-flight window, sends END once every
- * stream is done, and waits for FILE_DONEs until every file is done or the
- * transfer aborts. */
+/* Tells the sink about every source that could not be opened, before the
+ * first FILE. Returns 0 or a negative code (the transfer has failed). */
+static int source_send_skips(struct source *s)
+{
+	struct proto_msg m = { .type = PROTO_SKIP };
+
+	for (unsigned i = 0; i < s->nskips; i++) {
+		m.u.skip.index = s->skips[i].index;
+		m.u.skip.status = s->skips[i].code;
+		memcpy(m.u.skip.msg, s->skips[i].msg, sizeof(m.u.skip.msg));
+		int ret = ctl_send(s->x->ctl, &m);
+		if (ret < 0)
+			return xfer_fail(s->x, ret, "lost control connection to %s", s->x->peer);
+	}
+	return 0;
+}
+
+/* Reports the skipped sources, announces files within the in-flight
+ * window, sends END once every stream is done, and waits for FILE_DONEs
+ * until every file is done or the transfer aborts. */
 static void source_control(struct source *s)
 {
 	struct xfer *x = s->x;
@@ -522,6 +541,8 @@ static void source_control(struct source *s)
 			       { .fd = s->efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
+	if (source_send_skips(s) < 0)
+		return;
 	while (!xfer_aborted(x) && !(s->end_sent && s->done == s->n)) {
 		while (s->announced < s->n && s->announced - s->done < SOURCE_MAX_INFLIGHT)
 			if (source_announce(s) < 0)
@@ -712,7 +733,8 @@ static int source_finish(struct source *s, struct source_result *r)
 	return 0;
 }
 
-int source_run(struct xfer *x, struct src_file *files, unsigned n, struct source_result *r)
+int source_run(struct xfer *x, struct src_file *files, unsigned n,
+	       const struct source_skip *skips, unsigned nskips, struct source_result *r)
 {
 	struct source *s = calloc(1, sizeof(*s));
 	int ret;
@@ -723,6 +745,8 @@ int source_run(struct xfer *x, struct src_file *files, unsigned n, struct source
 	s->x = x;
 	s->files = files;
 	s->n = n;
+	s->skips = skips;
+	s->nskips = nskips;
 	s->efd = -1;
 	if (source_start(s) == 0)
 		source_control(s);
@@ -734,8 +758,9 @@ int source_run(struct xfer *x, struct src_file *files, unsigned n, struct source
 		ret = source_finish(s, r);
 	}
 	r->failed = s->failed;
+	r->skipped = nskips;
 	free(s);
-	if (ret == 0 && r->failed > 0)
+	if (ret == 0 && (r->failed > 0 || r->skipped > 0))
 		ret = -PC_E_PARTIAL;
 	return ret;
 }

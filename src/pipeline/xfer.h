@@ -54,6 +54,8 @@ struct xfer {
 	struct codec_choice choices[CODEC_MAX_CHOICES]; /* source: -c, one per stream or one */
 	unsigned nchoices;            /* source: entries in choices (>= 1) */
 	bool codec_auto;              /* source: -c auto */
+	uint32_t skip_paths;          /* sink: the peer may SKIP paths 0..skip_paths-1 of
+	                                 its REQUEST (we are the client of a pull); 0: none */
 
 	atomic_bool aborted;          /* set once by xfer_fail */
 	int abort_efd;                /* eventfd, readable once aborted; owned */

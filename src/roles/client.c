@@ -520,6 +520,8 @@ static int client_two_party(struct client *c)
 		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
 		.peer_local = ep->loc == NULL, .files = c->files, .nfiles = c->nfiles,
 		.target = &c->target,
+		/* A pull: the server reports the sources it cannot open. */
+		.skip_paths = server_role == PROTO_ROLE_SOURCE ? ep->req.npaths : 0,
 	};
 	ret = session_transfer(&c->run, c->e);
 	session_close_fds(c->fds, ep->req.streams);
@@ -569,7 +571,8 @@ static int client_third_party(struct client *c)
 	ret = client_handshake(c, connector);
 	if (ret < 0)
 		return ret;
-	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, &c->relay, c->e);
+	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, src->req.npaths,
+			 &c->relay, c->e);
 }
 
 /* ---- Results ----------------------------------------------------------- */

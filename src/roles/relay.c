@@ -18,6 +18,9 @@ struct relay {
 	struct relay_result *r;
 	struct pc_err *e;
 	uint64_t total, done;      /* announced and finished bytes, for progress */
+	uint32_t npaths;           /* paths of the source's REQUEST */
+	uint32_t next_skip;        /* lowest index the source's next SKIP may have */
+	bool src_end;              /* the source's END went to the sink */
 	bool finished;             /* the sink's DONE went to the source */
 };
 
@@ -35,6 +38,23 @@ static int relay_forward(struct relay *rl, struct ctl *to, const struct proto_ms
 
 	if (ret < 0)
 		return pc_err_set(rl->e, -PC_E_NET, "lost control connection to %s", ctl_peer(to));
+	return 0;
+}
+
+/* A source h1 could not open: reported here, never forwarded (the sink
+ * has nobody to tell). */
+static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_skip *k)
+{
+	char msg[PROTO_MAX_MSG + 64];
+
+	if (rl->src_end || !proto_skip_in_order(k, rl->npaths, &rl->next_skip)) {
+		snprintf(msg, sizeof(msg), "%s skipped source %u %s", ctl_peer(from),
+			 (unsigned)k->index,
+			 rl->src_end ? "after END" : "out of order or out of range");
+		return relay_fail(rl, -PC_E_PROTO, msg);
+	}
+	rl->r->failed++;
+	log_error("%s: %s", ctl_peer(from), k->msg[0] ? k->msg : pc_strerror(k->status));
 	return 0;
 }
 
@@ -71,7 +91,12 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 		if (!from_src)
 			break;
 		rl->r->src = m.u.stats;
+		rl->src_end = true;
 		return relay_forward(rl, to, &m);
+	case PROTO_SKIP:
+		if (!from_src)
+			break;
+		return relay_skip(rl, from, &m.u.skip);
 	case PROTO_FILE_DONE:
 		if (from_src)
 			break;
@@ -106,9 +131,9 @@ static void relay_progress(struct relay *rl, uint64_t start_ns)
 }
 
 int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
-	      struct relay_result *r, struct pc_err *e)
+	      uint32_t npaths, struct relay_result *r, struct pc_err *e)
 {
-	struct relay rl = { .src = src, .sink = sink, .r = r, .e = e };
+	struct relay rl = { .src = src, .sink = sink, .r = r, .e = e, .npaths = npaths };
 	struct pollfd p[3] = { { .fd = ctl_rfd(src), .events = POLLIN },
 			       { .fd = ctl_rfd(sink), .events = POLLIN },
 			       { .fd = sigfd, .events = POLLIN } };

@@ -2,7 +2,8 @@
 /* relay: the client's part in a third-party copy (h1:SRC h2:DST). The
  * data flows from h1 straight to h2; the client only carries the control
  * messages between them: FILE, FILE_END and END from the source to the
- * sink, FILE_DONE and DONE back. Runs on the calling thread. */
+ * sink, FILE_DONE and DONE back. The source's SKIPs (sources it could not
+ * open) stop here: the client reports them. Runs on the calling thread. */
 #ifndef PCOPY_RELAY_H
 #define PCOPY_RELAY_H
 
@@ -13,15 +14,17 @@
 struct relay_result {
 	struct proto_stats src;    /* the source's END */
 	struct proto_stats sink;   /* the sink's DONE */
-	unsigned failed;           /* files the sink could not write (reported) */
+	unsigned failed;           /* files the sink could not write, and sources the
+	                              source skipped (reported) */
 };
 
 /* Relays until the sink's DONE has reached the source, or an error: an
  * ERROR from either side is passed to the other and returned (the detail,
- * naming the host, in e); a signal on sigfd sends ERROR to both. Prints a
- * progress line every progress_s seconds (0: none). Returns 0,
+ * naming the host, in e); a signal on sigfd sends ERROR to both. npaths is
+ * the number of paths in the source's REQUEST, which bounds its SKIPs.
+ * Prints a progress line every progress_s seconds (0: none). Returns 0,
  * -PC_E_PARTIAL, or a negative code. */
 int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
-	      struct relay_result *r, struct pc_err *e);
+	      uint32_t npaths, struct relay_result *r, struct pc_err *e);
 
 #endif

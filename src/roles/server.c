@@ -21,11 +21,43 @@
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
 
-/* Opens what the request names: every source, or the destination.
- * files has room for PROTO_MAX_PATHS. Returns 0 or a negative code (e set). */
+/* Opens every source of the request that can be opened, into files (in
+ * order, *nfiles of them); each one that cannot (missing, unreadable, a
+ * directory...) goes into skips (*nskips), to be reported to the client
+ * with SKIP while the others are copied, as a local source is skipped.
+ * files and skips have room for req->npaths. Returns 0, or a negative code
+ * with the detail in e when the session cannot go on (no memory). */
+static int server_open_sources(const struct server_cfg *cfg, const struct proto_request *req,
+			       struct src_file *files, unsigned *nfiles,
+			       struct source_skip *skips, unsigned *nskips, struct pc_err *e)
+{
+	for (unsigned i = 0; i < req->npaths; i++) {
+		const char *path = proto_request_path(req, i);
+		struct pc_err fe;
+
+		pc_err_init(&fe);
+		int ret = srcfile_open(&files[*nfiles], cfg->rootfd, path, cfg->beneath, path, &fe);
+		if (ret == 0) {
+			(*nfiles)++;
+		} else if (ret != -ENOMEM) {
+			struct source_skip *k = &skips[(*nskips)++];
+			k->index = i;
+			k->code = ret;
+			(void)pc_err_get(&fe, k->msg, sizeof(k->msg));
+			log_debug("skipping source %u: %s", i, k->msg);
+		}
+		pc_err_destroy(&fe);
+		if (ret == -ENOMEM)
+			return pc_err_set(e, ret, "out of memory opening source '%s'", path);
+	}
+	return 0;
+}
+
+/* Opens what the request names: the sources (see server_open_sources), or
+ * the destination. Returns 0 or a negative code (e set). */
 static int server_prepare(const struct server_cfg *cfg, const struct proto_request *req,
-			  struct src_file *files, unsigned *nfiles, struct sink_target *target,
-			  struct pc_err *e)
+			  struct src_file *files, unsigned *nfiles, struct source_skip *skips,
+			  unsigned *nskips, struct sink_target *target, struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
@@ -47,18 +79,8 @@ static int server_prepare(const struct server_cfg *cfg, const struct proto_reque
 			return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay "
 					  "inside the served directory", path);
 	}
-	if (req->role == PROTO_ROLE_SOURCE) {
-		for (unsigned i = 0; i < req->npaths; i++) {
-			const char *path = proto_request_path(req, i);
-			int ret = srcfile_open(&files[i], cfg->rootfd, path, cfg->beneath, path, e);
-			/* A source that is missing or unreadable is a file not
-			 * copied (exit 3), as it is for a local source. */
-			if (ret < 0)
-				return ret == -ENOMEM ? ret : -PC_E_PARTIAL;
-			(*nfiles)++;
-		}
-		return 0;
-	}
+	if (req->role == PROTO_ROLE_SOURCE)
+		return server_open_sources(cfg, req, files, nfiles, skips, nskips, e);
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
 	if (req->nsources == 0 || req->npaths != 1)
@@ -144,11 +166,12 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
 {
 	struct src_file *files = NULL;
+	struct source_skip *skips = NULL;
 	uint8_t k[PROTO_KEY_LEN];
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
-	unsigned nfiles = 0;
+	unsigned nfiles = 0, nskips = 0;
 	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
 
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
@@ -176,8 +199,10 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	if (req->flags & PROTO_REQ_DATA_KEY)
 		memcpy(k, req->data_key, sizeof(k));
 	files = calloc(req->npaths, sizeof(*files));
-	ret = files ? server_prepare(cfg, req, files, &nfiles, &target, e)
-		    : pc_err_set(e, -ENOMEM, "out of memory");
+	skips = req->role == PROTO_ROLE_SOURCE ? calloc(req->npaths, sizeof(*skips)) : NULL;
+	ret = files && (skips || req->role != PROTO_ROLE_SOURCE)
+		      ? server_prepare(cfg, req, files, &nfiles, skips, &nskips, &target, e)
+		      : pc_err_set(e, -ENOMEM, "out of memory");
 	if (ret < 0) {
 		server_tell(c, e, ret);
 		goto out;
@@ -197,9 +222,13 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct session_run run = {
 		.role = req->role, .req = req, .ctl = c, .fds = fds,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .files = files,
-		.nfiles = nfiles, .target = &target,
+		.nfiles = nfiles, .skips = skips, .nskips = nskips, .target = &target,
 	};
 	ret = session_transfer(&run, e);
+	if (ret == -PC_E_PARTIAL) /* each was reported to the client; this is for our log */
+		pc_err_set(e, ret, "%u of %u files were not copied", run.failed,
+			   req->role == PROTO_ROLE_SOURCE ? (unsigned)req->npaths
+							  : (unsigned)req->nsources);
 out:
 	if (lfd >= 0)
 		close(lfd);
@@ -207,6 +236,7 @@ out:
 	for (unsigned i = 0; i < nfiles; i++)
 		srcfile_close(&files[i]);
 	free(files);
+	free(skips);
 	sink_target_close(&target);
 	crypto_wipe(k, sizeof(k));
 	free(req);

@@ -328,6 +328,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.err = e,
 		.data_fds = run->fds,
 		.data_confirm = run->confirm,
+		.skip_paths = run->skip_paths,
 	};
 	int ret = xfer_init(&x);
 
@@ -343,10 +344,10 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 	}
 	if (run->role == PROTO_ROLE_SOURCE) {
 		struct source_result r;
-		ret = source_run(&x, run->files, run->nfiles, &r);
+		ret = source_run(&x, run->files, run->nfiles, run->skips, run->nskips, &r);
 		run->self = r.self;
 		run->other = r.peer;
-		run->failed = r.failed;
+		run->failed = r.failed + r.skipped;
 		memcpy(run->streams, r.stream, sizeof(run->streams));
 	} else {
 		struct sink_result r;

@@ -94,10 +94,14 @@ struct session_run {
 	bool peer_local;              /* the other side is our own child process */
 	struct src_file *files;       /* source: [nfiles], borrowed */
 	unsigned nfiles;
+	const struct source_skip *skips; /* source: [nskips] sources not opened, borrowed */
+	unsigned nskips;
 	struct sink_target *target;   /* sink: borrowed */
+	uint32_t skip_paths;          /* sink: paths of the REQUEST the peer (a server acting
+	                                 as source) may SKIP; 0: the peer may not send SKIP */
 	/* results */
 	struct proto_stats self, other;
-	unsigned failed;
+	unsigned failed;              /* files not copied: failed, or skipped by the source */
 	struct source_stream_stats streams[PROTO_MAX_STREAMS]; /* source: per stream */
 };
 

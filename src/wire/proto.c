@@ -515,6 +515,26 @@ static bool check_error(const struct proto_msg *m)
 	return m->u.error.code <= 0;
 }
 
+static void put_skip(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u32(w, m->u.skip.index);
+	put_u32(w, (uint32_t)m->u.skip.status);
+	put_str(w, m->u.skip.msg, PROTO_MAX_MSG);
+}
+
+static void get_skip(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.skip.index = get_u32(r);
+	m->u.skip.status = to_i32(get_u32(r));
+	get_str(r, m->u.skip.msg, PROTO_MAX_MSG);
+}
+
+/* A skipped source failed: status 0 would say it did not. */
+static bool check_skip(const struct proto_msg *m)
+{
+	return m->u.skip.status < 0;
+}
+
 /* How one message type is written, read and range-checked. The encoder and
  * the decoder share check, so neither accepts what the other refuses. */
 struct proto_ops {
@@ -536,6 +556,7 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_END] = { "END", put_stats, get_stats, NULL },
 	[PROTO_DONE] = { "DONE", put_stats, get_stats, NULL },
 	[PROTO_ERROR] = { "ERROR", put_error, get_error, check_error },
+	[PROTO_SKIP] = { "SKIP", put_skip, get_skip, check_skip },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)
@@ -564,7 +585,7 @@ int proto_encode(const struct proto_msg *m, uint8_t *out, size_t cap)
 	if (plen > PROTO_MAX_PAYLOAD)
 		return -PC_E_PROTO;
 	out[0] = m->type;
-	out[1] = 0;              /* flags: none in version 1 */
+	out[1] = 0;              /* flags: none in version 2 */
 	be16_put(out + 2, 0);    /* reserved */
 	be32_put(out + 4, (uint32_t)plen);
 	return (int)w.len;
@@ -597,6 +618,14 @@ int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_
 	if (op->check && !op->check(m))
 		return -PC_E_PROTO;
 	return 0;
+}
+
+bool proto_skip_in_order(const struct proto_skip *k, uint32_t npaths, uint32_t *next)
+{
+	if (k->index >= npaths || k->index < *next)
+		return false;
+	*next = k->index + 1;
+	return true;
 }
 
 const char *proto_type_name(uint8_t type)

@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 1u
-#define PROTO_MIN_VERSION 1u
+#define PROTO_VERSION 2u
+#define PROTO_MIN_VERSION 2u   /* version 1 was never released */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 
@@ -53,10 +53,11 @@ enum proto_type {
 	PROTO_END = 9,       /* source -> sink: no more files; source stats */
 	PROTO_DONE = 10,     /* sink -> source: all files finished; sink stats */
 	PROTO_ERROR = 11,    /* either way: fatal error, then close */
+	PROTO_SKIP = 12,     /* server as source -> client: a source that cannot be sent */
 	PROTO_TYPE_MAX
 };
 
-/* Capability bits in HELLO.caps. None are defined in version 1. */
+/* Capability bits in HELLO.caps. None are defined in version 2. */
 #define PROTO_CAP_NONE 0u
 
 enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
@@ -151,6 +152,14 @@ struct proto_stats {
 	uint64_t codec_cpu_us;  /* CPU spent compressing (source) or decompressing (sink) */
 };
 
+/* A source of the REQUEST that the server, as source, could not open: it
+ * sends no FILE for it, and the copy goes on without it. */
+struct proto_skip {
+	uint32_t index;         /* the source's position in REQUEST.paths, from 0 */
+	int32_t status;         /* a negative pcopy error code; never 0 */
+	char msg[PROTO_MAX_MSG + 1]; /* NUL-terminated; names the source and the reason */
+};
+
 struct proto_error {
 	int32_t code;           /* negative pcopy error code */
 	char msg[PROTO_MAX_MSG + 1];
@@ -169,6 +178,7 @@ struct proto_msg {
 		struct proto_file_done file_done;
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
+		struct proto_skip skip;
 	} u;
 };
 
@@ -194,6 +204,11 @@ const char *proto_request_path(const struct proto_request *q, unsigned i);
 /* Appends a path to a request. Returns 0, or -PC_E_PROTO if it is empty,
  * too long, or the request is full. Pure. */
 int proto_request_add_path(struct proto_request *q, const char *path);
+
+/* Whether SKIP k may come next (docs/PROTOCOL.md, section 4.11): its index
+ * is below npaths, the number of paths of the REQUEST, and not below *next,
+ * which starts at 0. On true, *next moves past k's index. Pure. */
+bool proto_skip_in_order(const struct proto_skip *k, uint32_t npaths, uint32_t *next);
 
 /* Name of a message type for messages ("FILE_DONE"); "?" if unknown. */
 const char *proto_type_name(uint8_t type);

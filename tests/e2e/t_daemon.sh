@@ -86,6 +86,39 @@ case_pull_missing() {
     no_temp_files "$T/local"
 }
 
+case_pull_some_missing() {
+    # Several sources, of which one is missing and one a directory: the
+    # others are copied, each bad one is named once with the daemon's
+    # address and the reason, exit 3, as in a push.
+    local host f got
+    mkdir -p "$T/root/sub/dir" "$T/local"
+    mkfile "$T/root/sub/a" 3M
+    mkfile "$T/root/sub/c" 5000
+    start_daemon "$T/root"
+    host=127.0.0.1:$DAEMON_PORT
+    expect_exit 3 "$PCOPY" -s 4 "$DAEMON_URL/sub/missing" "$DAEMON_URL/sub/a" \
+        "$DAEMON_URL/sub/dir" "$DAEMON_URL/sub/c" "$T/local" --key-file "$DAEMON_KEY"
+    for f in "cannot open source 'sub/missing': No such file or directory" \
+        "omitting directory 'sub/dir'"; do
+        [[ $(grep -cF "$host: $f" "$LAST_STDERR") -eq 1 ]] || {
+            sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+            fail "stderr does not name '$host: $f' exactly once"
+        }
+    done
+    expect_stderr_contains "2 of 4 files were not copied"
+    same_file "$T/root/sub/a" "$T/local/a"
+    same_file "$T/root/sub/c" "$T/local/c"
+    got=$(cd "$T/local" && find . -mindepth 1 -printf '%P\n' | sort | tr '\n' ' ')
+    [[ $got == "a c " ]] || fail "$T/local holds '$got', wanted 'a c '"
+    no_temp_files "$T/local"
+    # Nothing at all can be sent: still exit 3, and nothing is written.
+    rm -f "$T/local/"*
+    expect_exit 3 "$PCOPY" "$DAEMON_URL/sub/x" "$DAEMON_URL/sub/y" "$T/local" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "'sub/x'"
+    expect_stderr_contains "'sub/y'"
+    dir_is_empty "$T/local" || fail "files appeared in $T/local"
+}
+
 case_key_file_env() {
     mkdir -p "$T/root"
     mkfile "$T/a" 1500000
@@ -255,6 +288,7 @@ run_case push-pull-matrix case_push_pull_matrix
 run_case destination-names case_destination_names
 run_case modes case_modes
 run_case pull-missing case_pull_missing
+run_case pull-some-missing case_pull_some_missing
 run_case key-file-env case_key_file_env
 run_case two-sessions case_two_sessions
 run_case strangers case_strangers

@@ -94,8 +94,7 @@ case_remote_source_missing() {
     expect_exit 3 "$PCOPY" "pctest:$T/nosuch" "$T/back/x"
     expect_stderr_contains "$T/nosuch"
     [[ ! -e $T/back/x ]] || fail "$T/back/x was created"
-    # Third party: h2 waits for data that will not come; the client ends it
-    # at once.
+    # Third party: h1 reports the source it cannot open, and sends nothing.
     PCOPY_TEST_CMD_TIMEOUT=15 expect_exit 3 "$PCOPY" "h1:$T/nosuch2" "h2:$T/back/y"
     expect_stderr_contains "$T/nosuch2"
     [[ ! -e $T/back/y ]] || fail "$T/back/y was created"

@@ -46,6 +46,29 @@ static void fuzz_roundtrip(uint8_t type, const uint8_t *payload, size_t len,
 	fuzz_require(proto_encode(m, frame, (size_t)flen - 1) < 0);
 }
 
+/* What the decoder lets through keeps the rules of docs/PROTOCOL.md that
+ * receivers rely on without checking again. */
+static void fuzz_rules(const struct proto_msg *m)
+{
+	switch (m->type) {
+	case PROTO_FILE_DONE:
+		fuzz_require(m->u.file_done.status <= 0);
+		fuzz_require(strlen(m->u.file_done.msg) <= PROTO_MAX_MSG);
+		break;
+	case PROTO_ERROR:
+		fuzz_require(m->u.error.code <= 0);
+		fuzz_require(strlen(m->u.error.msg) <= PROTO_MAX_MSG);
+		break;
+	case PROTO_SKIP:
+		/* The client counts a SKIP as a failed source: never a success. */
+		fuzz_require(m->u.skip.status < 0);
+		fuzz_require(strlen(m->u.skip.msg) <= PROTO_MAX_MSG);
+		break;
+	default:
+		break;
+	}
+}
+
 static void fuzz_payload(uint8_t type, const uint8_t *payload, size_t len)
 {
 	static struct proto_msg m;
@@ -54,6 +77,7 @@ static void fuzz_payload(uint8_t type, const uint8_t *payload, size_t len)
 	if (proto_decode(type, payload, len, &m) != 0)
 		return;
 	fuzz_require(m.type == type);
+	fuzz_rules(&m);
 	fuzz_roundtrip(type, payload, len, &m);
 }
 

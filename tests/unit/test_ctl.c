@@ -83,7 +83,7 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	unsigned n = 0;
 	struct proto_msg *m;
 
-	assert_true(cap >= 14);
+	assert_true(cap >= 15);
 	memset(out, 0, sizeof(*out) * cap);
 
 	m = &out[n++];
@@ -174,6 +174,12 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m->type = PROTO_ERROR;
 	m->u.error.code = -PC_E_AUTH;
 	snprintf(m->u.error.msg, sizeof(m->u.error.msg), "key mismatch");
+
+	m = &out[n++];
+	m->type = PROTO_SKIP;
+	m->u.skip.index = PROTO_MAX_PATHS - 1;
+	m->u.skip.status = -PC_E_FILEIO;
+	memset(m->u.skip.msg, 's', PROTO_MAX_MSG);
 	return n;
 }
 
@@ -246,6 +252,11 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 	case PROTO_ERROR:
 		assert_int_equal(a->u.error.code, b->u.error.code);
 		assert_string_equal(a->u.error.msg, b->u.error.msg);
+		break;
+	case PROTO_SKIP:
+		assert_int_equal(a->u.skip.index, b->u.skip.index);
+		assert_int_equal(a->u.skip.status, b->u.skip.status);
+		assert_string_equal(a->u.skip.msg, b->u.skip.msg);
 		break;
 	default:
 		fail_msg("unexpected type %u", a->type);

@@ -99,6 +99,11 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.error.code = -PC_E_VERSION;
 		strcpy(m->u.error.msg, "peer speaks protocol versions 2..3; we speak 1..1");
 		break;
+	case PROTO_SKIP:
+		m->u.skip.index = 0x01020304;
+		m->u.skip.status = -2; /* ENOENT */
+		strcpy(m->u.skip.msg, "cannot open source 'a/b': No such file or directory");
+		break;
 	default:
 		fail_msg("no sample for type %u", type);
 	}
@@ -121,6 +126,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_END:
 	case PROTO_DONE: return 64;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
+	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	default: return 0;
 	}
 }
@@ -192,6 +198,61 @@ static void test_layout_error(void **state)
 	assert_memory_equal(frame, want, sizeof(want));
 }
 
+static void test_layout_skip(void **state)
+{
+	static const uint8_t want[] = { 12, 0, 0, 0, 0, 0, 0, 12,
+					0, 0, 0, 2, 0xff, 0xff, 0xff, 0xfe, 0, 2, 'n', 'o' };
+	struct proto_msg m, out;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_SKIP;
+	m.u.skip.index = 2;
+	m.u.skip.status = -2;
+	strcpy(m.u.skip.msg, "no");
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), sizeof(want));
+	assert_memory_equal(frame, want, sizeof(want));
+	assert_int_equal(proto_decode(PROTO_SKIP, payload(), sizeof(want) - 8, &out), 0);
+	assert_memory_equal(&m, &out, sizeof(m));
+	/* The smallest SKIP: index, status and an empty message. */
+	m.u.skip.msg[0] = '\0';
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), 8 + 10);
+	/* A SKIP that reports success is refused both ways. */
+	m.u.skip.status = 0;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+}
+
+/* SKIPs name the REQUEST's paths in order, each once, and none past them. */
+static void test_skip_in_order(void **state)
+{
+	struct proto_skip k = { .status = -2 };
+	uint32_t next = 0;
+
+	(void)state;
+	k.index = 3;
+	assert_false(proto_skip_in_order(&k, 3, &next)); /* past the last path */
+	assert_int_equal(next, 0);
+	k.index = 0;
+	assert_true(proto_skip_in_order(&k, 3, &next));
+	assert_int_equal(next, 1);
+	assert_false(proto_skip_in_order(&k, 3, &next)); /* the same path again */
+	k.index = 2;
+	assert_true(proto_skip_in_order(&k, 3, &next));
+	assert_int_equal(next, 3);
+	k.index = 1;
+	assert_false(proto_skip_in_order(&k, 3, &next)); /* going back */
+	assert_int_equal(next, 3);
+	/* No paths: no SKIP at all; the largest index stays in range. */
+	next = 0;
+	k.index = 0;
+	assert_false(proto_skip_in_order(&k, 0, &next));
+	k.index = UINT32_MAX - 1;
+	assert_true(proto_skip_in_order(&k, UINT32_MAX, &next));
+	assert_int_equal(next, UINT32_MAX);
+	k.index = UINT32_MAX;
+	assert_false(proto_skip_in_order(&k, UINT32_MAX, &next));
+}
+
 static void test_layout_file(void **state)
 {
 	struct proto_msg m;
@@ -259,6 +320,7 @@ static const struct str_case str_cases[] = {
 	{ PROTO_FILE, 32, PROTO_MAX_PATH },
 	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
+	{ PROTO_SKIP, 8, PROTO_MAX_MSG },
 };
 
 /* Returns the string field of m for a str_case type. */
@@ -268,6 +330,7 @@ static char *str_field(struct proto_msg *m)
 	case PROTO_REQUEST: return m->u.request.paths;
 	case PROTO_FILE: return m->u.file.name;
 	case PROTO_FILE_DONE: return m->u.file_done.msg;
+	case PROTO_SKIP: return m->u.skip.msg;
 	default: return m->u.error.msg;
 	}
 }
@@ -449,6 +512,13 @@ static const struct range_case range_cases[] = {
 	{ PROTO_ERROR, 0, 4, 1, -PC_E_PROTO },
 	{ PROTO_ERROR, 0, 4, 0x7fffffff, -PC_E_PROTO },
 	{ PROTO_ERROR, 0, 4, 0xffffffff, 0 },
+	{ PROTO_SKIP, 0, 4, 0, 0 },                  /* index: any; the client checks it */
+	{ PROTO_SKIP, 0, 4, 0xffffffff, 0 },
+	{ PROTO_SKIP, 4, 4, 0, -PC_E_PROTO },        /* a skipped source failed */
+	{ PROTO_SKIP, 4, 4, 1, -PC_E_PROTO },
+	{ PROTO_SKIP, 4, 4, 0x7fffffff, -PC_E_PROTO },
+	{ PROTO_SKIP, 4, 4, 0x80000000, 0 },
+	{ PROTO_SKIP, 4, 4, 0xffffffff, 0 },
 };
 
 static void test_range_checks(void **state)
@@ -515,6 +585,9 @@ static void test_encode_rejects_invalid(void **state)
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_ERROR, &m);
 	m.u.error.code = PC_E_PROTO;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_SKIP, &m);
+	m.u.skip.status = PC_E_PARTIAL;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO); /* type 0 */
@@ -589,6 +662,7 @@ static void test_type_names(void **state)
 	assert_string_equal(proto_type_name(PROTO_HELLO), "HELLO");
 	assert_string_equal(proto_type_name(PROTO_FILE_DONE), "FILE_DONE");
 	assert_string_equal(proto_type_name(PROTO_ERROR), "ERROR");
+	assert_string_equal(proto_type_name(PROTO_SKIP), "SKIP");
 	assert_string_equal(proto_type_name(0), "?");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX), "?");
 	assert_string_equal(proto_type_name(255), "?");
@@ -752,6 +826,8 @@ int main(void)
 		cmocka_unit_test(test_roundtrip_all),
 		cmocka_unit_test(test_layout_ready),
 		cmocka_unit_test(test_layout_error),
+		cmocka_unit_test(test_layout_skip),
+		cmocka_unit_test(test_skip_in_order),
 		cmocka_unit_test(test_layout_file),
 		cmocka_unit_test(test_truncation_rejected),
 		cmocka_unit_test(test_trailing_byte_rejected),

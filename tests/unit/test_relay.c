@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for relay: the SKIPs of a third-party source stop at the
+ * client, which counts them and checks them (docs/PROTOCOL.md, sections
+ * 4.11 and 5.8). Both servers are played over socketpairs. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "roles/relay.h"
+#include "sys/err.h"
+#include "wire/ctl.h"
+#include "wire/proto.h"
+
+struct fixture {
+	struct ctl *h1, *h2;        /* our ends: we play the source h1 and the sink h2 */
+	struct ctl *to_h1, *to_h2;  /* the relay's ends */
+	struct pc_err e;
+	struct relay_result r;
+};
+
+static struct ctl *pair(const char *peer, struct ctl **relay_end)
+{
+	int sv[2];
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	*relay_end = ctl_new(sv[1], sv[1], peer, false);
+	assert_non_null(*relay_end);
+	struct ctl *c = ctl_new(sv[0], sv[0], "client", false);
+	assert_non_null(c);
+	return c;
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	f->h1 = pair("h1", &f->to_h1);
+	f->h2 = pair("h2", &f->to_h2);
+	pc_err_init(&f->e);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	ctl_free(f->h1);
+	ctl_free(f->h2);
+	ctl_free(f->to_h1);
+	ctl_free(f->to_h2);
+	pc_err_destroy(&f->e);
+	free(f);
+	return 0;
+}
+
+static void send_skip(struct ctl *c, uint32_t index)
+{
+	struct proto_msg m = { .type = PROTO_SKIP };
+
+	m.u.skip.index = index;
+	m.u.skip.status = -ENOENT;
+	snprintf(m.u.skip.msg, sizeof(m.u.skip.msg), "cannot open source 'p%u'", (unsigned)index);
+	assert_int_equal(ctl_send(c, &m), 0);
+}
+
+static void send_type(struct ctl *c, uint8_t type)
+{
+	struct proto_msg m;
+
+	memset(&m, 0, sizeof(m));
+	m.type = type;
+	if (type == PROTO_FILE)
+		snprintf(m.u.file.name, sizeof(m.u.file.name), "b");
+	assert_int_equal(ctl_send(c, &m), 0);
+}
+
+/* The sink h2: takes what the relay forwards up to END, then finishes
+ * its one file and sends DONE. got[] records the types it received. */
+struct sink_play {
+	struct ctl *c;
+	uint8_t got[8];
+	unsigned n;
+};
+
+static void *sink_thread(void *arg)
+{
+	struct sink_play *p = arg;
+	struct proto_msg m;
+
+	while (p->n < 8 && ctl_recv(p->c, &m) == 0) {
+		p->got[p->n++] = m.type;
+		if (m.type == PROTO_END)
+			break;
+	}
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_FILE_DONE;
+	(void)ctl_send(p->c, &m);
+	m.type = PROTO_DONE;
+	(void)ctl_send(p->c, &m);
+	return NULL;
+}
+
+static void test_skips_reported_not_forwarded(void **state)
+{
+	struct fixture *f = *state;
+	struct sink_play play = { .c = f->h2 };
+	struct proto_msg m;
+	pthread_t tid;
+
+	send_skip(f->h1, 0);
+	send_type(f->h1, PROTO_FILE);
+	send_skip(f->h1, 2);
+	send_type(f->h1, PROTO_END);
+	assert_int_equal(pthread_create(&tid, NULL, sink_thread, &play), 0);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 3, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	assert_int_equal(f->r.failed, 2);
+	/* The sink saw FILE and END, and no SKIP. */
+	assert_int_equal(play.n, 2);
+	assert_int_equal(play.got[0], PROTO_FILE);
+	assert_int_equal(play.got[1], PROTO_END);
+	/* The source got the sink's answers. */
+	assert_int_equal(ctl_recv(f->h1, &m), 0);
+	assert_int_equal(m.type, PROTO_FILE_DONE);
+	assert_int_equal(ctl_recv(f->h1, &m), 0);
+	assert_int_equal(m.type, PROTO_DONE);
+}
+
+/* The relay refuses what `from` (h1 or h2) has sent: -PC_E_PROTO, with
+ * what in the message, and both servers are told with ERROR(-1002). from
+ * says no more, so a relay that took it all waits for nothing: it sees the
+ * channel close (-PC_E_NET) and the test fails instead of hanging. */
+static void expect_refused(struct fixture *f, struct ctl *from, uint32_t npaths,
+			   const char *what)
+{
+	char msg[sizeof(f->e.msg)];
+	struct ctl *ends[2] = { f->h1, f->h2 };
+	struct proto_msg m;
+
+	assert_int_equal(shutdown(ctl_rfd(from), SHUT_WR), 0);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, npaths, &f->r, &f->e), -PC_E_PROTO);
+	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
+	if (strstr(msg, what) == NULL)
+		fail_msg("the error '%s' does not say '%s'", msg, what);
+	for (unsigned i = 0; i < 2; i++) {
+		/* h2 may first get what was forwarded before the failure. */
+		do
+			assert_int_equal(ctl_recv(ends[i], &m), 0);
+		while (m.type != PROTO_ERROR);
+		assert_int_equal(m.u.error.code, -PC_E_PROTO);
+	}
+}
+
+static void test_skip_repeated(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f->h1, 1);
+	send_skip(f->h1, 1);
+	expect_refused(f, f->h1, 3, "out of order");
+}
+
+static void test_skip_out_of_range(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f->h1, 3);
+	expect_refused(f, f->h1, 3, "out of range");
+}
+
+static void test_skip_after_end(void **state)
+{
+	struct fixture *f = *state;
+
+	send_type(f->h1, PROTO_END);
+	send_skip(f->h1, 0);
+	expect_refused(f, f->h1, 3, "after END");
+}
+
+static void test_skip_from_sink(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f->h2, 0);
+	expect_refused(f, f->h2, 3, "h2 sent SKIP out of place");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_skips_reported_not_forwarded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_repeated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_after_end, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_from_sink, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

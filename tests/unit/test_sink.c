@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for sink: how it takes SKIP, the source's report of a source it
+ * could not open (docs/PROTOCOL.md, section 4.11). The sink runs in this
+ * thread against messages and blocks queued in advance on socketpairs. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pipeline/sink.h"
+#include "pipeline/xfer.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "wire/ctl.h"
+#include "wire/proto.h"
+#include "testutil.h"
+
+struct fixture {
+	char dir[64];               /* the destination directory */
+	struct sink_target t;
+	struct ctl *src;            /* our end: we play the source */
+	struct ctl *snk;            /* the sink's end */
+	int data[2];                /* [0] ours, [1] the sink's data socket */
+	struct pc_err e;
+	struct xfer x;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	int cs[2];
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/pcopy-test-sink.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	pc_err_init(&f->e);
+	assert_int_equal(sink_target_open(&f->t, AT_FDCWD, f->dir, false, 3, false, f->dir, &f->e),
+			 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cs), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->data), 0);
+	f->src = ctl_new(cs[0], cs[0], "test sink", false);
+	f->snk = ctl_new(cs[1], cs[1], "testhost", false);
+	assert_non_null(f->src);
+	assert_non_null(f->snk);
+	f->x = (struct xfer){ .streams = 1, .block_size = PROTO_MIN_BLOCK, .peer = "testhost",
+			      .ctl = f->snk, .sigfd = -1, .err = &f->e,
+			      .data_fds = &f->data[1], .skip_paths = 3 };
+	assert_int_equal(xfer_init(&f->x), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	xfer_destroy(&f->x);
+	ctl_free(f->src);
+	ctl_free(f->snk);
+	close(f->data[0]);
+	if (f->data[1] >= 0)
+		close(f->data[1]);
+	sink_target_close(&f->t);
+	pc_err_destroy(&f->e);
+	assert_int_equal(testutil_rm_rf(f->dir), 0);
+	free(f);
+	return 0;
+}
+
+/* True if dir has no entries: no file, and no temporary file either. */
+static bool dir_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	bool empty = true;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			empty = false;
+	closedir(d);
+	return empty;
+}
+
+static void send_skip(struct fixture *f, uint32_t index)
+{
+	struct proto_msg m = { .type = PROTO_SKIP };
+
+	m.u.skip.index = index;
+	m.u.skip.status = -ENOENT;
+	snprintf(m.u.skip.msg, sizeof(m.u.skip.msg), "cannot open source 'p%u'", (unsigned)index);
+	assert_int_equal(ctl_send(f->src, &m), 0);
+}
+
+/* The source's END on the control channel and on its one data channel. */
+static void send_end(struct fixture *f)
+{
+	struct proto_msg m = { .type = PROTO_END };
+	struct proto_block end = { .type = PROTO_BLK_END };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&end, hdr);
+	assert_int_equal(platform_write_full(f->data[0], hdr, sizeof(hdr)), 0);
+	assert_int_equal(ctl_send(f->src, &m), 0);
+}
+
+/* The sink's answer: a message of type want. */
+static void expect_answer(struct fixture *f, uint8_t want, struct proto_msg *m)
+{
+	assert_int_equal(ctl_recv(f->src, m), 0);
+	assert_int_equal(m->type, want);
+}
+
+static void test_skips_counted(void **state)
+{
+	struct fixture *f = *state;
+	struct sink_result r;
+	struct proto_msg m;
+
+	send_skip(f, 0);
+	send_skip(f, 2);
+	send_end(f);
+	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PARTIAL);
+	assert_int_equal(r.failed, 2);
+	/* The sink finishes normally: DONE, with no file completed. */
+	expect_answer(f, PROTO_DONE, &m);
+	assert_int_equal(m.u.stats.files, 0);
+	assert_true(dir_empty(f->dir));
+}
+
+/* Each bad SKIP fails the transfer as a protocol error, and the source
+ * is told with ERROR. */
+static void expect_refused(struct fixture *f, const char *what)
+{
+	struct sink_result r;
+	struct proto_msg m;
+	char msg[sizeof(f->e.msg)];
+
+	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PROTO);
+	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
+	if (strstr(msg, what) == NULL)
+		fail_msg("the error '%s' does not say '%s'", msg, what);
+	expect_answer(f, PROTO_ERROR, &m);
+	assert_int_equal(m.u.error.code, -PC_E_PROTO);
+}
+
+static void test_skip_repeated(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f, 1);
+	send_skip(f, 1);
+	send_end(f);
+	expect_refused(f, "out of order");
+}
+
+static void test_skip_backwards(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f, 2);
+	send_skip(f, 0);
+	send_end(f);
+	expect_refused(f, "out of order");
+}
+
+static void test_skip_out_of_range(void **state)
+{
+	struct fixture *f = *state;
+
+	send_skip(f, 3); /* the REQUEST had 3 paths: 0..2 */
+	send_end(f);
+	expect_refused(f, "out of range");
+}
+
+static void test_skip_not_allowed(void **state)
+{
+	struct fixture *f = *state;
+
+	f->x.skip_paths = 0; /* a server's sink: its client sends no SKIP */
+	send_skip(f, 0);
+	send_end(f);
+	expect_refused(f, "out of place");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_skips_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_repeated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_backwards, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_not_allowed, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
