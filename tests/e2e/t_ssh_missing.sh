@@ -10,6 +10,7 @@
 # and no temporary file is left. (A pull from a daemon: t_daemon.sh.)
 source "$PCOPY_TEST_LIB"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+needs_root "it runs an sshd that logs in as root"
 
 sshd_start
 

@@ -19,6 +19,7 @@
 #include "sys/err.h"
 #include "wire/ctl.h"
 #include "wire/proto.h"
+#include "testutil.h"
 
 struct fixture {
 	struct ctl *h1, *h2;        /* our ends: we play the source h1 and the sink h2 */
@@ -206,5 +207,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_skip_from_sink, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -203,5 +203,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_skip_not_allowed, setup, teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
