@@ -25,7 +25,8 @@ struct source;
 struct sender {
 	struct source *s;
 	unsigned idx;              /* stream index; immutable */
-	pthread_t tid;
+	pthread_t tid;             /* valid only if started */
+	bool started;              /* control thread: tid is a thread to join */
 	uint64_t raw, wire;        /* this thread only; read after join */
 	struct encoder *enc;       /* -c auto only: this thread's, for late compression */
 };
@@ -618,24 +619,27 @@ static int source_start(struct source *s)
 	for (unsigned i = 0; x->codec_auto && i < x->streams; i++)
 		(void)net_set_notsent_lowat(x->data_fds[i], SOURCE_AUTO_LOWAT);
 	/* From here a failure aborts the queues and the plan, which is what
-	 * releases the threads already started. */
+	 * releases the threads already started. A sender is joined only if
+	 * its thread started (`started`); its encoder may exist without the
+	 * thread, and source_stop frees it either way. */
 	for (unsigned i = 0; i < x->streams; i++) {
-		s->senders[i] = (struct sender){ .s = s, .idx = i };
-		if (x->codec_auto && (s->senders[i].enc = encoder_new(s->buf_cap)) == NULL)
-			return xfer_fail(x, -ENOMEM, "out of memory");
-		rc = pthread_create(&s->senders[i].tid, NULL, source_sender, &s->senders[i]);
-		if (rc != 0) {
-			encoder_free(s->senders[i].enc);
-			s->senders[i] = (struct sender){ .s = NULL };
+		struct sender *w = &s->senders[i];
+		*w = (struct sender){ .s = s, .idx = i };
+		if (x->codec_auto && (w->enc = encoder_new(s->buf_cap)) == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory for the compressor of data "
+					 "stream %u", i);
+		rc = pthread_create(&w->tid, NULL, source_sender, w);
+		if (rc != 0)
 			return xfer_fail(x, -rc, "cannot start sender thread: %s", strerror(rc));
-		}
+		w->started = true;
 	}
 	for (unsigned i = 0; i < nreaders; i++) {
 		struct reader *r = &s->readers[i];
 		r->s = s;
 		r->enc = encoder_new(s->buf_cap);
 		if (r->enc == NULL)
-			return xfer_fail(x, -ENOMEM, "out of memory");
+			return xfer_fail(x, -ENOMEM, "out of memory for the encoder of reader %u",
+					 i);
 		rc = pthread_create(&r->tid, NULL, source_reader, r);
 		if (rc != 0) {
 			encoder_free(r->enc);
@@ -663,7 +667,7 @@ static void source_stop(struct source *s, struct source_result *r)
 		r->raw_blocks += st->raw;
 	}
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
-		if (s->senders[i].s == NULL)
+		if (!s->senders[i].started)
 			continue;
 		if (pthread_join(s->senders[i].tid, NULL) != 0)
 			log_error("cannot join sender thread");
