@@ -177,6 +177,24 @@ static const struct codec_choice *source_choice(struct source *s, uint64_t seq, 
 	return &x->choices[0];
 }
 
+/* Encodes b with choice (encoder_run). A failure is a local one, of the
+ * codec on this machine (out of memory, in practice), not of the network:
+ * it is recorded as -PC_E_CODEC, naming the codec and the file, before the
+ * caller lets go of anything whose failure would say less. Returns 0 or
+ * -PC_E_CODEC (the transfer is aborted then). */
+static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
+			 const struct codec_choice *choice, struct src_file *f)
+{
+	char name[32];
+	int ret = encoder_run(enc, b, choice, &f->enc);
+
+	if (ret == 0)
+		return 0;
+	codec_format(choice, name, sizeof(name));
+	return xfer_fail(s->x, -PC_E_CODEC, "compressing '%s' with %s failed: %s", f->display,
+			 name, pc_strerror(ret));
+}
+
 /* Reads, checksums and encodes one claimed block into b. Returns 1 (send
  * it), 0 (nothing to send), or a negative code. */
 static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
@@ -194,10 +212,10 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
 	b->hdr.checksum = proto_checksum(b->data, b->len);
-	ret = encoder_run(r->enc, b, choice, &c->f->enc);
+	ret = source_encode(s, r->enc, b, choice, c->f);
 	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);
 	if (ret < 0)
-		return xfer_fail(s->x, ret, "compressing '%s': %s", c->f->display, pc_strerror(ret));
+		return ret;
 	if (b->hdr.flags & PROTO_BLK_HOLE)
 		b->hdr.checksum = 0;
 	return 1;
@@ -272,12 +290,11 @@ static void *source_sender(void *arg)
 		/* -c auto: a block read before auto chose to compress has waited
 		 * in the pipeline meanwhile; compress it now, at today's level. */
 		int step = atomic_load_explicit(&s->step, memory_order_relaxed);
-		if (b->untried && step > 0 && w->enc != NULL) {
-			ret = encoder_run(w->enc, b, &source_ladder[step], &f->enc);
-			if (ret < 0) {
-				bufpool_release(s->pool, b);
-				break;
-			}
+		if (b->untried && step > 0 && w->enc != NULL &&
+		    source_encode(s, w->enc, b, &source_ladder[step], f) < 0) {
+			/* Our codec failed, not the connection: say so. */
+			bufpool_release(s->pool, b);
+			return NULL;
 		}
 		ret = source_send(fd, &b->hdr, b->data, b->len);
 		uint64_t raw = b->hdr.raw_len, wire = PROTO_BLOCK_HDR_LEN + b->len;
