@@ -22,10 +22,12 @@
 #include "pipeline/srcfile.h"
 
 /* Opens what the request names: every source, or the destination.
- * files has room for PROTO_MAX_PATHS. Returns 0 or a negative code (e set). */
-static int server_prepare(const struct server_cfg *cfg, const struct proto_request *req,
-			  struct src_file *files, unsigned *nfiles, struct sink_target *target,
-			  struct pc_err *e)
+ * files has room for PROTO_MAX_PATHS. A source FIFO's wait for its writer
+ * ends on a stop signal or when the client gives up (c readable).
+ * Returns 0 or a negative code (e set). */
+static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
+			  const struct proto_request *req, struct src_file *files,
+			  unsigned *nfiles, struct sink_target *target, struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
@@ -50,11 +52,14 @@ static int server_prepare(const struct server_cfg *cfg, const struct proto_reque
 	if (req->role == PROTO_ROLE_SOURCE) {
 		for (unsigned i = 0; i < req->npaths; i++) {
 			const char *path = proto_request_path(req, i);
-			int ret = srcfile_open(&files[i], cfg->rootfd, path, cfg->beneath, path, e);
+			int ret = srcfile_open_watch(&files[i], cfg->rootfd, path, cfg->beneath,
+						     path, ctl_rfd(c), e);
 			/* A source that is missing or unreadable is a file not
 			 * copied (exit 3), as it is for a local source. */
+			if (ret == -ENOMEM || ret == -PC_E_INTERRUPTED || ret == -PC_E_ABORTED)
+				return ret;
 			if (ret < 0)
-				return ret == -ENOMEM ? ret : -PC_E_PARTIAL;
+				return -PC_E_PARTIAL;
 			(*nfiles)++;
 		}
 		return 0;
@@ -176,7 +181,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	if (req->flags & PROTO_REQ_DATA_KEY)
 		memcpy(k, req->data_key, sizeof(k));
 	files = calloc(req->npaths, sizeof(*files));
-	ret = files ? server_prepare(cfg, req, files, &nfiles, &target, e)
+	ret = files ? server_prepare(cfg, c, req, files, &nfiles, &target, e)
 		    : pc_err_set(e, -ENOMEM, "out of memory");
 	if (ret < 0) {
 		server_tell(c, e, ret);
