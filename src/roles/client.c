@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +378,14 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 {
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
+	/* Interrupted: the --rsh command may be where EOF on its stdin goes
+	 * unnoticed (ssh still resolving or connecting to the host), and
+	 * waiting for it would undo the interruption: pass the stop on. The
+	 * remote pcopy sees its channel close either way. */
+	if (ep->child > 0 && ep->loc != NULL && *ret == -PC_E_INTERRUPTED &&
+	    kill(ep->child, SIGTERM) != 0)
+		log_warn("cannot stop '%s' for %s: %s", c->o->rsh ? c->o->rsh : "ssh", ep->peer,
+			 strerror(errno));
 	if (ep->child > 0) {
 		int st = spawn_wait(ep->child);
 		if (*ret == 0 && st != 0)

@@ -325,6 +325,29 @@ case_fifo_interrupted() {
         fail "a remote pcopy still waits for the FIFO: $(pgrep -a -x pcopy)"
 }
 
+case_rsh_stuck_interrupted() {
+    # The --rsh command hangs before it reads anything (ssh resolving or
+    # connecting to a dead host): SIGTERM to pcopy alone (not to its
+    # process group) still ends it with exit 20, and the command is stopped.
+    local rsh_pid
+    mkdir -p "$T/dir"
+    mkfile "$T/f" 1000
+    printf '#!/bin/sh\nexec sleep 300\n' >"$T/stuck-rsh"
+    chmod +x "$T/stuck-rsh"
+    "${WITH_SIGINT[@]}" "$PCOPY" --rsh "$T/stuck-rsh" "$T/f" "pctest:$T/dir/" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    wait_until 10 pgrep -P "$CLIENT_PID" -x sleep >/dev/null || fail "pcopy did not start its --rsh"
+    rsh_pid=$(pgrep -P "$CLIENT_PID" -x sleep)
+    track_pid "$rsh_pid"
+    kill -TERM "$CLIENT_PID"
+    wait_exit 10 "$CLIENT_PID" || fail "pcopy did not exit within $((10 * SLOW)) s of SIGTERM"
+    [[ $WAIT_RC -eq 20 ]] || { cat "$T/client.err" >&2; fail "exit status $WAIT_RC, wanted 20"; }
+    grep -q "interrupted" "$T/client.err" || { cat "$T/client.err" >&2; fail "no 'interrupted' message"; }
+    proc_gone "$rsh_pid" || fail "the --rsh command $rsh_pid still runs"
+    dir_is_empty "$T/dir" || fail "files appeared in $T/dir"
+}
+
 run_case connection-refused case_connection_refused
 run_case wrong-key case_wrong_key
 run_case no-remote-pcopy case_no_remote_pcopy
@@ -339,4 +362,5 @@ run_case remote-sender-dies case_remote_sender_dies
 run_case ssh-dies case_ssh_dies
 run_case client-interrupted case_client_interrupted
 run_case fifo-interrupted case_fifo_interrupted
+run_case rsh-stuck-interrupted case_rsh_stuck_interrupted
 finish
