@@ -142,15 +142,17 @@ static int net_getaddrinfo(const char *host, const char *service,
 	l = net_lookup_start(host, service, hints, &ret);
 	if (l == NULL)
 		return ret;
-	while (!atomic_load_explicit(&l->done, memory_order_acquire)) {
+	/* The thread sets done before it signals efd, so once efd is
+	 * readable done is set. A stop signal already pending wins even over
+	 * a lookup that has finished. */
+	do {
 		struct pollfd p = { .fd = l->efd, .events = POLLIN };
 		ret = platform_poll(&p, 1, -1);
 		if (ret < 0) {
 			net_lookup_put(l);
 			return ret;
 		}
-		(void)platform_event_drain(l->efd);
-	}
+	} while (!atomic_load_explicit(&l->done, memory_order_acquire));
 	*rc = l->rc;
 	*res = l->res;
 	l->res = NULL;

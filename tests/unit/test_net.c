@@ -168,20 +168,23 @@ static int full_listener(uint16_t *port, int held[3])
 	return lfd;
 }
 
-/* Last: a pending stop signal ends a name lookup and a connect that would
- * otherwise wait (platform_poll). It leaves the signals blocked. */
+/* The stop signals' signalfd: main sets them up before any thread exists,
+ * as pcopy_init does, so no thread can take a signal meant to wait. */
+static int g_sigfd = -1;
+
+/* A pending stop signal ends a name lookup and a connect that would
+ * otherwise wait (platform_poll). */
 static void test_connect_interrupted(void **state)
 {
 	struct signalfd_siginfo si;
 	struct pc_err e;
 	char msg[256];
 	uint16_t port;
-	int held[3], lfd, sigfd;
+	int held[3], lfd;
 
 	(void)state;
 	lfd = full_listener(&port, held);
-	sigfd = platform_signals_setup();
-	assert_true(sigfd >= 0);
+	assert_true(g_sigfd >= 0);
 	assert_int_equal(kill(getpid(), SIGINT), 0);
 
 	pc_err_init(&e);
@@ -199,7 +202,7 @@ static void test_connect_interrupted(void **state)
 	assert_string_equal(msg, "interrupted while resolving host 'localhost'");
 	pc_err_destroy(&e);
 
-	assert_int_equal(read(sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
+	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
 	assert_int_equal(si.ssi_signo, SIGINT);
 	for (int i = 0; i < 3; i++)
 		if (held[i] >= 0)
@@ -463,5 +466,6 @@ int main(void)
 		cmocka_unit_test(test_connect_interrupted),
 	};
 
+	g_sigfd = platform_signals_setup();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

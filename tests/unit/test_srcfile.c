@@ -270,17 +270,19 @@ static void test_fifo_peer_gives_up(void **state)
 	close(sv[0]);
 }
 
+/* The stop signals' signalfd, set up by main before any test runs, as
+ * pcopy_init does. */
+static int g_sigfd = -1;
+
 static void test_fifo_interrupted(void **state)
 {
 	struct fixture *fx = *state;
 	struct signalfd_siginfo si;
 	char msg[256];
-	int sigfd;
 
 	/* A stop signal pending (blocked, as pcopy blocks it) ends the wait
 	 * for a writer that never comes. The signal stays for the caller. */
-	sigfd = platform_signals_setup();
-	assert_true(sigfd >= 0);
+	assert_true(g_sigfd >= 0);
 	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
 	assert_int_equal(kill(getpid(), SIGTERM), 0);
 	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "fifo", false, "fifo", &fx->err),
@@ -288,7 +290,7 @@ static void test_fifo_interrupted(void **state)
 	assert_int_equal(fx->f.fd, -1);
 	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_INTERRUPTED);
 	assert_non_null(strstr(msg, "interrupted while waiting for a writer to open FIFO 'fifo'"));
-	assert_int_equal(read(sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
+	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
 	assert_int_equal(si.ssi_signo, SIGTERM);
 	/* Consumed: a regular file opens as before. */
 	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "empty", false, "empty", &fx->err), 0);
@@ -400,9 +402,9 @@ int main(void)
 		FX_TEST(test_beneath_refuses_escape),
 		FX_TEST(test_close_twice),
 		FX_TEST(test_stdin),
-		/* Last: it leaves the stop signals blocked and watched. */
 		FX_TEST(test_fifo_interrupted),
 	};
 
+	g_sigfd = platform_signals_setup();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
