@@ -95,7 +95,7 @@ static void cli_usage(FILE *out)
 	      "input; '-' as DST writes standard output.\n"
 	      "Exit status: 0 ok, 1 usage, 2 protocol, 3 some files not copied,\n"
 	      "5 launch/authentication, 10 network, 11 file I/O, 12 data integrity,\n"
-	      "20 interrupted, 30 timeout. See pcopy(1).\n",
+	      "13 compression, 20 interrupted, 30 timeout. See pcopy(1).\n",
 	      out);
 }
 
@@ -269,8 +269,11 @@ int main(int argc, char **argv)
 		printf("pcopy %s\n", pcopy_version());
 		return 0;
 	}
-	if (pcopy_init(c.o.verbosity, c.action == CLI_SERVER ? "pcopy[sink]" : "pcopy") < 0) {
-		fprintf(stderr, "pcopy: cannot set up signal handling: %s\n", strerror(errno));
+	ret = pcopy_init(c.o.verbosity, c.action == CLI_SERVER ? "pcopy[sink]" : "pcopy");
+	if (ret < 0) {
+		/* A bad test-only PCOPY_TEST_FAULT was explained already. */
+		if (pcopy_exit_code(ret) != 1)
+			fprintf(stderr, "pcopy: cannot set up signal handling: %s\n", strerror(-ret));
 		return 1;
 	}
 	ret = cli_run(&c, argc - optind, argv + optind, &r);

@@ -72,7 +72,11 @@ struct pcopy_result {
 };
 
 /* Sets up logging and signal handling for this process. Must run before
- * any thread is created. verbosity as in pcopy_opts; prefix like "pcopy". */
+ * any thread is created. verbosity as in pcopy_opts; prefix like "pcopy".
+ * Also arms the test-only fault injection named by the environment
+ * variable PCOPY_TEST_FAULT (src/sys/fault.h), if set. Returns 0, -errno
+ * (signal set-up failed), or a usage error (exit code 1) for a malformed
+ * PCOPY_TEST_FAULT, which it has logged. */
 int pcopy_init(int verbosity, const char *prefix);
 
 void pcopy_opts_defaults(struct pcopy_opts *o);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sys/err.h"
+#include "sys/fault.h"
 #include "sys/platform.h"
 
 #define ENC_PROBE_LEN (64u << 10)   /* sample size for a probe */
@@ -37,8 +38,11 @@ void enc_file_init(struct enc_file *f)
 
 struct encoder *encoder_new(size_t buf_cap)
 {
-	struct encoder *e = calloc(1, sizeof(*e));
+	struct encoder *e;
 
+	if (fault_fire(FAULT_ENCODER_NEW))
+		return NULL; /* a test's stand-in for ENOMEM */
+	e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return NULL;
 	e->cap = buf_cap;
@@ -163,7 +167,9 @@ int encoder_run(struct encoder *e, struct buf *b, const struct codec_choice *c,
 	/* Saving under 1/32 is not worth the sink's decoding: the output may
 	 * not reach that size, which also lets the codec give up early on
 	 * data that does not compress. */
-	ret = codec->compress(ctx, b->data, b->len, e->scratch, b->len - b->len / 32, &out);
+	ret = fault_fire(FAULT_COMPRESS)
+		      ? -ENOMEM /* a test's stand-in for a codec failure */
+		      : codec->compress(ctx, b->data, b->len, e->scratch, b->len - b->len / 32, &out);
 	e->st.cpu_ns += platform_thread_cpu_ns() - t0;
 	if (ret < 0 && ret != -ENOBUFS)
 		return ret;

@@ -25,7 +25,8 @@ struct source;
 struct sender {
 	struct source *s;
 	unsigned idx;              /* stream index; immutable */
-	pthread_t tid;
+	pthread_t tid;             /* valid only if started */
+	bool started;              /* control thread: tid is a thread to join */
 	uint64_t raw, wire;        /* this thread only; read after join */
 	struct encoder *enc;       /* -c auto only: this thread's, for late compression */
 };
@@ -178,6 +179,24 @@ static const struct codec_choice *source_choice(struct source *s, uint64_t seq, 
 	return &x->choices[0];
 }
 
+/* Encodes b with choice (encoder_run). A failure is a local one, of the
+ * codec on this machine (out of memory, in practice), not of the network:
+ * it is recorded as -PC_E_CODEC, naming the codec and the file, before the
+ * caller lets go of anything whose failure would say less. Returns 0 or
+ * -PC_E_CODEC (the transfer is aborted then). */
+static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
+			 const struct codec_choice *choice, struct src_file *f)
+{
+	char name[32];
+	int ret = encoder_run(enc, b, choice, &f->enc);
+
+	if (ret == 0)
+		return 0;
+	codec_format(choice, name, sizeof(name));
+	return xfer_fail(s->x, -PC_E_CODEC, "compressing '%s' with %s failed: %s", f->display,
+			 name, pc_strerror(ret));
+}
+
 /* Reads, checksums and encodes one claimed block into b. Returns 1 (send
  * it), 0 (nothing to send), or a negative code. */
 static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
@@ -195,10 +214,10 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
 	b->hdr.checksum = proto_checksum(b->data, b->len);
-	ret = encoder_run(r->enc, b, choice, &c->f->enc);
+	ret = source_encode(s, r->enc, b, choice, c->f);
 	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);
 	if (ret < 0)
-		return xfer_fail(s->x, ret, "compressing '%s': %s", c->f->display, pc_strerror(ret));
+		return ret;
 	if (b->hdr.flags & PROTO_BLK_HOLE)
 		b->hdr.checksum = 0;
 	return 1;
@@ -273,12 +292,11 @@ static void *source_sender(void *arg)
 		/* -c auto: a block read before auto chose to compress has waited
 		 * in the pipeline meanwhile; compress it now, at today's level. */
 		int step = atomic_load_explicit(&s->step, memory_order_relaxed);
-		if (b->untried && step > 0 && w->enc != NULL) {
-			ret = encoder_run(w->enc, b, &source_ladder[step], &f->enc);
-			if (ret < 0) {
-				bufpool_release(s->pool, b);
-				break;
-			}
+		if (b->untried && step > 0 && w->enc != NULL &&
+		    source_encode(s, w->enc, b, &source_ladder[step], f) < 0) {
+			/* Our codec failed, not the connection: say so. */
+			bufpool_release(s->pool, b);
+			return NULL;
 		}
 		ret = source_send(fd, &b->hdr, b->data, b->len);
 		uint64_t raw = b->hdr.raw_len, wire = PROTO_BLOCK_HDR_LEN + b->len;
@@ -639,24 +657,27 @@ static int source_start(struct source *s)
 	for (unsigned i = 0; x->codec_auto && i < x->streams; i++)
 		(void)net_set_notsent_lowat(x->data_fds[i], SOURCE_AUTO_LOWAT);
 	/* From here a failure aborts the queues and the plan, which is what
-	 * releases the threads already started. */
+	 * releases the threads already started. A sender is joined only if
+	 * its thread started (`started`); its encoder may exist without the
+	 * thread, and source_stop frees it either way. */
 	for (unsigned i = 0; i < x->streams; i++) {
-		s->senders[i] = (struct sender){ .s = s, .idx = i };
-		if (x->codec_auto && (s->senders[i].enc = encoder_new(s->buf_cap)) == NULL)
-			return xfer_fail(x, -ENOMEM, "out of memory");
-		rc = pthread_create(&s->senders[i].tid, NULL, source_sender, &s->senders[i]);
-		if (rc != 0) {
-			encoder_free(s->senders[i].enc);
-			s->senders[i] = (struct sender){ .s = NULL };
+		struct sender *w = &s->senders[i];
+		*w = (struct sender){ .s = s, .idx = i };
+		if (x->codec_auto && (w->enc = encoder_new(s->buf_cap)) == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory for the compressor of data "
+					 "stream %u", i);
+		rc = pthread_create(&w->tid, NULL, source_sender, w);
+		if (rc != 0)
 			return xfer_fail(x, -rc, "cannot start sender thread: %s", strerror(rc));
-		}
+		w->started = true;
 	}
 	for (unsigned i = 0; i < nreaders; i++) {
 		struct reader *r = &s->readers[i];
 		r->s = s;
 		r->enc = encoder_new(s->buf_cap);
 		if (r->enc == NULL)
-			return xfer_fail(x, -ENOMEM, "out of memory");
+			return xfer_fail(x, -ENOMEM, "out of memory for the encoder of reader %u",
+					 i);
 		rc = pthread_create(&r->tid, NULL, source_reader, r);
 		if (rc != 0) {
 			encoder_free(r->enc);
@@ -684,7 +705,7 @@ static void source_stop(struct source *s, struct source_result *r)
 		r->raw_blocks += st->raw;
 	}
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
-		if (s->senders[i].s == NULL)
+		if (!s->senders[i].started)
 			continue;
 		if (pthread_join(s->senders[i].tid, NULL) != 0)
 			log_error("cannot join sender thread");

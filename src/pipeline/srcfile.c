@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "wire/pathsafe.h"
+#include "sys/platform.h"
 
 static void srcfile_base(const char *path, char *name, size_t cap)
 {
@@ -35,14 +37,47 @@ static void srcfile_init(struct src_file *f, const char *display)
 	snprintf(f->display, sizeof(f->display), "%s", display);
 }
 
+/* A FIFO opened with O_NONBLOCK: waits until a writer has written or
+ * come and gone (Linux reports neither POLLIN nor POLLHUP to a reader
+ * before its first writer), a stop signal, or watch_fd. Returns 0 or a
+ * negative code with the detail in e. */
+static int srcfile_await_writer(int fd, const char *display, int watch_fd, struct pc_err *e)
+{
+	for (;;) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = watch_fd, .events = POLLIN } };
+		int n = platform_poll(p, 2, -1);
+		if (n == -PC_E_INTERRUPTED)
+			return pc_err_set(e, n, "interrupted while waiting for a writer to open "
+					  "FIFO '%s'", display);
+		if (n < 0)
+			return pc_err_set(e, n, "waiting for FIFO '%s': %s", display, pc_strerror(n));
+		if (p[0].revents != 0)
+			return 0;
+		if (p[1].revents != 0)
+			return pc_err_set(e, -PC_E_ABORTED, "the peer gave up while FIFO '%s' "
+					  "had no writer", display);
+	}
+}
+
 int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 		 const char *display, struct pc_err *e)
 {
+	return srcfile_open_watch(f, dirfd, path, beneath, display, -1, e);
+}
+
+int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool beneath,
+		       const char *display, int watch_fd, struct pc_err *e)
+{
 	struct stat st;
-	int fd;
+	int fd, fl;
 
 	srcfile_init(f, display);
-	fd = pathsafe_open(dirfd, path, O_RDONLY | O_NOCTTY, 0, beneath);
+	/* A plain open of a FIFO blocks until a writer comes, with the stop
+	 * signals blocked (they are read from a signalfd): only SIGKILL would
+	 * end it. O_NONBLOCK never waits; the wait is srcfile_await_writer's,
+	 * which watches the signals. */
+	fd = pathsafe_open(dirfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, beneath);
 	if (fd < 0 && beneath && (fd == -EXDEV || fd == -ELOOP || fd == -EINVAL))
 		return pc_err_set(e, fd, "source '%s' leads outside the served directory", display);
 	if (fd < 0)
@@ -57,6 +92,20 @@ int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 		return pc_err_set(e, -EISDIR,
 				  "omitting directory '%s' (recursive copy is not supported yet)",
 				  display);
+	}
+	if (S_ISFIFO(st.st_mode)) {
+		int ret = srcfile_await_writer(fd, display, watch_fd, e);
+		if (ret < 0) {
+			close(fd);
+			return ret;
+		}
+	}
+	/* Reads block from here on, as the readers expect. */
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		int ret = -errno;
+		close(fd);
+		return pc_err_set(e, ret, "source '%s': %s", display, pc_strerror(ret));
 	}
 	f->fd = fd;
 	f->stream = !S_ISREG(st.st_mode);

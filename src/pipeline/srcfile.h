@@ -34,9 +34,19 @@ struct src_file {
 /* Opens path (relative to dirfd; beneath as in pathsafe_open) for reading
  * and fills f. display names it in messages. Directories are refused
  * ("omitting directory"); FIFOs and character devices become streams.
- * Returns 0 or a negative code with the detail in e. */
+ * The open itself never blocks (O_NONBLOCK, cleared afterwards); a FIFO is
+ * then waited on until a writer has sent data or come and gone, as a
+ * blocking open would have, but a stop signal ends that wait with
+ * -PC_E_INTERRUPTED (platform_poll). Returns 0 or a negative code with the
+ * detail in e. */
 int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 		 const char *display, struct pc_err *e);
+
+/* srcfile_open that also ends a FIFO's wait when watch_fd (-1: none; the
+ * control channel of a server) becomes readable: the peer gave up, or has
+ * something to say. Returns -PC_E_ABORTED then, with a message in e. */
+int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool beneath,
+		       const char *display, int watch_fd, struct pc_err *e);
 
 /* Fills f for standard input (a stream named "stdin"). The fd is a dup of
  * 0, so closing it leaves fd 0 alone. Returns 0 or -errno. */

@@ -5,9 +5,11 @@
 #include <pcopy/pcopy.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sys/err.h"
+#include "sys/fault.h"
 #include "wire/keyfile.h"
 #include "sys/log.h"
 #include "sys/platform.h"
@@ -38,6 +40,13 @@ int pcopy_init(int verbosity, const char *prefix)
 
 	log_setup(levels[i + 1], prefix);
 	g_verbosity = verbosity;
+	/* Test-only fault injection (sys/fault.h); never set by users. */
+	const char *fault = getenv("PCOPY_TEST_FAULT");
+	if (fault_arm_spec(fault) < 0) {
+		log_error("PCOPY_TEST_FAULT: '%s' is not SITE:N[,SITE:N...] (see src/sys/fault.h)",
+			  fault);
+		return -PC_E_USAGE;
+	}
 	g_sigfd = platform_signals_setup();
 	return g_sigfd < 0 ? g_sigfd : 0;
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +152,8 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 }
 
 /* Opens every source; one that cannot be opened is reported and skipped,
- * like cp does. */
+ * like cp does. A stop signal while a FIFO waits for its writer ends the
+ * whole copy (-PC_E_INTERRUPTED, detail in c->e). */
 static int client_open_sources(struct client *c, char *const srcs[])
 {
 	c->files = calloc((size_t)c->nsrc, sizeof(*c->files));
@@ -166,6 +168,12 @@ static int client_open_sources(struct client *c, char *const srcs[])
 		ret = c->src[i].kind == LOC_STDIO
 			      ? srcfile_open_stdin(f, &fe)
 			      : srcfile_open(f, AT_FDCWD, srcs[i], false, srcs[i], &fe);
+		if (ret == -PC_E_INTERRUPTED) {
+			char msg[sizeof(fe.msg)];
+			pc_err_get(&fe, msg, sizeof(msg));
+			pc_err_destroy(&fe);
+			return pc_err_set(c->e, ret, "%s", msg);
+		}
 		if (ret < 0) {
 			char msg[sizeof(fe.msg)];
 			pc_err_get(&fe, msg, sizeof(msg));
@@ -370,6 +378,14 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 {
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
+	/* Interrupted: the --rsh command may be where EOF on its stdin goes
+	 * unnoticed (ssh still resolving or connecting to the host), and
+	 * waiting for it would undo the interruption: pass the stop on. The
+	 * remote pcopy sees its channel close either way. */
+	if (ep->child > 0 && ep->loc != NULL && *ret == -PC_E_INTERRUPTED &&
+	    kill(ep->child, SIGTERM) != 0)
+		log_warn("cannot stop '%s' for %s: %s", c->o->rsh ? c->o->rsh : "ssh", ep->peer,
+			 strerror(errno));
 	if (ep->child > 0) {
 		int st = spawn_wait(ep->child);
 		if (*ret == 0 && st != 0)
@@ -454,12 +470,15 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 				   req->window, req->timeout_s, pending, c->fds, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. */
-	if (ret < 0 && ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->ready_host[0] != '\0' &&
+	    strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
 					   req->streams, req->window, req->timeout_s, pending,
 					   c->fds, &e2);
-	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT) {
-		/* We reached something: "cannot reach" would mislead. */
+	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
+	if (own) {
+		/* We reached something, or were stopped: "cannot reach" would
+		 * mislead. */
 		char msg[sizeof(e2.msg)];
 		pc_err_get(&e2, msg, sizeof(msg));
 		pc_err_set(c->e, ret, "%s", msg);
@@ -468,11 +487,11 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 			   ep->data_host, (unsigned)ep->port);
 	}
 	pc_err_destroy(&e2);
-	if (ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT)
+	if (own)
 		ret = pc_err_get(c->e, NULL, 0);
 	else if (ret < 0)
 		ret = -PC_E_NET;
-	if (ret < 0 && ep->t == SESSION_DAEMON)
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->t == SESSION_DAEMON)
 		return client_server_said(ep, ret, c->e);
 	return ret;
 }

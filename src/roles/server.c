@@ -25,39 +25,49 @@
  * order, *nfiles of them); each one that cannot (missing, unreadable, a
  * directory...) goes into skips (*nskips), to be reported to the client
  * with SKIP while the others are copied, as a local source is skipped.
- * files and skips have room for req->npaths. Returns 0, or a negative code
- * with the detail in e when the session cannot go on (no memory). */
-static int server_open_sources(const struct server_cfg *cfg, const struct proto_request *req,
-			       struct src_file *files, unsigned *nfiles,
-			       struct source_skip *skips, unsigned *nskips, struct pc_err *e)
+ * files and skips have room for req->npaths. A source FIFO's wait for its
+ * writer ends on a stop signal or when the client gives up (c readable).
+ * Returns 0, or a negative code with the detail in e when the session
+ * cannot go on (no memory, interrupted, the client gone). */
+static int server_open_sources(const struct server_cfg *cfg, struct ctl *c,
+			       const struct proto_request *req, struct src_file *files,
+			       unsigned *nfiles, struct source_skip *skips, unsigned *nskips,
+			       struct pc_err *e)
 {
 	for (unsigned i = 0; i < req->npaths; i++) {
 		const char *path = proto_request_path(req, i);
 		struct pc_err fe;
 
 		pc_err_init(&fe);
-		int ret = srcfile_open(&files[*nfiles], cfg->rootfd, path, cfg->beneath, path, &fe);
+		int ret = srcfile_open_watch(&files[*nfiles], cfg->rootfd, path, cfg->beneath, path,
+					     ctl_rfd(c), &fe);
+		bool fatal = ret == -ENOMEM || ret == -PC_E_INTERRUPTED || ret == -PC_E_ABORTED;
 		if (ret == 0) {
 			(*nfiles)++;
-		} else if (ret != -ENOMEM) {
+		} else if (!fatal) {
 			struct source_skip *k = &skips[(*nskips)++];
 			k->index = i;
 			k->code = ret;
 			(void)pc_err_get(&fe, k->msg, sizeof(k->msg));
 			log_debug("skipping source %u: %s", i, k->msg);
+		} else {
+			char msg[sizeof(fe.msg)];
+			(void)pc_err_get(&fe, msg, sizeof(msg));
+			pc_err_set(e, ret, "%s", msg);
 		}
 		pc_err_destroy(&fe);
-		if (ret == -ENOMEM)
-			return pc_err_set(e, ret, "out of memory opening source '%s'", path);
+		if (fatal)
+			return ret;
 	}
 	return 0;
 }
 
 /* Opens what the request names: the sources (see server_open_sources), or
  * the destination. Returns 0 or a negative code (e set). */
-static int server_prepare(const struct server_cfg *cfg, const struct proto_request *req,
-			  struct src_file *files, unsigned *nfiles, struct source_skip *skips,
-			  unsigned *nskips, struct sink_target *target, struct pc_err *e)
+static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
+			  const struct proto_request *req, struct src_file *files,
+			  unsigned *nfiles, struct source_skip *skips, unsigned *nskips,
+			  struct sink_target *target, struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
@@ -80,7 +90,7 @@ static int server_prepare(const struct server_cfg *cfg, const struct proto_reque
 					  "inside the served directory", path);
 	}
 	if (req->role == PROTO_ROLE_SOURCE)
-		return server_open_sources(cfg, req, files, nfiles, skips, nskips, e);
+		return server_open_sources(cfg, c, req, files, nfiles, skips, nskips, e);
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
 	if (req->nsources == 0 || req->npaths != 1)
@@ -201,7 +211,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	files = calloc(req->npaths, sizeof(*files));
 	skips = req->role == PROTO_ROLE_SOURCE ? calloc(req->npaths, sizeof(*skips)) : NULL;
 	ret = files && (skips || req->role != PROTO_ROLE_SOURCE)
-		      ? server_prepare(cfg, req, files, &nfiles, skips, &nskips, &target, e)
+		      ? server_prepare(cfg, c, req, files, &nfiles, skips, &nskips, &target, e)
 		      : pc_err_set(e, -ENOMEM, "out of memory");
 	if (ret < 0) {
 		server_tell(c, e, ret);

@@ -231,6 +231,18 @@ struct connector {
 	pthread_t tid;
 };
 
+/* Waits up to SESSION_AUTH_TIMEOUT_S for the listener's proof to start
+ * arriving on fd, or a stop signal (platform_poll): the read itself only
+ * has SO_RCVTIMEO, which no signal shortens. Returns 0, -PC_E_TIMEOUT,
+ * -PC_E_INTERRUPTED or -errno. */
+static int session_await_proof(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int n = platform_poll(&p, 1, (int)SESSION_AUTH_TIMEOUT_S * 1000);
+
+	return n > 0 ? 0 : n == 0 ? -PC_E_TIMEOUT : n;
+}
+
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
@@ -249,12 +261,18 @@ static void *session_connect_one(void *arg)
 	if (ret == 0)
 		ret = auth_data_connect(fd, c->k, c->idx, expect);
 	if (ret == 0 && c->pending == NULL)
+		ret = session_await_proof(fd);
+	if (ret == 0 && c->pending == NULL)
 		ret = auth_data_confirm(fd, expect);
 	else if (ret == 0)
 		memcpy(c->pending, expect, sizeof(expect));
 	if (ret == 0)
 		ret = net_set_timeout(fd, c->timeout_s);
-	if (ret == -PC_E_TIMEOUT) {
+	if (ret == -PC_E_INTERRUPTED) {
+		pc_err_set(&c->err, ret, "interrupted while data connection %u to %s port %u "
+			   "waited for the listener's proof", (unsigned)c->idx, c->host,
+			   (unsigned)c->port);
+	} else if (ret == -PC_E_TIMEOUT) {
 		/* Reached, but nobody there proved the key in time. */
 		pc_err_set(&c->err, ret, "data connection %u to %s port %u: connected, but no "
 			   "answer to our handshake within %u s", (unsigned)c->idx, c->host,

@@ -29,6 +29,7 @@ enum pc_errcode {
 	PC_E_INTERRUPTED, /* signal received                     -> exit 20 */
 	PC_E_TIMEOUT,     /* peer idle past --timeout            -> exit 30 */
 	PC_E_ABORTED,     /* another thread failed first (never shown) */
+	PC_E_CODEC,       /* compressing a block failed here     -> exit 13 */
 	PC_E_MAX
 };
 
@@ -42,6 +43,7 @@ enum pc_exit {
 	PC_EXIT_NET = 10,
 	PC_EXIT_FILEIO = 11,
 	PC_EXIT_INTEGRITY = 12,
+	PC_EXIT_CODEC = 13,
 	PC_EXIT_INTERRUPTED = 20,
 	PC_EXIT_TIMEOUT = 30,
 };

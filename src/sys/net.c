@@ -10,11 +10,17 @@
 #include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/ioctl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "sys/platform.h"
+#include "sys/sync.h"
 
 static void net_set_window(int fd, uint32_t window)
 {
@@ -39,12 +45,127 @@ uint32_t net_granted_window(int fd)
 	return (uint32_t)v / 2;
 }
 
+/* A name lookup that runs getaddrinfo on a thread of its own, so that
+ * its caller can wait for it and for a stop signal at once: getaddrinfo
+ * itself cannot be interrupted (glibc's resolver retries its poll on
+ * EINTR), and a dead DNS server keeps it for up to attempts x timeout x
+ * servers. Shared by the caller and the thread; the last to let go frees it.
+ * A caller that was interrupted lets go at once and the thread finishes
+ * alone. */
+struct net_lookup {
+	atomic_int refs;          /* 2 at first: the caller and the thread */
+	int efd;                  /* eventfd: the thread is done */
+	char host[NI_MAXHOST];    /* immutable once the thread runs */
+	char service[8];          /* immutable */
+	struct addrinfo hints;    /* immutable */
+	int rc;                   /* thread, then the caller once done is set */
+	struct addrinfo *res;     /* likewise; owned by the lookup until taken */
+	atomic_bool done;         /* release by the thread: rc and res are final */
+};
+
+static void net_lookup_put(struct net_lookup *l)
+{
+	if (atomic_fetch_sub(&l->refs, 1) != 1)
+		return;
+	if (l->res != NULL)
+		freeaddrinfo(l->res);
+	close(l->efd);
+	free(l);
+}
+
+static void *net_lookup_run(void *arg)
+{
+	struct net_lookup *l = arg;
+
+	l->rc = getaddrinfo(l->host, l->service, &l->hints, &l->res);
+	atomic_store_explicit(&l->done, true, memory_order_release);
+	(void)platform_event_signal(l->efd); /* cannot fail on a live eventfd */
+	net_lookup_put(l);
+	return NULL;
+}
+
+/* Starts the lookup of host on a detached thread. Returns it, or NULL
+ * (out of memory or threads: *err says which, as -errno). */
+static struct net_lookup *net_lookup_start(const char *host, const char *service,
+					   const struct addrinfo *hints, int *err)
+{
+	struct net_lookup *l = calloc(1, sizeof(*l));
+	pthread_attr_t attr;
+	pthread_t tid;
+	int rc;
+
+	*err = -ENOMEM;
+	if (l == NULL)
+		return NULL;
+	atomic_init(&l->refs, 2);
+	atomic_init(&l->done, false);
+	snprintf(l->host, sizeof(l->host), "%s", host);
+	snprintf(l->service, sizeof(l->service), "%s", service);
+	l->hints = *hints;
+	l->efd = platform_event_new();
+	if (l->efd < 0) {
+		*err = l->efd;
+		free(l);
+		return NULL;
+	}
+	rc = pthread_attr_init(&attr);
+	if (rc == 0) {
+		rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (rc == 0)
+			rc = pthread_create(&tid, &attr, net_lookup_run, l);
+		/* Cannot fail for an initialised attr short of a bug. */
+		sync_check("pthread_attr_destroy", pthread_attr_destroy(&attr));
+	}
+	if (rc != 0) {
+		*err = -rc;
+		close(l->efd);
+		free(l);
+		return NULL;
+	}
+	return l;
+}
+
+/* getaddrinfo that a stop signal interrupts (see struct net_lookup). A
+ * numeric address needs no lookup and no thread. Returns 0 (*res set) or
+ * the getaddrinfo error in *rc (-PC_E_NET), -PC_E_INTERRUPTED, or -errno. */
+static int net_getaddrinfo(const char *host, const char *service,
+			   const struct addrinfo *hints, struct addrinfo **res, int *rc)
+{
+	struct addrinfo numeric = *hints;
+	struct net_lookup *l;
+	int ret;
+
+	numeric.ai_flags |= AI_NUMERICHOST;
+	*rc = getaddrinfo(host, service, &numeric, res);
+	if (host == NULL || *rc != EAI_NONAME)
+		return *rc == 0 ? 0 : -PC_E_NET;
+	l = net_lookup_start(host, service, hints, &ret);
+	if (l == NULL)
+		return ret;
+	/* The thread sets done before it signals efd, so once efd is
+	 * readable done is set. A stop signal already pending wins even over
+	 * a lookup that has finished. */
+	do {
+		struct pollfd p = { .fd = l->efd, .events = POLLIN };
+		ret = platform_poll(&p, 1, -1);
+		if (ret < 0) {
+			net_lookup_put(l);
+			return ret;
+		}
+	} while (!atomic_load_explicit(&l->done, memory_order_acquire));
+	*rc = l->rc;
+	*res = l->res;
+	l->res = NULL;
+	net_lookup_put(l);
+	return *rc == 0 ? 0 : -PC_E_NET;
+}
+
 static int net_resolve(const char *host, uint16_t port, int family, bool passive,
 		       struct addrinfo **res, struct pc_err *e)
 {
 	struct addrinfo hints;
 	char service[8];
-	int rc;
+	int rc = 0, ret;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = family == 4 ? AF_INET : family == 6 ? AF_INET6 : AF_UNSPEC;
@@ -53,10 +174,15 @@ static int net_resolve(const char *host, uint16_t port, int family, bool passive
 	snprintf(service, sizeof(service), "%u", (unsigned)port);
 	if (host != NULL && host[0] == '\0')
 		host = NULL;
-	rc = getaddrinfo(host, service, &hints, res);
-	if (rc != 0)
-		return pc_err_set(e, -PC_E_NET, "cannot resolve host '%s': %s",
-				  host ? host : "*", gai_strerror(rc));
+	ret = net_getaddrinfo(host, service, &hints, res, &rc);
+	if (ret == -PC_E_INTERRUPTED)
+		return pc_err_set(e, ret, "interrupted while resolving host '%s'", host);
+	if (ret == -PC_E_NET)
+		return pc_err_set(e, ret, "cannot resolve host '%s': %s", host ? host : "*",
+				  gai_strerror(rc));
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot resolve host '%s': %s", host ? host : "*",
+				  pc_strerror(ret));
 	return 0;
 }
 
@@ -134,28 +260,26 @@ static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int famil
 	return fd;
 }
 
-/* connect() with a deadline: non-blocking connect, poll, then back to
- * blocking. Returns 0 or -errno. */
+/* connect() with a deadline (timeout_s 0: none but the kernel's):
+ * non-blocking connect, a wait that a stop signal also ends, then back to
+ * blocking. Returns 0, -PC_E_INTERRUPTED or -errno. */
 static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s)
 {
 	int flags = fcntl(fd, F_GETFL), soerr = 0;
 	socklen_t len = sizeof(soerr);
 	struct pollfd p = { .fd = fd, .events = POLLOUT };
 
-	if (timeout_s == 0)
-		return connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : -errno;
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		if (errno != EINPROGRESS)
 			return -errno;
-		int n;
-		do
-			n = poll(&p, 1, (int)timeout_s * 1000);
-		while (n < 0 && errno == EINTR);
+		int n = platform_poll(&p, 1, timeout_s ? (int)timeout_s * 1000 : -1);
 		if (n == 0)
 			return -ETIMEDOUT;
-		if (n < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+		if (n < 0)
+			return n;
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
 			return -errno;
 		if (soerr != 0)
 			return -soerr;
@@ -182,9 +306,14 @@ int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		ret = net_connect_one(fd, ai, timeout_s);
 		if (ret == 0)
 			break;
-		err = -ret;
 		close(fd);
 		fd = -1;
+		if (ret == -PC_E_INTERRUPTED) {
+			freeaddrinfo(res);
+			return pc_err_set(e, ret, "interrupted while connecting to %s port %u",
+					  host, (unsigned)port);
+		}
+		err = -ret;
 	}
 	freeaddrinfo(res);
 	if (fd < 0)

@@ -25,7 +25,9 @@ int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t 
 /* Connects to host:port, trying each address getaddrinfo gives for family
  * (0 any, 4, 6). If window > 0, the buffers are set before connect().
  * Gives up after timeout_s seconds per address (0 = the kernel's default).
- * Returns the fd. */
+ * A stop signal ends the name lookup or the connect with
+ * -PC_E_INTERRUPTED (platform_poll), as it ends net_listen's lookup of a
+ * host name. Returns the fd. */
 int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		unsigned timeout_s, struct pc_err *e);
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -211,6 +212,10 @@ static void platform_stop_signals(sigset_t *set)
 	sigaddset(set, SIGQUIT);
 }
 
+/* The stop signals' signalfd once platform_signals_setup made it, else -1.
+ * Written before any thread exists; read-only afterwards. */
+static int platform_stop_fd = -1;
+
 int platform_signals_setup(void)
 {
 	struct sigaction sa;
@@ -232,7 +237,30 @@ int platform_signals_setup(void)
 	fd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (fd < 0)
 		return -errno;
+	platform_stop_fd = fd;
 	return fd;
+}
+
+int platform_poll(struct pollfd *p, unsigned n, int timeout_ms)
+{
+	struct pollfd all[PLATFORM_POLL_MAX + 1];
+	int r;
+
+	if (n > PLATFORM_POLL_MAX)
+		return -EINVAL;
+	memcpy(all, p, n * sizeof(*p));
+	/* poll ignores a negative fd: before set-up, only p counts. */
+	all[n] = (struct pollfd){ .fd = platform_stop_fd, .events = POLLIN };
+	do
+		r = poll(all, n + 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (all[n].revents & POLLIN)
+		return -PC_E_INTERRUPTED;
+	for (unsigned i = 0; i < n; i++)
+		p[i].revents = all[i].revents;
+	return r;
 }
 
 void platform_signals_reset(void)

@@ -55,6 +55,19 @@ char *platform_fmt_bytes(uint64_t n, char *buf, size_t cap);
  * arrives. Returns the fd or -errno. */
 int platform_signals_setup(void);
 
+/* poll(2) over p[0..n) (n <= PLATFORM_POLL_MAX) that also ends when a stop
+ * signal is pending: SIGINT, SIGTERM, SIGHUP or SIGQUIT, watched through
+ * the signalfd of platform_signals_setup (nothing is watched before it ran,
+ * as in unit tests). The signal is left unread, so every later wait ends
+ * at once too and the caller's top can report it. This is how the steps
+ * before the pipeline (opening a FIFO, resolving a host, connecting) stay
+ * interruptible although the signals themselves are blocked. EINTR is
+ * retried with the same timeout. Returns the number of ready entries of p
+ * (> 0), 0 on timeout, -PC_E_INTERRUPTED, or -errno. Thread-safe. */
+#define PLATFORM_POLL_MAX 4
+struct pollfd;
+int platform_poll(struct pollfd *p, unsigned n, int timeout_ms);
+
 /* Restores the default disposition and unblocks those signals; used in a
  * child between fork and exec. Async-signal-safe. */
 void platform_signals_reset(void);

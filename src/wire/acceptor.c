@@ -197,9 +197,15 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
 				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
-		int nr = poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
-		if (nr < 0 && errno != EINTR) {
-			ret = pc_err_set(e, -errno, "poll: %s", strerror(errno));
+		/* A stop signal ends the wait too (platform_poll). */
+		int nr = platform_poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
+		if (nr == -PC_E_INTERRUPTED) {
+			ret = pc_err_set(e, nr, "interrupted while waiting for data connections "
+					 "from %s", peer);
+			break;
+		}
+		if (nr < 0) {
+			ret = pc_err_set(e, nr, "poll: %s", strerror(-nr));
 			break;
 		}
 		if (nr > 0 && p[2].revents && !(p[0].revents & POLLIN)) {

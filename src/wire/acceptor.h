@@ -24,6 +24,7 @@
  * (pc_err_get). A FILE means a source that has all its connections open
  * started the transfer: it is put back (ctl_unread) and the wait goes on,
  * for ACCEPTOR_AUTH_TIMEOUT_S at most. Any other message is -PC_E_PROTO.
+ * A stop signal ends the wait with -PC_E_INTERRUPTED (platform_poll).
  * peer names the other side in messages. On success fds[0..n-1] are the
  * connections (owned by the caller); on failure none is left open.
  * Returns 0 or a negative code with the detail in e. */

@@ -255,7 +255,7 @@ expect_exit() {
 # status is (nothing written, old file kept), done before the status check.
 FAIL_RC= FAIL_STDERR=
 expect_fail() {
-    expect_exit 1,2,3,5,10,11,12,20,30 "$@"
+    expect_exit 1,2,3,5,10,11,12,13,20,30 "$@"
     FAIL_RC=$LAST_RC
     FAIL_STDERR=$T/fail-stderr.$BASHPID.$_LIB_N
     cp "$LAST_STDERR" "$FAIL_STDERR"

@@ -283,6 +283,51 @@ case_symlink_escape() {
     same_file "$T/a" "$T/pulled.inside"
 }
 
+# The compression failures below are made by the test-only fault hook
+# (src/sys/fault.h): PCOPY_TEST_FAULT=compress:N makes the Nth block that
+# pcopy tries to compress fail as if the codec ran out of memory.
+
+# textfile PATH: 8 MiB that compress well, so every block is compressed.
+textfile() {
+    yes "pcopy sends this line compressed, block after block" | head -c 8M >"$1" || true
+}
+
+case_compress_fails_local() {
+    # A local failure, late in the transfer: exit 13 with the codec and the
+    # file named, not "lost data connection" (exit 10); the old file stays.
+    mkdir -p "$T/d"
+    textfile "$T/text"
+    mkfile "$T/d/text" 1000
+    cp "$T/d/text" "$T/old"
+    expect_exit 13 env PCOPY_TEST_FAULT=compress:3 "$PCOPY" -c 1 -B 64k "$T/text" "$T/d/text"
+    expect_stderr_contains "compressing '$T/text' with zlib:1 failed: Cannot allocate memory"
+    expect_stderr_lacks "lost data connection"
+    same_file "$T/old" "$T/d/text"
+    no_temp_files "$T/d"
+    # Other codecs are named as the user wrote them.
+    expect_exit 13 env PCOPY_TEST_FAULT=compress:5 "$PCOPY" -c lz4 -B 64k -s 1 "$T/text" "$T/d/text"
+    expect_stderr_contains "compressing '$T/text' with lz4 failed"
+    same_file "$T/old" "$T/d/text"
+    no_temp_files "$T/d"
+    # A malformed spec is refused up front.
+    expect_exit 1 env PCOPY_TEST_FAULT=compress "$PCOPY" "$T/text" "$T/d/text"
+    expect_stderr_contains "PCOPY_TEST_FAULT: 'compress' is not SITE:N"
+    same_file "$T/old" "$T/d/text"
+}
+
+case_compress_fails_pull() {
+    # The daemon, as the source, fails to compress: its ERROR crosses the
+    # wire with the code, and the client exits 13 with the daemon's words.
+    mkdir -p "$T/root" "$T/d"
+    textfile "$T/root/text"
+    start_daemon "$T/root" PCOPY_TEST_FAULT=compress:3
+    expect_exit 13 "$PCOPY" -c 6 -B 64k "$DAEMON_URL/text" "$T/d/text" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "compressing 'text' with zlib failed"
+    expect_stderr_lacks "lost data connection"
+    [[ ! -e $T/d/text ]] || fail "$T/d/text appeared"
+    no_temp_files "$T/d"
+}
+
 run_case missing-source case_missing_source
 run_case missing-among-several case_missing_among_several
 run_case unreadable-source case_unreadable_source
@@ -295,4 +340,6 @@ run_case key-file-checks case_key_file_checks
 run_case gen-key-refusals case_gen_key_refusals
 run_case dotdot-url case_dotdot_url
 run_case symlink-escape case_symlink_escape
+run_case compress-fails-local case_compress_fails_local
+run_case compress-fails-pull case_compress_fails_pull
 finish

@@ -3,6 +3,9 @@
 # t_interrupt: a client stopped by SIGINT/SIGTERM exits 20 promptly and
 # leaves no partial file; a daemon (or its session) killed mid-transfer makes
 # the client fail promptly, naming the daemon; an idle transfer times out.
+# The steps before the transfer can be interrupted too: waiting for a FIFO's
+# writer, connecting to a host that does not answer, waiting for a data
+# listener's proof; and a FIFO whose writer comes later is copied whole.
 #
 # The transfers are kept open by a slow standard input: a producer writes a
 # few MiB into a FIFO, then holds it open without writing.
@@ -182,6 +185,121 @@ case_idle_timeout() {
     [[ $CLIENT_RC -eq 30 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC, wanted 30"; }
 }
 
+# interrupt_early SIG SECS CMD...: run CMD (pcopy) with SIG sent after SECS
+# seconds (timeout --preserve-status), stderr in $LAST_STDERR; it must end
+# within REACT seconds (times $SLOW) of the signal, with exit 20, saying
+# "interrupted".
+interrupt_early() {
+    local sig=$1 secs=$2 start rc=0
+    shift 2
+    _LIB_N=$((_LIB_N + 1))
+    LAST_STDERR=$T/stderr.$BASHPID.$_LIB_N
+    start=$(now)
+    timeout --preserve-status -k $((REACT * SLOW)) -s "$sig" "$secs" \
+        "${WITH_SIGINT[@]}" "$@" 2>"$LAST_STDERR" || rc=$?
+    log "SIG$sig after $secs s: exit $rc after $(secs_since "$start") s: $(head -n 1 "$LAST_STDERR")"
+    [[ $rc -ne 137 ]] || fail "pcopy ignored SIG$sig and had to be killed"
+    [[ $rc -eq 20 ]] || { cat "$LAST_STDERR" >&2; fail "exit status $rc after SIG$sig, wanted 20"; }
+    expect_stderr_contains "interrupted"
+}
+
+case_fifo_no_writer() {
+    # A FIFO with no writer: the open used to block with the signals
+    # blocked, so only SIGKILL ended it. Nothing may appear in DST.
+    mkdir -p "$T/d"
+    mkfifo "$T/fifo"
+    local sig
+    for sig in INT TERM HUP; do
+        interrupt_early "$sig" 1 "$PCOPY" "$T/fifo" "$T/d/"
+        expect_stderr_contains "FIFO '$T/fifo'"
+        dir_is_empty "$T/d" || fail "SIG$sig left $(ls -A "$T/d") in $T/d"
+    done
+    # Into a daemon: the FIFO is opened before anything connects.
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    interrupt_early INT 1 "$PCOPY" "$T/fifo" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
+    dir_is_empty "$T/root" || fail "the push left $(ls -A "$T/root") in $T/root"
+}
+
+case_fifo_writer_later() {
+    # The writer appears a second after pcopy starts: the copy is whole.
+    mkdir -p "$T/d"
+    mkfifo "$T/fifo"
+    mkfile "$T/data" 3M
+    { sleep 1; cat "$T/data" >"$T/fifo"; } &
+    track_pid $!
+    expect_exit 0 "$PCOPY" -s 2 "$T/fifo" "$T/d/"
+    same_file "$T/data" "$T/d/fifo"
+    no_temp_files "$T/d"
+    # And pulled from a daemon, whose session waits for the writer.
+    mkdir -p "$T/root" "$T/p"
+    start_daemon "$T/root"
+    mkfifo "$T/root/fifo"
+    { sleep 1; cat "$T/data" >"$T/root/fifo"; } &
+    track_pid $!
+    expect_exit 0 "$PCOPY" "$DAEMON_URL/fifo" "$T/p/" --key-file "$DAEMON_KEY"
+    same_file "$T/data" "$T/p/fifo"
+    no_temp_files "$T/p"
+}
+
+no_sessions() {
+    [[ -z $(session_pids) ]]
+}
+
+case_fifo_pull_gives_up() {
+    # A pull of a FIFO that never gets a writer, interrupted: the client
+    # (waiting for the data listener's proof) exits 20, and the daemon's
+    # session, waiting for the writer, sees the client go and ends too
+    # instead of waiting forever.
+    mkdir -p "$T/root" "$T/p"
+    start_daemon "$T/root"
+    mkfifo "$T/root/fifo"
+    interrupt_early INT 1 "$PCOPY" "$DAEMON_URL/fifo" "$T/p/" --key-file "$DAEMON_KEY"
+    dir_is_empty "$T/p" || fail "the pull left $(ls -A "$T/p") in $T/p"
+    wait_until "$REACT" no_sessions || fail "the daemon's session still waits for the FIFO: $(session_pids)"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# full_listener: a TCP listener on 127.0.0.1 whose accept queue is full, so
+# a connect to it hangs (the kernel drops the SYN). Sets FULL_PORT.
+FULL_PORT=
+full_listener() {
+    python3 -c '
+import socket, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(0)
+held = []
+for i in range(3):
+    c = socket.socket()
+    c.setblocking(False)
+    try:
+        c.connect(s.getsockname())
+    except BlockingIOError:
+        pass
+    held.append(c)
+time.sleep(0.3)
+print(s.getsockname()[1], flush=True)
+time.sleep(600)
+' >"$T/full.port" &
+    track_pid $!
+    wait_until 10 test -s "$T/full.port" || fail "the full listener did not start"
+    FULL_PORT=$(cat "$T/full.port")
+}
+
+case_connect_hangs() {
+    # Connecting to a daemon that does not answer (a 30 s limit): SIGINT
+    # and SIGTERM end the wait at once.
+    full_listener
+    mkfile "$T/src" 1000
+    "$PCOPY" --gen-key "$T/key"
+    local sig
+    for sig in INT TERM; do
+        interrupt_early "$sig" 1 "$PCOPY" "$T/src" "pcopy://127.0.0.1:$FULL_PORT/x" --key-file "$T/key"
+        expect_stderr_contains "connecting to 127.0.0.1 port $FULL_PORT"
+    done
+}
+
 run_case sigint-local case_sigint_local
 run_case sigterm-local case_sigterm_local
 run_case sigint-local-busy case_sigint_local_busy
@@ -190,4 +308,8 @@ run_case sigint-pull case_sigint_pull
 run_case daemon-sigterm case_daemon_sigterm
 run_case session-sigkill case_session_sigkill
 run_case idle-timeout case_idle_timeout
+run_case fifo-no-writer case_fifo_no_writer
+run_case fifo-writer-later case_fifo_writer_later
+run_case fifo-pull-gives-up case_fifo_pull_gives_up
+run_case connect-hangs case_connect_hangs
 finish

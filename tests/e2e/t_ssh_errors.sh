@@ -7,7 +7,8 @@
 # at once, never data over the other family), and the remote pcopy (as
 # receiver or sender) or the ssh connection dying, or the client
 # interrupted, in the middle of a copy: no file under the final name, and
-# no remote pcopy left behind.
+# no remote pcopy left behind. A FIFO without a writer, local (push) or
+# remote (pull), does not keep an interrupted client, nor the remote pcopy.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root, and mounts a tmpfs"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -280,6 +281,73 @@ case_client_interrupted() {
     wait_until 10 dir_is_empty "$T/dir" || fail "the remote left files: $(ls -a "$T/dir")"
 }
 
+# sigint_after SECS CMD...: run CMD with SIGINT after SECS seconds; it must
+# exit 20 within 10 s (times $SLOW) of the signal. Stderr in LAST_STDERR.
+sigint_after() {
+    local secs=$1 rc=0
+    shift
+    _LIB_N=$((_LIB_N + 1))
+    LAST_STDERR=$T/stderr.$BASHPID.$_LIB_N
+    timeout --preserve-status -k $((10 * SLOW)) -s INT "$secs" "${WITH_SIGINT[@]}" "$@" \
+        2>"$LAST_STDERR" || rc=$?
+    [[ $rc -ne 137 ]] || { cat "$LAST_STDERR" >&2; fail "SIGINT did not stop the client: killed"; }
+    [[ $rc -eq 20 ]] || { cat "$LAST_STDERR" >&2; fail "exit status $rc after SIGINT, wanted 20"; }
+    expect_stderr_contains "interrupted"
+}
+
+# no_pcopy_from_our_sshd: no pcopy runs with an SSH_CONNECTION to our sshd,
+# wherever it is in the process tree (one that lost its session is
+# reparented away from the sshd, where sshd_remote_pids does not look).
+no_pcopy_from_our_sshd() {
+    local pid
+    for pid in $(pgrep -x pcopy); do
+        if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
+            grep -qE "^SSH_CONNECTION=.* $SSHD_PORT\$"; then
+            return 1
+        fi
+    done
+    return 0
+}
+
+case_fifo_interrupted() {
+    mkdir -p "$T/dir" "$T/local"
+    mkfifo "$T/fifo"
+    # Push: the local FIFO is waited for before ssh starts.
+    sigint_after 1 "$PCOPY" "$T/fifo" "pctest:$T/dir/"
+    expect_stderr_contains "FIFO '$T/fifo'"
+    dir_is_empty "$T/dir" || fail "the push left $(ls -A "$T/dir") in $T/dir"
+    # Pull: the remote pcopy waits for the writer; the client, waiting for
+    # it, is interrupted, and the remote pcopy sees it go and ends too (it
+    # used to stay in open(), and the client waited for ssh forever).
+    sigint_after 1 "$PCOPY" "pctest:$T/fifo" "$T/local/"
+    dir_is_empty "$T/local" || fail "the pull left $(ls -A "$T/local") in $T/local"
+    wait_until 10 no_pcopy_from_our_sshd ||
+        fail "a remote pcopy still waits for the FIFO: $(pgrep -a -x pcopy)"
+}
+
+case_rsh_stuck_interrupted() {
+    # The --rsh command hangs before it reads anything (ssh resolving or
+    # connecting to a dead host): SIGTERM to pcopy alone (not to its
+    # process group) still ends it with exit 20, and the command is stopped.
+    local rsh_pid
+    mkdir -p "$T/dir"
+    mkfile "$T/f" 1000
+    printf '#!/bin/sh\nexec sleep 300\n' >"$T/stuck-rsh"
+    chmod +x "$T/stuck-rsh"
+    "${WITH_SIGINT[@]}" "$PCOPY" --rsh "$T/stuck-rsh" "$T/f" "pctest:$T/dir/" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    wait_until 10 pgrep -P "$CLIENT_PID" -x sleep >/dev/null || fail "pcopy did not start its --rsh"
+    rsh_pid=$(pgrep -P "$CLIENT_PID" -x sleep)
+    track_pid "$rsh_pid"
+    kill -TERM "$CLIENT_PID"
+    wait_exit 10 "$CLIENT_PID" || fail "pcopy did not exit within $((10 * SLOW)) s of SIGTERM"
+    [[ $WAIT_RC -eq 20 ]] || { cat "$T/client.err" >&2; fail "exit status $WAIT_RC, wanted 20"; }
+    grep -q "interrupted" "$T/client.err" || { cat "$T/client.err" >&2; fail "no 'interrupted' message"; }
+    proc_gone "$rsh_pid" || fail "the --rsh command $rsh_pid still runs"
+    dir_is_empty "$T/dir" || fail "files appeared in $T/dir"
+}
+
 run_case connection-refused case_connection_refused
 run_case wrong-key case_wrong_key
 run_case no-remote-pcopy case_no_remote_pcopy
@@ -293,4 +361,6 @@ run_case remote-dies case_remote_dies
 run_case remote-sender-dies case_remote_sender_dies
 run_case ssh-dies case_ssh_dies
 run_case client-interrupted case_client_interrupted
+run_case fifo-interrupted case_fifo_interrupted
+run_case rsh-stuck-interrupted case_rsh_stuck_interrupted
 finish

@@ -11,7 +11,9 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "wire/ctl.h"
 #include "sys/err.h"
 #include "sys/net.h"
+#include "sys/platform.h"
 
 #define NSTREAMS 3u
 
@@ -243,13 +246,46 @@ static void test_stranger_dropped(void **state)
 	rig_close(&r, fds);
 }
 
+/* The stop signals' signalfd, set up by main before any thread exists, as
+ * pcopy_init does. */
+static int g_sigfd = -1;
+
+/* A stop signal ends the wait for connections that do not come (it used
+ * to last ACCEPTOR_TIMEOUT_S), and is left for the caller to read. */
+static void test_interrupted(void **state)
+{
+	struct signalfd_siginfo si;
+	struct pc_err e;
+	struct rig r;
+	char msg[256];
+	int fds[NSTREAMS];
+
+	(void)state;
+	assert_true(g_sigfd >= 0);
+	rig_start(&r, NULL, 0);
+	assert_int_equal(kill(getpid(), SIGTERM), 0);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+			 -PC_E_INTERRUPTED);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
+	assert_string_equal(msg, "interrupted while waiting for data connections from peer");
+	pc_err_destroy(&e);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_int_equal(fds[i], -1);
+	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
+	assert_int_equal(si.ssi_signo, SIGTERM);
+	rig_close(&r, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_file_overtakes_connections),
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
+		cmocka_unit_test(test_interrupted),
 	};
 
+	g_sigfd = platform_signals_setup();
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -32,6 +32,8 @@ static void test_strerror_own_codes(void **state)
 	}
 	assert_string_equal(pc_strerror(-PC_E_PROTO), "protocol error");
 	assert_string_equal(pc_strerror(-PC_E_INTEGRITY), "data integrity check failed");
+	assert_string_equal(pc_strerror(-PC_E_CODEC), "compression failed");
+	assert_int_equal(PC_EXIT_CODEC, 13);
 }
 
 static void test_strerror_other(void **state)
@@ -64,6 +66,7 @@ static void test_exit_own_codes(void **state)
 		{ PC_E_INTERRUPTED, PC_EXIT_INTERRUPTED },
 		{ PC_E_TIMEOUT, PC_EXIT_TIMEOUT },
 		{ PC_E_ABORTED, PC_EXIT_PROTO },
+		{ PC_E_CODEC, PC_EXIT_CODEC },
 	};
 	size_t i;
 

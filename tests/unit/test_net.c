@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -116,6 +120,96 @@ static void test_connect_no_timeout(void **state)
 	close(cfd);
 	close(lfd);
 	pc_err_destroy(&e);
+}
+
+/* A host name goes through the lookup thread (net_getaddrinfo). */
+static void test_connect_by_name(void **state)
+{
+	struct pc_err e;
+	int lfd, cfd, afd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	cfd = connect_to("localhost", net_local_port(lfd), 0, 5, &e);
+	/* localhost may resolve to ::1 first, where nothing listens: the
+	 * next address is tried. */
+	assert_true(cfd >= 0);
+	afd = net_accept(lfd, 5000, NULL, 0);
+	assert_true(afd >= 0);
+	assert_int_equal(pc_err_get(&e, NULL, 0), 0);
+	close(afd);
+	close(cfd);
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
+/* A listener whose accept queue fills (backlog 0) as held[]'s handshakes
+ * complete: the kernel then drops new SYNs, so a connect to it waits.
+ * Returns the listener. */
+static int full_listener(uint16_t *port, int held[3])
+{
+	struct pc_err e;
+	int lfd;
+
+	pc_err_init(&e);
+	lfd = net_listen("127.0.0.1", 0, 0, 0, 0, &e);
+	assert_true(lfd >= 0);
+	assert_int_equal(listen(lfd, 0), 0);
+	*port = net_local_port(lfd);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(*port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	for (int i = 0; i < 3; i++) {
+		held[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(held[i] >= 0);
+		assert_true(connect(held[i], (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+			    errno == EINPROGRESS);
+	}
+	pc_err_destroy(&e);
+	return lfd;
+}
+
+/* The stop signals' signalfd: main sets them up before any thread exists,
+ * as pcopy_init does, so no thread can take a signal meant to wait. */
+static int g_sigfd = -1;
+
+/* A pending stop signal ends a name lookup and a connect that would
+ * otherwise wait (platform_poll). */
+static void test_connect_interrupted(void **state)
+{
+	struct signalfd_siginfo si;
+	struct pc_err e;
+	char msg[256];
+	uint16_t port;
+	int held[3], lfd;
+
+	(void)state;
+	lfd = full_listener(&port, held);
+	assert_true(g_sigfd >= 0);
+	assert_int_equal(kill(getpid(), SIGINT), 0);
+
+	pc_err_init(&e);
+	assert_int_equal(connect_to("127.0.0.1", port, 0, 30, &e), -PC_E_INTERRUPTED);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
+	snprintf(msg + 128, 64, "interrupted while connecting to 127.0.0.1 port %u",
+		 (unsigned)port);
+	assert_non_null(strstr(msg, msg + 128));
+	pc_err_destroy(&e);
+
+	/* The lookup of a name is interrupted too; its thread ends alone. */
+	pc_err_init(&e);
+	assert_int_equal(connect_to("localhost", port, 0, 30, &e), -PC_E_INTERRUPTED);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
+	assert_string_equal(msg, "interrupted while resolving host 'localhost'");
+	pc_err_destroy(&e);
+
+	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
+	assert_int_equal(si.ssi_signo, SIGINT);
+	for (int i = 0; i < 3; i++)
+		if (held[i] >= 0)
+			close(held[i]);
+	close(lfd);
 }
 
 static void test_window(void **state)
@@ -362,6 +456,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_listen_connect_accept),
 		cmocka_unit_test(test_connect_no_timeout),
+		cmocka_unit_test(test_connect_by_name),
 		cmocka_unit_test(test_window),
 		cmocka_unit_test(test_accept_timeout),
 		cmocka_unit_test(test_connect_refused),
@@ -370,7 +465,9 @@ int main(void)
 		cmocka_unit_test(test_sendv_full),
 		cmocka_unit_test(test_sendv_peer_gone),
 		cmocka_unit_test(test_ipv6_loopback),
+		cmocka_unit_test(test_connect_interrupted),
 	};
 
+	g_sigfd = platform_signals_setup();
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -18,10 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "sys/err.h"
+#include "sys/platform.h"
 #include "pipeline/srcfile.h"
 
 struct fixture {
@@ -229,20 +233,67 @@ static void test_fifo_is_stream(void **state)
 	int wfd;
 
 	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
-	/* Holding the FIFO open read-write means there is always a writer, so
-	 * srcfile_open's read-only open does not block. */
+	/* Holding the FIFO open read-write means there is always a writer;
+	 * srcfile_open waits until it has written. */
 	wfd = openat(fx->dirfd, "fifo", O_RDWR | O_CLOEXEC);
 	assert_true(wfd >= 0);
+	assert_int_equal(write(wfd, "hello", 5), 5);
 	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "fifo", false, "fifo", &fx->err), 0);
 	assert_true(fx->f.stream);
 	assert_false(fx->f.sparse);
 	assert_int_equal(fx->f.size, 0);
 	assert_int_equal(fx->f.mode, 0600);
 	assert_string_equal(fx->f.name, "fifo");
-	assert_int_equal(write(wfd, "hello", 5), 5);
+	/* Reads block again: the readers expect it. */
+	assert_int_equal(fcntl(fx->f.fd, F_GETFL) & O_NONBLOCK, 0);
 	assert_int_equal(read(fx->f.fd, buf, 5), 5);
 	assert_memory_equal(buf, "hello", 5);
 	close(wfd);
+}
+
+static void test_fifo_peer_gives_up(void **state)
+{
+	struct fixture *fx = *state;
+	char msg[256];
+	int sv[2];
+
+	/* No writer ever: the wait ends when the watched fd (a server's
+	 * control channel) becomes readable, here because it closed. */
+	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(close(sv[1]), 0);
+	assert_int_equal(srcfile_open_watch(&fx->f, fx->dirfd, "fifo", true, "host:fifo", sv[0],
+					    &fx->err), -PC_E_ABORTED);
+	assert_int_equal(fx->f.fd, -1);
+	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_ABORTED);
+	assert_non_null(strstr(msg, "'host:fifo'"));
+	close(sv[0]);
+}
+
+/* The stop signals' signalfd, set up by main before any test runs, as
+ * pcopy_init does. */
+static int g_sigfd = -1;
+
+static void test_fifo_interrupted(void **state)
+{
+	struct fixture *fx = *state;
+	struct signalfd_siginfo si;
+	char msg[256];
+
+	/* A stop signal pending (blocked, as pcopy blocks it) ends the wait
+	 * for a writer that never comes. The signal stays for the caller. */
+	assert_true(g_sigfd >= 0);
+	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
+	assert_int_equal(kill(getpid(), SIGTERM), 0);
+	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "fifo", false, "fifo", &fx->err),
+			 -PC_E_INTERRUPTED);
+	assert_int_equal(fx->f.fd, -1);
+	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_INTERRUPTED);
+	assert_non_null(strstr(msg, "interrupted while waiting for a writer to open FIFO 'fifo'"));
+	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
+	assert_int_equal(si.ssi_signo, SIGTERM);
+	/* Consumed: a regular file opens as before. */
+	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "empty", false, "empty", &fx->err), 0);
 }
 
 static void test_char_device_is_stream(void **state)
@@ -346,11 +397,14 @@ int main(void)
 		FX_TEST(test_directory_refused),
 		FX_TEST(test_missing),
 		FX_TEST(test_fifo_is_stream),
+		FX_TEST(test_fifo_peer_gives_up),
 		FX_TEST(test_char_device_is_stream),
 		FX_TEST(test_beneath_refuses_escape),
 		FX_TEST(test_close_twice),
 		FX_TEST(test_stdin),
+		FX_TEST(test_fifo_interrupted),
 	};
 
+	g_sigfd = platform_signals_setup();
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }

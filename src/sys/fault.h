@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* fault: test-only fault injection. NOT a user feature.
+ *
+ * A test arms a site so that its Nth call from now fails once, the way a
+ * real failure would (an allocation that returns NULL, a codec that returns
+ * -ENOMEM). The library asks fault_fire(site) at each site; unarmed, that is
+ * one relaxed atomic load. Unit tests call fault_arm; end-to-end tests arm
+ * the binary through the environment variable PCOPY_TEST_FAULT, read once by
+ * pcopy_init (and deliberately left out of the man page):
+ *
+ *   PCOPY_TEST_FAULT=SITE:N[,SITE:N...]
+ *
+ * where SITE is a name below and N >= 1. Sites:
+ *   encoder_new  encoder_new returns NULL (as on ENOMEM)
+ *   compress     encoder_run's codec call fails with -ENOMEM (counted only
+ *                for blocks it really tries to compress)
+ *
+ * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
+#ifndef PCOPY_FAULT_H
+#define PCOPY_FAULT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+enum fault_site { FAULT_ENCODER_NEW, FAULT_COMPRESS, FAULT_SITES };
+
+/* Sites armed and not yet fired; only fault.c writes it. */
+extern atomic_uint fault_armed;
+
+/* Arms site so that its nth call from now (nth >= 1) fails; nth == 0
+ * disarms it. Replaces an earlier arming of the same site. */
+void fault_arm(enum fault_site site, unsigned nth);
+
+/* Arms the sites spec names (the PCOPY_TEST_FAULT grammar above). NULL or
+ * "" arms nothing. Returns 0, or -PC_E_USAGE for a malformed spec (nothing
+ * is armed then). */
+int fault_arm_spec(const char *spec);
+
+bool fault_fire_slow(enum fault_site site);
+
+/* True if this call at site must fail. */
+static inline bool fault_fire(enum fault_site site)
+{
+	if (atomic_load_explicit(&fault_armed, memory_order_relaxed) == 0)
+		return false;
+	return fault_fire_slow(site);
+}
+
+#endif

@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Unit tests for source: failures while the pipeline starts. The fault
+ * hook (sys/fault.h) makes the Nth encoder_new fail under -c auto, where
+ * each sender and each reader owns an encoder: the source must join only
+ * the threads it started, free every encoder, tell the peer with ERROR and
+ * return the allocation failure with a message naming the thread. Run it
+ * under ASan (leaks, bad joins) and TSan. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "pipeline/source.h"
+#include "pipeline/srcfile.h"
+#include "pipeline/xfer.h"
+#include "sys/err.h"
+#include "sys/fault.h"
+#include "wire/ctl.h"
+
+#define STREAMS 2u
+
+struct fixture {
+	char dir[64];            /* mkdtemp directory holding the source file */
+	int dirfd;
+	struct pc_err err;
+	struct xfer x;
+	struct ctl *ctl;         /* ours: the source's control channel */
+	struct ctl *peer;        /* the sink's end, read by the test */
+	int data[STREAMS][2];    /* [i][0] the source's data socket, [i][1] the sink's */
+	struct src_file f;
+};
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	int sv[2], fd;
+
+	if (fx == NULL)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/pcopy-test-source-XXXXXX");
+	fx->dirfd = testutil_root(fx->dir);
+	assert_true(fx->dirfd >= 0);
+	fd = openat(fx->dirfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	for (int i = 0; i < 64; i++)
+		assert_int_equal(write(fd, "some text that compresses well, again and again\n", 48), 48);
+	assert_int_equal(close(fd), 0);
+
+	pc_err_init(&fx->err);
+	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "f", true, "f", &fx->err), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	fx->ctl = ctl_new(sv[0], sv[0], "test sink", false);
+	fx->peer = ctl_new(sv[1], sv[1], "test source", false);
+	assert_non_null(fx->ctl);
+	assert_non_null(fx->peer);
+	for (unsigned i = 0; i < STREAMS; i++)
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fx->data[i]), 0);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	fault_arm(FAULT_ENCODER_NEW, 0);
+	srcfile_close(&fx->f);
+	ctl_free(fx->ctl);
+	ctl_free(fx->peer);
+	for (unsigned i = 0; i < STREAMS; i++) {
+		close(fx->data[i][0]);
+		close(fx->data[i][1]);
+	}
+	pc_err_destroy(&fx->err);
+	close(fx->dirfd);
+	(void)testutil_rm_rf(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* Runs source_run under -c auto with the nth encoder_new failing; returns
+ * its result and the recorded message in msg. */
+static int run_failing_encoder(struct fixture *fx, unsigned nth, char *msg, size_t cap)
+{
+	struct source_result *r = calloc(1, sizeof(*r));
+	int fds[STREAMS], ret;
+
+	assert_non_null(r);
+	for (unsigned i = 0; i < STREAMS; i++)
+		fds[i] = fx->data[i][0];
+	fx->x = (struct xfer){
+		.streams = STREAMS, .block_size = 64u << 10, .timeout_s = 10,
+		.peer = "test sink", .ctl = fx->ctl, .sigfd = -1, .err = &fx->err,
+		.data_fds = fds, .nchoices = 1, .codec_auto = true,
+	};
+	fx->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
+	assert_int_equal(xfer_init(&fx->x), 0);
+	fault_arm(FAULT_ENCODER_NEW, nth);
+	/* Whatever the source logs goes to a file, to be read below. */
+	char logpath[96];
+	snprintf(logpath, sizeof(logpath), "%s/stderr", fx->dir);
+	int logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int saved = dup(STDERR_FILENO);
+	assert_true(logfd >= 0 && saved >= 0);
+	assert_int_equal(dup2(logfd, STDERR_FILENO), STDERR_FILENO);
+	ret = source_run(&fx->x, &fx->f, 1, NULL, 0, r);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	char logged[4096] = "";
+	ssize_t n = pread(logfd, logged, sizeof(logged) - 1, 0);
+	assert_true(n >= 0);
+	logged[n] = '\0';
+	close(logfd);
+	/* Only threads that started are joined: no join fails. */
+	if (strstr(logged, "cannot join") != NULL)
+		fail_msg("source_run joined a thread it never started: %s", logged);
+	/* The fault fired: nothing stays armed for the next test. */
+	assert_int_equal(atomic_load(&fault_armed), 0);
+	xfer_destroy(&fx->x);
+	assert_int_equal(pc_err_get(&fx->err, msg, cap), ret);
+	free(r);
+	return ret;
+}
+
+/* The peer was told, with the same code. */
+static void assert_peer_told(struct fixture *fx, int code)
+{
+	struct proto_msg *m = calloc(1, sizeof(*m));
+
+	assert_non_null(m);
+	assert_int_equal(ctl_recv(fx->peer, m), 0);
+	assert_int_equal(m->type, PROTO_ERROR);
+	assert_int_equal(m->u.error.code, code);
+	free(m);
+}
+
+static void test_first_sender_encoder_fails(void **state)
+{
+	struct fixture *fx = *state;
+	char msg[256];
+
+	/* No thread started at all. */
+	assert_int_equal(run_failing_encoder(fx, 1, msg, sizeof(msg)), -ENOMEM);
+	assert_non_null(strstr(msg, "out of memory for the compressor of data stream 0"));
+	assert_int_equal(pc_exit_code(-ENOMEM), 11);
+	assert_peer_told(fx, -ENOMEM);
+}
+
+static void test_second_sender_encoder_fails(void **state)
+{
+	struct fixture *fx = *state;
+	char msg[256];
+
+	/* Sender 0 runs and must be joined; sender 1 never started and
+	 * must not be (it was, and pthread_join crashed on a null id). */
+	assert_int_equal(run_failing_encoder(fx, 2, msg, sizeof(msg)), -ENOMEM);
+	assert_non_null(strstr(msg, "out of memory for the compressor of data stream 1"));
+	assert_peer_told(fx, -ENOMEM);
+}
+
+static void test_reader_encoder_fails(void **state)
+{
+	struct fixture *fx = *state;
+	char msg[256];
+
+	/* Both senders run; the first reader's encoder fails. */
+	assert_int_equal(run_failing_encoder(fx, STREAMS + 1, msg, sizeof(msg)), -ENOMEM);
+	assert_non_null(strstr(msg, "out of memory for the encoder of reader 0"));
+	assert_peer_told(fx, -ENOMEM);
+}
+
+static void test_fault_spec(void **state)
+{
+	(void)state;
+	assert_int_equal(fault_arm_spec(NULL), 0);
+	assert_int_equal(fault_arm_spec(""), 0);
+	assert_int_equal(atomic_load(&fault_armed), 0);
+	/* Malformed specs arm nothing. */
+	static const char *const bad[] = { "encoder_new", "encoder_new:", "encoder_new:0",
+					   "encoder_new:x", "nope:1", "compress:1,", ":1",
+					   "compress:-1", "compress:1x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(fault_arm_spec(bad[i]), -PC_E_USAGE);
+		assert_int_equal(atomic_load(&fault_armed), 0);
+	}
+	/* compress:2 fires on the second call only, encoder_new:1 on the first. */
+	assert_int_equal(fault_arm_spec("compress:2,encoder_new:1"), 0);
+	assert_int_equal(atomic_load(&fault_armed), 2);
+	assert_true(fault_fire(FAULT_ENCODER_NEW));
+	assert_false(fault_fire(FAULT_ENCODER_NEW));
+	assert_false(fault_fire(FAULT_COMPRESS));
+	assert_true(fault_fire(FAULT_COMPRESS));
+	assert_false(fault_fire(FAULT_COMPRESS));
+	assert_int_equal(atomic_load(&fault_armed), 0);
+	/* Disarming. */
+	fault_arm(FAULT_COMPRESS, 3);
+	fault_arm(FAULT_COMPRESS, 0);
+	assert_int_equal(atomic_load(&fault_armed), 0);
+	assert_false(fault_fire(FAULT_COMPRESS));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_first_sender_encoder_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_sender_encoder_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader_encoder_fails, setup, teardown),
+		cmocka_unit_test(test_fault_spec),
+	};
+
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
+}
