@@ -69,34 +69,31 @@ sources_with() {
     done
 }
 
-case_push_missing() {
-    local pos srcs
+# missing_each_position push|pull: for each position of the three
+# sources, moves that source away, copies the three in the given
+# direction and checks that the other two arrive (check_partial).
+missing_each_position() {
+    local dir=$1 pos srcs from dst to host=()
     make_sources "$T/src"
     for pos in 0 1 2; do
         # The missing source takes the name of the one it replaces.
         mv "$T/src/${NAMES[pos]}" "$T/src/${NAMES[pos]}.away"
-        mapfile -t srcs < <(sources_with "$T/src" "$pos" "${NAMES[pos]}")
-        mkdir -p "$T/remote.$pos"
-        expect_exit 3 "$PCOPY" -s 4 "${srcs[@]}" "pctest:$T/remote.$pos/"
-        check_partial "$T/src" "$T/remote.$pos" "${NAMES[pos]}" "No such file or directory"
+        if [[ $dir == push ]]; then
+            from=$T/src dst=$T/remote.$pos to=pctest:$T/remote.$pos/
+        else
+            from=pctest:$T/src dst=$T/back.$pos to=$T/back.$pos host=(pctest)
+        fi
+        mkdir -p "$dst"
+        mapfile -t srcs < <(sources_with "$from" "$pos" "${NAMES[pos]}")
+        expect_exit 3 "$PCOPY" -s 4 "${srcs[@]}" "$to"
+        check_partial "$T/src" "$dst" "${NAMES[pos]}" "No such file or directory" "${host[@]}"
         mv "$T/src/${NAMES[pos]}.away" "$T/src/${NAMES[pos]}"
     done
     wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
 }
 
-case_pull_missing() {
-    local pos srcs
-    make_sources "$T/src"
-    for pos in 0 1 2; do
-        mv "$T/src/${NAMES[pos]}" "$T/src/${NAMES[pos]}.away"
-        mapfile -t srcs < <(sources_with "pctest:$T/src" "$pos" "${NAMES[pos]}")
-        mkdir -p "$T/back.$pos"
-        expect_exit 3 "$PCOPY" -s 4 "${srcs[@]}" "$T/back.$pos"
-        check_partial "$T/src" "$T/back.$pos" "${NAMES[pos]}" "No such file or directory" pctest
-        mv "$T/src/${NAMES[pos]}.away" "$T/src/${NAMES[pos]}"
-    done
-    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
-}
+case_push_missing() { missing_each_position push; }
+case_pull_missing() { missing_each_position pull; }
 
 case_pull_directory() {
     # A source that exists but cannot be copied: a directory.
