@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: Apache-2.0
+/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data, made with the
+ * library's own encoders so that they are real encodings.
+ *
+ * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME and DIR/fuzz_data/NAME
+ * (the directories must exist), overwriting. The output is the same on
+ * every run. tools/fuzz seeds runs it into tests/fuzz/seeds/. Exit status
+ * 0, or 1 with a message naming the file that could not be written. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "wire/proto.h"
+
+#define SEED_CAP (1u << 20)
+
+/* A seed under construction. */
+struct seed {
+	uint8_t buf[SEED_CAP];
+	size_t len;
+};
+
+static const char *out_dir;
+static int failed;
+
+static void seed_put(struct seed *s, const void *p, size_t n)
+{
+	if (n > SEED_CAP - s->len) {
+		fprintf(stderr, "fuzz_mkseeds: a seed outgrew %u bytes\n", SEED_CAP);
+		exit(1);
+	}
+	memcpy(s->buf + s->len, p, n);
+	s->len += n;
+}
+
+static void seed_write(const struct seed *s, const char *target, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", out_dir, target, name);
+	f = fopen(path, "wb");
+	if (f == NULL || fwrite(s->buf, 1, s->len, f) != s->len || fclose(f) != 0) {
+		perror(path);
+		failed = 1;
+	}
+}
+
+/* ---- fuzz_ctl: a mode byte, then frames ------------------------------- */
+
+static void frame(struct seed *s, const struct proto_msg *m)
+{
+	uint8_t f[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD];
+	int n = proto_encode(m, f, sizeof(f));
+
+	if (n < 0) {
+		fprintf(stderr, "fuzz_mkseeds: cannot encode a %s\n", proto_type_name(m->type));
+		exit(1);
+	}
+	seed_put(s, f, (size_t)n);
+}
+
+static void msg_of(uint8_t type, struct proto_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	switch (type) {
+	case PROTO_HELLO:
+		m->u.hello.magic = PROTO_MAGIC;
+		m->u.hello.version = PROTO_VERSION;
+		m->u.hello.min_version = PROTO_MIN_VERSION;
+		memset(m->u.hello.nonce, 0x5a, PROTO_NONCE_LEN);
+		break;
+	case PROTO_AUTH:
+		memset(m->u.auth.mac, 0x3c, PROTO_MAC_LEN);
+		break;
+	case PROTO_KEY:
+		memset(m->u.key.key, 0x22, PROTO_KEY_LEN);
+		break;
+	case PROTO_REQUEST:
+		m->u.request.role = PROTO_ROLE_SINK;
+		m->u.request.flags = PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY;
+		m->u.request.streams = 4;
+		m->u.request.block_size = 1u << 20;
+		m->u.request.nsources = 2;
+		m->u.request.port_lo = 5000;
+		m->u.request.port_hi = 5100;
+		m->u.request.family = 4;
+		m->u.request.connect_port = 6000;
+		strcpy(m->u.request.connect_host, "192.0.2.7");
+		strcpy(m->u.request.codec, "zlib:1,lz4");
+		(void)proto_request_add_path(&m->u.request, "backup/dir");
+		(void)proto_request_add_path(&m->u.request, "b");
+		break;
+	case PROTO_READY:
+		m->u.ready.data_port = 40000;
+		strcpy(m->u.ready.host, "198.51.100.1");
+		break;
+	case PROTO_FILE:
+		m->u.file.id = 0;
+		m->u.file.size = 123456;
+		m->u.file.mode = 0644;
+		m->u.file.mtime_s = 1700000000;
+		m->u.file.mtime_ns = 5;
+		strcpy(m->u.file.name, "data.bin");
+		break;
+	case PROTO_FILE_END:
+		m->u.file_end.size = 77;
+		break;
+	case PROTO_FILE_DONE:
+		m->u.file_done.status = -1003;
+		m->u.file_done.bytes = 4096;
+		strcpy(m->u.file_done.msg, "cannot write 'data.bin': No space left on device");
+		break;
+	case PROTO_END:
+	case PROTO_DONE:
+		m->u.stats.bytes = 123456;
+		m->u.stats.files = 1;
+		m->u.stats.wall_us = 1000;
+		break;
+	default:
+		m->u.error.code = -1005;
+		strcpy(m->u.error.msg, "authentication failed");
+		break;
+	}
+}
+
+/* A ctl seed: mode byte, then the frames of types[n]. */
+static void ctl_seed(const char *name, uint8_t mode, const uint8_t *types, size_t n)
+{
+	static struct seed s;
+	static struct proto_msg m;
+
+	s.len = 0;
+	seed_put(&s, &mode, 1);
+	for (size_t i = 0; i < n; i++) {
+		msg_of(types[i], &m);
+		frame(&s, &m);
+	}
+	seed_write(&s, "fuzz_ctl", name);
+}
+
+#define CTL_SEED(name, mode, ...)                                                 \
+	do {                                                                      \
+		static const uint8_t t_[] = { __VA_ARGS__ };                      \
+		ctl_seed(name, mode, t_, sizeof(t_));                             \
+	} while (0)
+
+/* The modes are fuzz_ctl.c's enum fuzz_mode. */
+static void ctl_seeds(void)
+{
+	CTL_SEED("0-frames-all", 0, PROTO_HELLO, PROTO_AUTH, PROTO_KEY, PROTO_REQUEST,
+		 PROTO_READY, PROTO_FILE, PROTO_FILE_END, PROTO_FILE_DONE, PROTO_END,
+		 PROTO_DONE, PROTO_ERROR);
+	CTL_SEED("1-expect-order", 1, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_AUTH,
+		 PROTO_READY, PROTO_FILE, PROTO_FILE_END, PROTO_END, PROTO_FILE_DONE, PROTO_DONE);
+	CTL_SEED("1-expect-error", 1, PROTO_HELLO, PROTO_ERROR);
+	CTL_SEED("2-server-daemon", 2, PROTO_HELLO, PROTO_REQUEST, PROTO_AUTH);
+	CTL_SEED("2-server-daemon-error", 2, PROTO_HELLO, PROTO_ERROR);
+	CTL_SEED("3-server-pipe", 3, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST);
+	CTL_SEED("4-client-daemon", 4, PROTO_HELLO, PROTO_AUTH, PROTO_READY);
+	CTL_SEED("5-client-pipe", 5, PROTO_HELLO, PROTO_READY);
+	CTL_SEED("5-client-pipe-error", 5, PROTO_HELLO, PROTO_ERROR);
+}
+
+/* ---- fuzz_data: a block-size byte, then blocks -------------------------- */
+
+/* Appends a DATA block of raw[len] at offset in codec id (NONE if it does
+ * not shrink, as the source does). */
+static void data_block(struct seed *s, unsigned id, const uint8_t *raw, uint32_t len,
+		       uint64_t offset, uint64_t seq)
+{
+	static uint8_t enc[SEED_CAP];
+	const struct codec *c = codec_by_id(id);
+	struct proto_block b = { .type = PROTO_BLK_DATA, .codec = (uint8_t)id, .file_id = 0,
+				 .offset = offset, .raw_len = len, .seq = seq };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	void *ctx = c->ctx_new(c->default_level);
+	size_t n = 0;
+
+	if (ctx == NULL || id == CODEC_NONE ||
+	    c->compress(ctx, raw, len, enc, sizeof(enc), &n) != 0 || n >= len) {
+		b.codec = CODEC_NONE;
+		memcpy(enc, raw, len);
+		n = len;
+	}
+	if (ctx != NULL)
+		c->ctx_free(ctx);
+	b.enc_len = (uint32_t)n;
+	b.checksum = proto_checksum(raw, len);
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+	seed_put(s, enc, n);
+}
+
+static void hole_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t seq)
+{
+	struct proto_block b = { .type = PROTO_BLK_DATA, .flags = PROTO_BLK_HOLE,
+				 .offset = offset, .raw_len = len, .seq = seq };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+}
+
+static void end_block(struct seed *s)
+{
+	struct proto_block b = { .type = PROTO_BLK_END };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+}
+
+/* Text that compresses, with a little variety. */
+static void fill_text(uint8_t *p, size_t n, unsigned salt)
+{
+	static const char words[] = "pcopy copies files over parallel streams; ";
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(words[(i + salt) % (sizeof(words) - 1)] ^ ((i / 997) & 7));
+}
+
+static void data_seeds(void)
+{
+	static struct seed s;
+	static uint8_t raw[4096];
+	static const char *const names[CODEC_COUNT] = { "none", "zlib", "lz4", "bz2" };
+	char name[64];
+
+	for (unsigned id = 0; id < CODEC_COUNT; id++) {
+		/* Block size 4096 (selector 0): a whole block, a hole, a short
+		 * last block, END. */
+		s.len = 0;
+		seed_put(&s, "\0", 1);
+		fill_text(raw, sizeof(raw), id);
+		data_block(&s, id, raw, 4096, 0, 0);
+		hole_block(&s, 4096, 4096, 1);
+		data_block(&s, id, raw, 1000, 8192, 2);
+		end_block(&s);
+		snprintf(name, sizeof(name), "%u-%s-stream", id, names[id]);
+		seed_write(&s, "fuzz_data", name);
+	}
+	/* Block size 64 KiB (selector 1): small blocks in every codec. */
+	s.len = 0;
+	seed_put(&s, "\1", 1);
+	for (unsigned id = 0; id < CODEC_COUNT; id++) {
+		fill_text(raw, 300, 7 * id);
+		data_block(&s, id, raw, 300, (uint64_t)id << 16, id);
+	}
+	end_block(&s);
+	seed_write(&s, "fuzz_data", "4-mixed-64k");
+	/* Block size 1 MiB (selector 2): one byte. */
+	s.len = 0;
+	seed_put(&s, "\2", 1);
+	data_block(&s, CODEC_NONE, (const uint8_t *)"x", 1, 0, 0);
+	end_block(&s);
+	seed_write(&s, "fuzz_data", "5-one-byte-1m");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: fuzz_mkseeds DIR\n");
+		return 1;
+	}
+	out_dir = argv[1];
+	ctl_seeds();
+	data_seeds();
+	return failed;
+}
