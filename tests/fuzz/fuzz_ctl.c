@@ -39,6 +39,9 @@ enum fuzz_mode {
 	FUZZ_MODES
 };
 
+/* An eventfd never signalled: the channel's interrupt fd. */
+static int fuzz_quiet_fd = -1;
+
 static const uint8_t fuzz_key[PROTO_KEY_LEN] = { 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22 };
 
 static void fuzz_require(int cond)
@@ -93,6 +96,7 @@ static void fuzz_frames(struct ctl *c)
 	while ((ret = ctl_recv(c, &m)) == 0) {
 		fuzz_require(m.type > 0 && m.type < PROTO_TYPE_MAX);
 		fuzz_require(strcmp(proto_type_name(m.type), "?") != 0);
+		fuzz_require(!ctl_pending(c));
 	}
 	fuzz_require(ret == -PC_E_NET || ret == -PC_E_PROTO);
 }
@@ -107,11 +111,20 @@ static void fuzz_expect(struct ctl *c)
 	int ret = 0;
 
 	pc_err_init(&e);
+	static struct proto_msg again;
+
 	for (size_t i = 0; i < sizeof(order) && ret == 0; i++) {
 		ret = ctl_expect(c, order[i], &m, &e);
 		fuzz_require_message(ret, &e);
-		if (ret == 0)
-			fuzz_require(m.type == order[i]);
+		if (ret != 0)
+			break;
+		fuzz_require(m.type == order[i]);
+		/* Put back, as the acceptor does with an early FILE: the next
+		 * receive gives it again without reading. */
+		ctl_unread(c, &m);
+		fuzz_require(ctl_pending(c));
+		fuzz_require(ctl_recv(c, &again) == 0 && !ctl_pending(c));
+		fuzz_require(memcmp(&m, &again, sizeof(m)) == 0);
 	}
 	pc_err_destroy(&e);
 }
@@ -161,17 +174,22 @@ static void fuzz_client(struct ctl *c, enum session_transport t)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static int quiet;
 	struct ctl *c;
 
-	if (!quiet) {
+	if (fuzz_quiet_fd < 0) {
 		log_setup(LOG_QUIET, "fuzz_ctl");
-		quiet = 1;
+		fuzz_quiet_fd = platform_event_new();
+		fuzz_require(fuzz_quiet_fd >= 0);
 	}
 	if (size < 1)
 		return 0;
 	c = fuzz_ctl_new(data + 1, size - 1);
 	fuzz_require(c != NULL);
+	/* As a daemon bounds a stranger's handshake, and as every role
+	 * watches its signalfd: a deadline that never comes, an fd that never
+	 * becomes readable. */
+	ctl_set_deadline(c, 600);
+	ctl_set_intr(c, fuzz_quiet_fd);
 	switch (data[0] % FUZZ_MODES) {
 	case FUZZ_FRAMES: fuzz_frames(c); break;
 	case FUZZ_EXPECT: fuzz_expect(c); break;
