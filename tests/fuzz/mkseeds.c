@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data, made with the
- * library's own encoders so that they are real encodings.
+/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data and some of
+ * fuzz_proto's, made with the library's own encoders so that they are real
+ * encodings.
  *
- * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME and DIR/fuzz_data/NAME
- * (the directories must exist), overwriting. The output is the same on
- * every run. tools/fuzz seeds runs it into tests/fuzz/seeds/. Exit status
- * 0, or 1 with a message naming the file that could not be written. */
+ * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME, DIR/fuzz_data/NAME and
+ * DIR/fuzz_proto/5*-NAME (the directories must exist), overwriting; the
+ * other seeds of fuzz_proto and those of fuzz_codec are hand-made. The
+ * output is the same on every run. tools/fuzz seeds runs it into
+ * tests/fuzz/seeds/. Exit status 0, or 1 with a message naming the file
+ * that could not be written. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +168,67 @@ static void ctl_seeds(void)
 	CTL_SEED("5-client-pipe-error", 5, PROTO_HELLO, PROTO_ERROR);
 }
 
+/* ---- fuzz_proto: frames with every string at its longest ---------------- */
+
+/* Two seeds of a message of type whose string field is n bytes of 's': a
+ * frame (fuzz_proto's stream of frames), and the type byte followed by the
+ * payload (its single-payload mode), named "NAME" and "NAME-payload". */
+static void proto_max_seed(const char *name, uint8_t type, size_t n)
+{
+	static struct seed s;
+	static struct proto_msg m;
+	char pname[128];
+	char *str;
+
+	msg_of(type, &m);
+	switch (type) {
+	case PROTO_READY: str = m.u.ready.host; break;
+	case PROTO_FILE: str = m.u.file.name; break;
+	case PROTO_FILE_DONE: str = m.u.file_done.msg; break;
+	default: str = m.u.error.msg; break;
+	}
+	memset(str, 's', n);
+	str[n] = '\0';
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", name);
+	/* The frame header but its type byte dropped. */
+	memmove(s.buf + 1, s.buf + PROTO_FRAME_HDR_LEN, s.len - PROTO_FRAME_HDR_LEN);
+	s.len -= PROTO_FRAME_HDR_LEN - 1;
+	snprintf(pname, sizeof(pname), "%s-payload", name);
+	seed_write(&s, "fuzz_proto", pname);
+}
+
+/* A REQUEST with its connect host and codec spec at their longest, and
+ * PROTO_MAX_PATHS one-byte paths. */
+static void proto_request_max_seed(void)
+{
+	static struct seed s;
+	static struct proto_msg m;
+
+	msg_of(PROTO_REQUEST, &m);
+	memset(m.u.request.connect_host, 'h', PROTO_MAX_HOST);
+	memset(m.u.request.codec, 'c', PROTO_MAX_CODEC_SPEC);
+	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	m.u.request.npaths = 0;
+	while (m.u.request.npaths < PROTO_MAX_PATHS)
+		(void)proto_request_add_path(&m.u.request, "p");
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", "54-request-max");
+}
+
+/* Strings at their limits are where an off-by-one in a bound shows: the
+ * fuzzer needs one byte more, not hundreds. */
+static void proto_seeds(void)
+{
+	proto_max_seed("50-ready-host-max", PROTO_READY, PROTO_MAX_HOST);
+	proto_max_seed("51-file-name-max", PROTO_FILE, PROTO_MAX_PATH);
+	proto_max_seed("52-file_done-msg-max", PROTO_FILE_DONE, PROTO_MAX_MSG);
+	proto_max_seed("53-error-msg-max", PROTO_ERROR, PROTO_MAX_MSG);
+	proto_request_max_seed();
+}
+
 /* ---- fuzz_data: a block-size byte, then blocks -------------------------- */
 
 /* Appends a DATA block of raw[len] at offset in codec id (NONE if it does
@@ -269,5 +333,6 @@ int main(int argc, char **argv)
 	out_dir = argv[1];
 	ctl_seeds();
 	data_seeds();
+	proto_seeds();
 	return failed;
 }
