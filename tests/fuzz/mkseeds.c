@@ -170,14 +170,34 @@ static void ctl_seeds(void)
 
 /* ---- fuzz_proto: frames with every string at its longest ---------------- */
 
-/* Two seeds of a message of type whose string field is n bytes of 's': a
- * frame (fuzz_proto's stream of frames), and the type byte followed by the
- * payload (its single-payload mode), named "NAME" and "NAME-payload". */
+/* Writes s (a frame) as NAME, and as NAME-payload its type byte followed
+ * by its payload (fuzz_proto's single-payload mode). */
+static void proto_seed_both(struct seed *s, const char *name)
+{
+	char pname[128];
+
+	seed_write(s, "fuzz_proto", name);
+	memmove(s->buf + 1, s->buf + PROTO_FRAME_HDR_LEN, s->len - PROTO_FRAME_HDR_LEN);
+	s->len -= PROTO_FRAME_HDR_LEN - 1;
+	snprintf(pname, sizeof(pname), "%s-payload", name);
+	seed_write(s, "fuzz_proto", pname);
+}
+
+/* Big-endian u16/u32 back into a seed. */
+static void put_be(uint8_t *p, uint32_t v, size_t width)
+{
+	for (size_t i = 0; i < width; i++)
+		p[i] = (uint8_t)(v >> (8 * (width - 1 - i)));
+}
+
+/* Seeds of a message of type whose string field, its last, holds n bytes
+ * of 's' (n at most its limit): "NAME-max" and, one byte over the limit
+ * (which the decoder must refuse), "NAME-over"; each also as a payload. */
 static void proto_max_seed(const char *name, uint8_t type, size_t n)
 {
 	static struct seed s;
 	static struct proto_msg m;
-	char pname[128];
+	char sname[128];
 	char *str;
 
 	msg_of(type, &m);
@@ -191,16 +211,20 @@ static void proto_max_seed(const char *name, uint8_t type, size_t n)
 	str[n] = '\0';
 	s.len = 0;
 	frame(&s, &m);
-	seed_write(&s, "fuzz_proto", name);
-	/* The frame header but its type byte dropped. */
-	memmove(s.buf + 1, s.buf + PROTO_FRAME_HDR_LEN, s.len - PROTO_FRAME_HDR_LEN);
-	s.len -= PROTO_FRAME_HDR_LEN - 1;
-	snprintf(pname, sizeof(pname), "%s-payload", name);
-	seed_write(&s, "fuzz_proto", pname);
+	snprintf(sname, sizeof(sname), "%s-max", name);
+	proto_seed_both(&s, sname);
+	/* One byte more: the frame's length, the string's length, an 's'. */
+	s.len = 0;
+	frame(&s, &m);
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN + 1), 4);
+	put_be(s.buf + s.len - n - 2, (uint32_t)(n + 1), 2);
+	seed_put(&s, "s", 1);
+	snprintf(sname, sizeof(sname), "%s-over", name);
+	proto_seed_both(&s, sname);
 }
 
 /* A REQUEST with its connect host and codec spec at their longest, and
- * PROTO_MAX_PATHS one-byte paths. */
+ * PROTO_MAX_PATHS one-byte paths; and one with a path more. */
 static void proto_request_max_seed(void)
 {
 	static struct seed s;
@@ -216,16 +240,25 @@ static void proto_request_max_seed(void)
 	s.len = 0;
 	frame(&s, &m);
 	seed_write(&s, "fuzz_proto", "54-request-max");
+	/* One path more than PROTO_MAX_PATHS: the count after the fixed
+	 * fields, the host and the codec spec, and a path "p". */
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 59 + 2 + PROTO_MAX_HOST + 2 + PROTO_MAX_CODEC_SPEC,
+	       PROTO_MAX_PATHS + 1, 2);
+	seed_put(&s, "\0\1p", 3);
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
+	seed_write(&s, "fuzz_proto", "55-request-over");
 }
 
-/* Strings at their limits are where an off-by-one in a bound shows: the
- * fuzzer needs one byte more, not hundreds. */
+/* Strings at their limits, and one byte past them, are where an
+ * off-by-one in a bound shows: a mutation fuzzer seldom makes the two or
+ * three matching changes (frame length, string length, one more byte)
+ * that lead from a short string to one over the limit. */
 static void proto_seeds(void)
 {
-	proto_max_seed("50-ready-host-max", PROTO_READY, PROTO_MAX_HOST);
-	proto_max_seed("51-file-name-max", PROTO_FILE, PROTO_MAX_PATH);
-	proto_max_seed("52-file_done-msg-max", PROTO_FILE_DONE, PROTO_MAX_MSG);
-	proto_max_seed("53-error-msg-max", PROTO_ERROR, PROTO_MAX_MSG);
+	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);
+	proto_max_seed("51-file-name", PROTO_FILE, PROTO_MAX_PATH);
+	proto_max_seed("52-file_done-msg", PROTO_FILE_DONE, PROTO_MAX_MSG);
+	proto_max_seed("53-error-msg", PROTO_ERROR, PROTO_MAX_MSG);
 	proto_request_max_seed();
 }
 
