@@ -77,3 +77,19 @@ int decoder_run(struct decoder *d, struct buf *b)
 	b->len = b->hdr.raw_len;
 	return 0;
 }
+
+int decoder_verify(struct decoder *d, struct buf *b)
+{
+	const struct proto_block *h = &b->hdr;
+	int ret;
+
+	b->len = h->raw_len;
+	if (h->flags & PROTO_BLK_HOLE)
+		return 0;
+	ret = decoder_run(d, b);
+	if (ret < 0)
+		return ret;
+	if (proto_checksum(b->data, h->raw_len) != h->checksum)
+		return -PC_E_INTEGRITY;
+	return 0;
+}

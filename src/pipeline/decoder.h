@@ -23,6 +23,15 @@ void decoder_free(struct decoder *d);
  * raw_len bytes, or another negative code. */
 int decoder_run(struct decoder *d, struct buf *b);
 
+/* What a receiver does with a block whose payload it has read (none for a
+ * HOLE) into b->data: decodes it (decoder_run) and checks the raw bytes
+ * against b->hdr.checksum; a HOLE only gets b->len = raw_len. b->hdr comes
+ * from proto_block_decode with a max_block no larger than the decoder's
+ * buf_cap. Returns 0, -PC_E_INTEGRITY for a payload that does not decode
+ * or a checksum that does not match, -PC_E_PROTO, or another negative
+ * code. */
+int decoder_verify(struct decoder *d, struct buf *b);
+
 /* Thread CPU nanoseconds spent decoding so far. */
 uint64_t decoder_cpu_ns(const struct decoder *d);
 

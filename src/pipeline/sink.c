@@ -403,19 +403,13 @@ static int sink_read_block(struct receiver *r, int fd, struct buf *b)
 	const struct proto_block *h = &b->hdr;
 	int ret;
 
-	b->len = h->raw_len;
-	if (h->flags & PROTO_BLK_HOLE)
-		return 0;
-	ret = platform_read_full(fd, b->data, h->enc_len, NULL);
-	if (ret < 0)
-		return ret;
-	atomic_fetch_add(&r->s->x->wire_bytes, h->enc_len);
-	ret = decoder_run(r->dec, b);
-	if (ret < 0)
-		return ret;
-	if (proto_checksum(b->data, h->raw_len) != h->checksum)
-		return -PC_E_INTEGRITY;
-	return 0;
+	if (!(h->flags & PROTO_BLK_HOLE)) {
+		ret = platform_read_full(fd, b->data, h->enc_len, NULL);
+		if (ret < 0)
+			return ret;
+		atomic_fetch_add(&r->s->x->wire_bytes, h->enc_len);
+	}
+	return decoder_verify(r->dec, b);
 }
 
 static int sink_receive_one(struct receiver *r, int fd)

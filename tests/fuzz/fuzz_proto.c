@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
- * and the listener's side of the data handshake.
+ * and both sides' reading of the data handshake (auth_data_accept,
+ * auth_data_confirm).
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
@@ -131,11 +132,12 @@ static void fuzz_dhello(const uint8_t *in)
 	fuzz_require(memcmp(out, in, PROTO_DHELLO_LEN) == 0);
 }
 
-/* The listener's handshake on the first DHELLO + proof bytes, with the key
- * of the seed 41-dhello-proof (32 bytes of 0x11) and 8 streams. It accepts
- * only a right proof for an index in range and answers with exactly one
- * MAC; it refuses everything else without a byte in answer. */
-static void fuzz_accept(const uint8_t *in)
+/* The listener's handshake on the first DHELLO + proof bytes (fewer if the
+ * input is shorter: a peer that hangs up early), with the key of the seed
+ * 41-dhello-proof (32 bytes of 0x11) and 8 streams. It accepts only a right
+ * proof for an index in range and answers with exactly one MAC; it refuses
+ * everything else without a byte in answer. */
+static void fuzz_accept(const uint8_t *in, size_t len)
 {
 	static const uint8_t k[PROTO_KEY_LEN] = {
 		0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
@@ -147,17 +149,44 @@ static void fuzz_accept(const uint8_t *in)
 	int sv[2], ret;
 
 	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-	fuzz_require(platform_write_full(sv[0], in, PROTO_DHELLO_LEN + PROTO_MAC_LEN) == 0);
+	if (len > PROTO_DHELLO_LEN + PROTO_MAC_LEN)
+		len = PROTO_DHELLO_LEN + PROTO_MAC_LEN;
+	fuzz_require(platform_write_full(sv[0], in, len) == 0);
 	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
 	ret = auth_data_accept(sv[1], k, 8, &stream);
 	close(sv[1]);
 	ssize_t n = read(sv[0], reply, sizeof(reply));
 	if (ret == 0)
 		fuzz_require(stream < 8 && n == PROTO_MAC_LEN);
+	else if (len < PROTO_DHELLO_LEN + PROTO_MAC_LEN)
+		fuzz_require(ret == -PC_E_NET && n == 0 && stream == 0xffff);
 	else
 		fuzz_require((ret == -PC_E_PROTO || ret == -PC_E_AUTH) && n == 0 &&
 			     stream == 0xffff);
 	close(sv[0]);
+}
+
+/* The connector's check of the listener's proof: the first PROTO_MAC_LEN
+ * input bytes (fewer: the listener hung up) against an expected proof of
+ * 32 bytes of 0x33 (the seed 42-confirm). Only exactly that proof passes. */
+static void fuzz_confirm(const uint8_t *in, size_t len)
+{
+	uint8_t expect[PROTO_MAC_LEN];
+	int sv[2], ret;
+
+	memset(expect, 0x33, sizeof(expect));
+	if (len > PROTO_MAC_LEN)
+		len = PROTO_MAC_LEN;
+	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	fuzz_require(platform_write_full(sv[0], in, len) == 0);
+	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
+	ret = auth_data_confirm(sv[1], expect);
+	if (len < PROTO_MAC_LEN)
+		fuzz_require(ret == -PC_E_NET);
+	else
+		fuzz_require(ret == (memcmp(in, expect, PROTO_MAC_LEN) == 0 ? 0 : -PC_E_AUTH));
+	close(sv[0]);
+	close(sv[1]);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -176,8 +205,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size >= PROTO_DHELLO_LEN)
 		fuzz_dhello(data);
-	if (size >= PROTO_DHELLO_LEN + PROTO_MAC_LEN)
-		fuzz_accept(data);
+	fuzz_accept(data, size);
+	fuzz_confirm(data, size);
 	fuzz_require(proto_checksum(data, size) == proto_checksum(data, size));
 	return 0;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* replay: a stand-in for libFuzzer in ordinary builds.
  *
- * Usage: fuzz_<name> [SEED_DIR]. Runs LLVMFuzzerTestOneInput on every file
- * in SEED_DIR (a missing directory means no seeds), then on REPLAY_RUNS
+ * Usage: fuzz_<name> [SEED_DIR...]. Runs LLVMFuzzerTestOneInput on every
+ * file in each SEED_DIR (the hand-made seeds, then the committed corpus; a
+ * missing directory means no seeds from it), then on REPLAY_RUNS
  * inputs from a fixed-seed PRNG: seeds mutated (bytes flipped, truncated,
  * spliced, appended, random bytes inserted) and purely random inputs. The
  * sequence is the same on every run, so a failure reproduces. Each input
@@ -98,22 +99,25 @@ static int not_hidden(const struct dirent *d)
 	return d->d_name[0] != '.';
 }
 
-/* Loads every file in dir, in name order so that runs are reproducible. */
+/* Adds every file in dir to out, in name order so that runs are
+ * reproducible. */
 static void seeds_load(const char *dir, struct seeds *out)
 {
 	struct dirent **names = NULL;
-	int n = dir ? scandir(dir, &names, not_hidden, alphasort) : -1;
+	int n = scandir(dir, &names, not_hidden, alphasort);
+	struct seed *grown;
 
-	memset(out, 0, sizeof(*out));
 	if (n <= 0) {
 		free(names);
 		return;
 	}
-	out->v = calloc((size_t)n, sizeof(*out->v));
+	grown = realloc(out->v, (out->n + (size_t)n) * sizeof(*out->v));
+	if (grown != NULL)
+		out->v = grown;
 	for (int i = 0; i < n; i++) {
 		struct seed s = { NULL, 0 };
 
-		if (out->v && seed_read(dir, names[i]->d_name, &s) == 0) {
+		if (grown && seed_read(dir, names[i]->d_name, &s) == 0) {
 			out->v[out->n++] = s;
 			if (s.len > out->max_len)
 				out->max_len = s.len;
@@ -240,7 +244,9 @@ int main(int argc, char **argv)
 	size_t runs = 0;
 	int ret = 1;
 
-	seeds_load(argc > 1 ? argv[1] : NULL, &s);
+	memset(&s, 0, sizeof(s));
+	for (int i = 1; i < argc; i++)
+		seeds_load(argv[i], &s);
 	in.cap = 2 * s.max_len + REPLAY_MAX_RANDOM;
 	in.buf = malloc(in.cap);
 	if (in.buf == NULL)
@@ -253,7 +259,7 @@ int main(int argc, char **argv)
 		if (run_one(in.buf, in.len) != 0)
 			goto out;
 	}
-	printf("fuzz replay: %zu inputs, 0 crashes\n", runs);
+	printf("fuzz replay: %zu inputs (%zu from files), 0 crashes\n", runs, s.n);
 	ret = 0;
 out:
 	if (ret != 0)

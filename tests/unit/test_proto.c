@@ -410,6 +410,85 @@ static void test_request_paths(void **state)
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 }
 
+/* Offset of REQUEST.npaths in sample(PROTO_REQUEST)'s payload: after the
+ * fixed fields, the connect host and the codec spec. */
+#define REQ_NPATHS_OFF (59 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4"))
+
+/* Builds in the frame buffer a REQUEST payload that claims npaths paths and
+ * holds npaths paths of len bytes each ('p'...), as a hostile peer may send
+ * it; returns its length. */
+static size_t request_with_paths(unsigned npaths, size_t len)
+{
+	struct proto_msg m;
+	size_t at;
+
+	sample(PROTO_REQUEST, &m);
+	encode_ok(&m);
+	at = REQ_NPATHS_OFF;
+	put_be(payload() + at, npaths, 2);
+	at += 2;
+	for (unsigned i = 0; i < npaths; i++) {
+		assert_true(at + 2 + len <= PROTO_MAX_PAYLOAD);
+		put_be(payload() + at, len, 2);
+		memset(payload() + at + 2, 'p', len);
+		at += 2 + len;
+	}
+	return at;
+}
+
+/* REQUEST.npaths is bounded by PROTO_MAX_PATHS, even when every path is
+ * short enough for all of them to fit in REQUEST.paths. */
+static void test_request_too_many_paths(void **state)
+{
+	struct proto_msg out;
+	size_t plen;
+
+	(void)state;
+	/* The bound itself: PROTO_MAX_PATHS one-byte paths are fine. */
+	plen = request_with_paths(PROTO_MAX_PATHS, 1);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request.npaths, PROTO_MAX_PATHS);
+	assert_string_equal(proto_request_path(&out.u.request, PROTO_MAX_PATHS - 1), "p");
+	/* One more, 2 * (PROTO_MAX_PATHS + 1) bytes of paths: refused. */
+	assert_true(2 * (PROTO_MAX_PATHS + 1) <= PROTO_REQ_PATHS_BYTES);
+	plen = request_with_paths(PROTO_MAX_PATHS + 1, 1);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	/* Twice as many: refused too. */
+	plen = request_with_paths(2 * PROTO_MAX_PATHS, 1);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+}
+
+/* Decoding refuses a request with no path, an empty path, and paths that
+ * together overflow REQUEST.paths (PROTO_REQ_PATHS_BYTES, NULs included). */
+static void test_request_paths_decode_bounds(void **state)
+{
+	unsigned fit = PROTO_REQ_PATHS_BYTES / (PROTO_MAX_PATH + 1);
+	struct proto_msg out;
+	size_t plen;
+
+	(void)state;
+	plen = request_with_paths(0, 0);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	plen = request_with_paths(1, 0);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	plen = request_with_paths(3, 1);
+	put_be(payload() + REQ_NPATHS_OFF + 2 + 3, 0, 2); /* the second one empty */
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen - 1, &out), -PC_E_PROTO);
+
+	/* As many longest paths as fit, then one byte more. */
+	plen = request_with_paths(fit, PROTO_MAX_PATH);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request.npaths, fit);
+	size_t left = PROTO_REQ_PATHS_BYTES - fit * (PROTO_MAX_PATH + 1);
+	plen = request_with_paths(fit + 1, PROTO_MAX_PATH);
+	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left, 2);
+	plen = REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH) + 2 + left;
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left - 1, 2);
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen - 1, &out), 0);
+	assert_int_equal(out.u.request.npaths, fit + 1);
+}
+
 static void test_string_empty(void **state)
 {
 	(void)state;
@@ -493,6 +572,15 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 4, 4, PROTO_MAX_BLOCK + 1, -PC_E_PROTO },
 	{ PROTO_REQUEST, 4, 4, 0xffffffff, -PC_E_PROTO },
 	{ PROTO_REQUEST, 8, 4, 0xffffffff, 0 },       /* window: any */
+	{ PROTO_REQUEST, 20, 2, 5011, -PC_E_PROTO },  /* port_lo > port_hi 5010 */
+	{ PROTO_REQUEST, 20, 2, 5010, 0 },
+	{ PROTO_REQUEST, 20, 2, 0, -PC_E_PROTO },     /* no low end, but a high one */
+	{ PROTO_REQUEST, 22, 2, 4999, -PC_E_PROTO },  /* port_hi < port_lo 5000 */
+	{ PROTO_REQUEST, 22, 2, 0xffff, 0 },
+	{ PROTO_REQUEST, 24, 1, 0, 0 },               /* family: any, 4 or 6 */
+	{ PROTO_REQUEST, 24, 1, 4, 0 },
+	{ PROTO_REQUEST, 24, 1, 5, -PC_E_PROTO },
+	{ PROTO_REQUEST, 24, 1, 255, -PC_E_PROTO },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	{ PROTO_FILE, 4, 4, 2, -PC_E_PROTO },
@@ -835,6 +923,8 @@ int main(void)
 		cmocka_unit_test(test_string_limits),
 		cmocka_unit_test(test_string_empty),
 		cmocka_unit_test(test_request_paths),
+		cmocka_unit_test(test_request_too_many_paths),
+		cmocka_unit_test(test_request_paths_decode_bounds),
 		cmocka_unit_test(test_string_nul_rejected),
 		cmocka_unit_test(test_range_checks),
 		cmocka_unit_test(test_file_size_unknown),

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: Apache-2.0
+/* libFuzzer target for a data connection's block stream, as a sink's
+ * receiver reads it after the handshake: block headers (proto_block_decode
+ * against the negotiated block size), then each payload decoded and its
+ * checksum checked (decoder_verify, the code the sink runs).
+ *
+ * Input: one byte choosing the block size (FUZZ_SIZES), then the stream as
+ * it comes off the socket: a 40-byte header, enc_len payload bytes (none for
+ * a HOLE), the next header... It stops at an END block, at the first block
+ * the sink would refuse, or where the input ends, as the sink does. A block
+ * that verifies must hold exactly raw_len bytes whose XXH3 is the header's
+ * checksum; verification may only fail with -PC_E_INTEGRITY or -PC_E_PROTO.
+ * Anything else aborts. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/bufpool.h"
+#include "pipeline/decoder.h"
+#include "sys/err.h"
+#include "wire/proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Block sizes a session may negotiate; small ones keep the fuzzer fast. */
+static const uint32_t fuzz_sizes[] = { PROTO_MIN_BLOCK, 64u << 10, 1u << 20 };
+#define FUZZ_NSIZES (sizeof(fuzz_sizes) / sizeof(fuzz_sizes[0]))
+
+/* Per block size: a decoder and a pool-sized buffer, kept across inputs as
+ * a receiver thread keeps its own. */
+static struct decoder *fuzz_dec[FUZZ_NSIZES];
+static struct buf fuzz_buf[FUZZ_NSIZES];
+
+static void fuzz_require(int cond)
+{
+	if (!cond)
+		abort();
+}
+
+/* One block whose header h is valid and whose payload is src[h->enc_len]
+ * (none for a HOLE). Returns what decoder_verify returned. */
+static int fuzz_block(struct decoder *d, struct buf *b, const struct proto_block *h,
+		      const uint8_t *src)
+{
+	int ret;
+
+	b->hdr = *h;
+	b->len = 0;
+	if (!(h->flags & PROTO_BLK_HOLE))
+		memcpy(b->data, src, h->enc_len);
+	ret = decoder_verify(d, b);
+	fuzz_require(ret == 0 || ret == -PC_E_INTEGRITY || ret == -PC_E_PROTO);
+	if (ret == 0) {
+		fuzz_require(b->len == h->raw_len);
+		if (!(h->flags & PROTO_BLK_HOLE))
+			fuzz_require(proto_checksum(b->data, b->len) == h->checksum);
+	}
+	return ret;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t pos = 1, which;
+	uint32_t max_block;
+
+	if (size < 1)
+		return 0;
+	which = data[0] % FUZZ_NSIZES;
+	max_block = fuzz_sizes[which];
+	if (fuzz_dec[which] == NULL) {
+		fuzz_dec[which] = decoder_new(max_block);
+		fuzz_buf[which].data = bufpool_alloc_data(max_block);
+		fuzz_buf[which].cap = max_block;
+		fuzz_require(fuzz_dec[which] != NULL && fuzz_buf[which].data != NULL);
+	}
+	while (size - pos >= PROTO_BLOCK_HDR_LEN) {
+		struct proto_block h;
+
+		memset(&h, 0, sizeof(h));
+		if (proto_block_decode(data + pos, max_block, &h) != 0)
+			return 0;
+		pos += PROTO_BLOCK_HDR_LEN;
+		if (h.type == PROTO_BLK_END)
+			return 0;
+		fuzz_require(h.raw_len <= max_block && h.enc_len <= max_block);
+		if (size - pos < h.enc_len)
+			return 0;
+		if (fuzz_block(fuzz_dec[which], &fuzz_buf[which], &h, data + pos) != 0)
+			return 0;
+		pos += h.enc_len;
+	}
+	return 0;
+}

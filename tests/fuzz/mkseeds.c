@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: Apache-2.0
+/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data and some of
+ * fuzz_proto's, made with the library's own encoders so that they are real
+ * encodings.
+ *
+ * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME, DIR/fuzz_data/NAME and
+ * DIR/fuzz_proto/5*-NAME (the directories must exist), overwriting; the
+ * other seeds of fuzz_proto and those of fuzz_codec are hand-made. The
+ * output is the same on every run. tools/fuzz seeds runs it into
+ * tests/fuzz/seeds/. Exit status 0, or 1 with a message naming the file
+ * that could not be written. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec/codec.h"
+#include "wire/proto.h"
+
+#define SEED_CAP (1u << 20)
+
+/* A seed under construction. */
+struct seed {
+	uint8_t buf[SEED_CAP];
+	size_t len;
+};
+
+static const char *out_dir;
+static int failed;
+
+static void seed_put(struct seed *s, const void *p, size_t n)
+{
+	if (n > SEED_CAP - s->len) {
+		fprintf(stderr, "fuzz_mkseeds: a seed outgrew %u bytes\n", SEED_CAP);
+		exit(1);
+	}
+	memcpy(s->buf + s->len, p, n);
+	s->len += n;
+}
+
+static void seed_write(const struct seed *s, const char *target, const char *name)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", out_dir, target, name);
+	f = fopen(path, "wb");
+	if (f == NULL || fwrite(s->buf, 1, s->len, f) != s->len || fclose(f) != 0) {
+		perror(path);
+		failed = 1;
+	}
+}
+
+/* ---- fuzz_ctl: a mode byte, then frames ------------------------------- */
+
+static void frame(struct seed *s, const struct proto_msg *m)
+{
+	uint8_t f[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD];
+	int n = proto_encode(m, f, sizeof(f));
+
+	if (n < 0) {
+		fprintf(stderr, "fuzz_mkseeds: cannot encode a %s\n", proto_type_name(m->type));
+		exit(1);
+	}
+	seed_put(s, f, (size_t)n);
+}
+
+static void msg_of(uint8_t type, struct proto_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	switch (type) {
+	case PROTO_HELLO:
+		m->u.hello.magic = PROTO_MAGIC;
+		m->u.hello.version = PROTO_VERSION;
+		m->u.hello.min_version = PROTO_MIN_VERSION;
+		memset(m->u.hello.nonce, 0x5a, PROTO_NONCE_LEN);
+		break;
+	case PROTO_AUTH:
+		memset(m->u.auth.mac, 0x3c, PROTO_MAC_LEN);
+		break;
+	case PROTO_KEY:
+		memset(m->u.key.key, 0x22, PROTO_KEY_LEN);
+		break;
+	case PROTO_REQUEST:
+		m->u.request.role = PROTO_ROLE_SINK;
+		m->u.request.flags = PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY;
+		m->u.request.streams = 4;
+		m->u.request.block_size = 1u << 20;
+		m->u.request.nsources = 2;
+		m->u.request.port_lo = 5000;
+		m->u.request.port_hi = 5100;
+		m->u.request.family = 4;
+		m->u.request.connect_port = 6000;
+		strcpy(m->u.request.connect_host, "192.0.2.7");
+		strcpy(m->u.request.codec, "zlib:1,lz4");
+		(void)proto_request_add_path(&m->u.request, "backup/dir");
+		(void)proto_request_add_path(&m->u.request, "b");
+		break;
+	case PROTO_READY:
+		m->u.ready.data_port = 40000;
+		strcpy(m->u.ready.host, "198.51.100.1");
+		break;
+	case PROTO_FILE:
+		m->u.file.id = 0;
+		m->u.file.size = 123456;
+		m->u.file.mode = 0644;
+		m->u.file.mtime_s = 1700000000;
+		m->u.file.mtime_ns = 5;
+		strcpy(m->u.file.name, "data.bin");
+		break;
+	case PROTO_FILE_END:
+		m->u.file_end.size = 77;
+		break;
+	case PROTO_FILE_DONE:
+		m->u.file_done.status = -1003;
+		m->u.file_done.bytes = 4096;
+		strcpy(m->u.file_done.msg, "cannot write 'data.bin': No space left on device");
+		break;
+	case PROTO_SKIP:
+		m->u.skip.index = 1;
+		m->u.skip.status = -1003;
+		strcpy(m->u.skip.msg, "cannot open 'b': No such file or directory");
+		break;
+	case PROTO_END:
+	case PROTO_DONE:
+		m->u.stats.bytes = 123456;
+		m->u.stats.files = 1;
+		m->u.stats.wall_us = 1000;
+		break;
+	default:
+		m->u.error.code = -1005;
+		strcpy(m->u.error.msg, "authentication failed");
+		break;
+	}
+}
+
+/* A ctl seed: mode byte, then the frames of types[n]. */
+static void ctl_seed(const char *name, uint8_t mode, const uint8_t *types, size_t n)
+{
+	static struct seed s;
+	static struct proto_msg m;
+
+	s.len = 0;
+	seed_put(&s, &mode, 1);
+	for (size_t i = 0; i < n; i++) {
+		msg_of(types[i], &m);
+		frame(&s, &m);
+	}
+	seed_write(&s, "fuzz_ctl", name);
+}
+
+#define CTL_SEED(name, mode, ...)                                                 \
+	do {                                                                      \
+		static const uint8_t t_[] = { __VA_ARGS__ };                      \
+		ctl_seed(name, mode, t_, sizeof(t_));                             \
+	} while (0)
+
+/* The modes are fuzz_ctl.c's enum fuzz_mode. */
+static void ctl_seeds(void)
+{
+	CTL_SEED("0-frames-all", 0, PROTO_HELLO, PROTO_AUTH, PROTO_KEY, PROTO_REQUEST,
+		 PROTO_READY, PROTO_SKIP, PROTO_FILE, PROTO_FILE_END, PROTO_FILE_DONE,
+		 PROTO_END, PROTO_DONE, PROTO_ERROR);
+	CTL_SEED("1-expect-order", 1, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_AUTH,
+		 PROTO_READY, PROTO_SKIP, PROTO_FILE, PROTO_FILE_END, PROTO_END, PROTO_FILE_DONE,
+		 PROTO_DONE);
+	CTL_SEED("1-expect-error", 1, PROTO_HELLO, PROTO_ERROR);
+	CTL_SEED("2-server-daemon", 2, PROTO_HELLO, PROTO_REQUEST, PROTO_AUTH);
+	CTL_SEED("2-server-daemon-error", 2, PROTO_HELLO, PROTO_ERROR);
+	CTL_SEED("3-server-pipe", 3, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST);
+	CTL_SEED("4-client-daemon", 4, PROTO_HELLO, PROTO_AUTH, PROTO_READY);
+	CTL_SEED("5-client-pipe", 5, PROTO_HELLO, PROTO_READY);
+	CTL_SEED("5-client-pipe-error", 5, PROTO_HELLO, PROTO_ERROR);
+}
+
+/* ---- fuzz_proto: frames with every string at its longest ---------------- */
+
+/* Writes s (a frame) as NAME, and as NAME-payload its type byte followed
+ * by its payload (fuzz_proto's single-payload mode). */
+static void proto_seed_both(struct seed *s, const char *name)
+{
+	char pname[128];
+
+	seed_write(s, "fuzz_proto", name);
+	memmove(s->buf + 1, s->buf + PROTO_FRAME_HDR_LEN, s->len - PROTO_FRAME_HDR_LEN);
+	s->len -= PROTO_FRAME_HDR_LEN - 1;
+	snprintf(pname, sizeof(pname), "%s-payload", name);
+	seed_write(s, "fuzz_proto", pname);
+}
+
+/* Big-endian u16/u32 back into a seed. */
+static void put_be(uint8_t *p, uint32_t v, size_t width)
+{
+	for (size_t i = 0; i < width; i++)
+		p[i] = (uint8_t)(v >> (8 * (width - 1 - i)));
+}
+
+/* Seeds of a message of type whose string field, its last, holds n bytes
+ * of 's' (n at most its limit): "NAME-max" and, one byte over the limit
+ * (which the decoder must refuse), "NAME-over"; each also as a payload. */
+static void proto_max_seed(const char *name, uint8_t type, size_t n)
+{
+	static struct seed s;
+	static struct proto_msg m;
+	char sname[128];
+	char *str;
+
+	msg_of(type, &m);
+	switch (type) {
+	case PROTO_READY: str = m.u.ready.host; break;
+	case PROTO_FILE: str = m.u.file.name; break;
+	case PROTO_FILE_DONE: str = m.u.file_done.msg; break;
+	case PROTO_SKIP: str = m.u.skip.msg; break;
+	default: str = m.u.error.msg; break;
+	}
+	memset(str, 's', n);
+	str[n] = '\0';
+	s.len = 0;
+	frame(&s, &m);
+	snprintf(sname, sizeof(sname), "%s-max", name);
+	proto_seed_both(&s, sname);
+	/* One byte more: the frame's length, the string's length, an 's'. */
+	s.len = 0;
+	frame(&s, &m);
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN + 1), 4);
+	put_be(s.buf + s.len - n - 2, (uint32_t)(n + 1), 2);
+	seed_put(&s, "s", 1);
+	snprintf(sname, sizeof(sname), "%s-over", name);
+	proto_seed_both(&s, sname);
+}
+
+/* A REQUEST with its connect host and codec spec at their longest, and
+ * PROTO_MAX_PATHS one-byte paths; and one with a path more. */
+static void proto_request_max_seed(void)
+{
+	static struct seed s;
+	static struct proto_msg m;
+
+	msg_of(PROTO_REQUEST, &m);
+	memset(m.u.request.connect_host, 'h', PROTO_MAX_HOST);
+	memset(m.u.request.codec, 'c', PROTO_MAX_CODEC_SPEC);
+	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	m.u.request.npaths = 0;
+	while (m.u.request.npaths < PROTO_MAX_PATHS)
+		(void)proto_request_add_path(&m.u.request, "p");
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", "54-request-max");
+	/* One path more than PROTO_MAX_PATHS: the count after the fixed
+	 * fields, the host and the codec spec, and a path "p". */
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 59 + 2 + PROTO_MAX_HOST + 2 + PROTO_MAX_CODEC_SPEC,
+	       PROTO_MAX_PATHS + 1, 2);
+	seed_put(&s, "\0\1p", 3);
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
+	seed_write(&s, "fuzz_proto", "55-request-over");
+}
+
+/* Strings at their limits, and one byte past them, are where an
+ * off-by-one in a bound shows: a mutation fuzzer seldom makes the two or
+ * three matching changes (frame length, string length, one more byte)
+ * that lead from a short string to one over the limit. */
+static void proto_seeds(void)
+{
+	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);
+	proto_max_seed("51-file-name", PROTO_FILE, PROTO_MAX_PATH);
+	proto_max_seed("52-file_done-msg", PROTO_FILE_DONE, PROTO_MAX_MSG);
+	proto_max_seed("53-error-msg", PROTO_ERROR, PROTO_MAX_MSG);
+	proto_max_seed("56-skip-msg", PROTO_SKIP, PROTO_MAX_MSG);
+	proto_request_max_seed();
+}
+
+/* ---- fuzz_data: a block-size byte, then blocks -------------------------- */
+
+/* Appends a DATA block of raw[len] at offset in codec id (NONE if it does
+ * not shrink, as the source does). */
+static void data_block(struct seed *s, unsigned id, const uint8_t *raw, uint32_t len,
+		       uint64_t offset, uint64_t seq)
+{
+	static uint8_t enc[SEED_CAP];
+	const struct codec *c = codec_by_id(id);
+	struct proto_block b = { .type = PROTO_BLK_DATA, .codec = (uint8_t)id, .file_id = 0,
+				 .offset = offset, .raw_len = len, .seq = seq };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	void *ctx = c->ctx_new(c->default_level);
+	size_t n = 0;
+
+	if (ctx == NULL || id == CODEC_NONE ||
+	    c->compress(ctx, raw, len, enc, sizeof(enc), &n) != 0 || n >= len) {
+		b.codec = CODEC_NONE;
+		memcpy(enc, raw, len);
+		n = len;
+	}
+	if (ctx != NULL)
+		c->ctx_free(ctx);
+	b.enc_len = (uint32_t)n;
+	b.checksum = proto_checksum(raw, len);
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+	seed_put(s, enc, n);
+}
+
+static void hole_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t seq)
+{
+	struct proto_block b = { .type = PROTO_BLK_DATA, .flags = PROTO_BLK_HOLE,
+				 .offset = offset, .raw_len = len, .seq = seq };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+}
+
+static void end_block(struct seed *s)
+{
+	struct proto_block b = { .type = PROTO_BLK_END };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+}
+
+/* Text that compresses, with a little variety. */
+static void fill_text(uint8_t *p, size_t n, unsigned salt)
+{
+	static const char words[] = "pcopy copies files over parallel streams; ";
+
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(words[(i + salt) % (sizeof(words) - 1)] ^ ((i / 997) & 7));
+}
+
+static void data_seeds(void)
+{
+	static struct seed s;
+	static uint8_t raw[4096];
+	static const char *const names[CODEC_COUNT] = { "none", "zlib", "lz4", "bz2" };
+	char name[64];
+
+	for (unsigned id = 0; id < CODEC_COUNT; id++) {
+		/* Block size 4096 (selector 0): a whole block, a hole, a short
+		 * last block, END. */
+		s.len = 0;
+		seed_put(&s, "\0", 1);
+		fill_text(raw, sizeof(raw), id);
+		data_block(&s, id, raw, 4096, 0, 0);
+		hole_block(&s, 4096, 4096, 1);
+		data_block(&s, id, raw, 1000, 8192, 2);
+		end_block(&s);
+		snprintf(name, sizeof(name), "%u-%s-stream", id, names[id]);
+		seed_write(&s, "fuzz_data", name);
+	}
+	/* Block size 64 KiB (selector 1): small blocks in every codec. */
+	s.len = 0;
+	seed_put(&s, "\1", 1);
+	for (unsigned id = 0; id < CODEC_COUNT; id++) {
+		fill_text(raw, 300, 7 * id);
+		data_block(&s, id, raw, 300, (uint64_t)id << 16, id);
+	}
+	end_block(&s);
+	seed_write(&s, "fuzz_data", "4-mixed-64k");
+	/* Block size 1 MiB (selector 2): one byte. */
+	s.len = 0;
+	seed_put(&s, "\2", 1);
+	data_block(&s, CODEC_NONE, (const uint8_t *)"x", 1, 0, 0);
+	end_block(&s);
+	seed_write(&s, "fuzz_data", "5-one-byte-1m");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: fuzz_mkseeds DIR\n");
+		return 1;
+	}
+	out_dir = argv[1];
+	ctl_seeds();
+	data_seeds();
+	proto_seeds();
+	return failed;
+}
