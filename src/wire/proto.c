@@ -286,6 +286,12 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_u16(w, q->connect_port);
 	put_str(w, q->connect_host, PROTO_MAX_HOST);
 	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
+	/* The count bound sits here and in get_request, once per direction:
+	 * check_request runs on both and would hide either one's removal. */
+	if (q->npaths > PROTO_MAX_PATHS) {
+		w->bad = true;
+		return;
+	}
 	put_u16(w, q->npaths);
 	for (unsigned i = 0; i < q->npaths && !w->bad; i++) {
 		size_t left = PROTO_REQ_PATHS_BYTES - (size_t)(p - q->paths);
@@ -346,7 +352,7 @@ static bool check_request(const struct proto_msg *m)
 	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
 	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&
 	       (q->family == 0 || q->family == 4 || q->family == 6) &&
-	       q->npaths >= 1 && q->npaths <= PROTO_MAX_PATHS;
+	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
 
 const char *proto_request_path(const struct proto_request *q, unsigned i)

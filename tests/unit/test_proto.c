@@ -456,6 +456,19 @@ static void test_request_too_many_paths(void **state)
 	/* Twice as many: refused too. */
 	plen = request_with_paths(2 * PROTO_MAX_PATHS, 1);
 	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+
+	/* The encoder refuses to write such a request: PROTO_MAX_PATHS + 1
+	 * one-byte paths, all in REQUEST.paths. */
+	struct proto_msg m;
+	uint8_t buf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD];
+	sample(PROTO_REQUEST, &m);
+	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	for (unsigned i = 0; i <= PROTO_MAX_PATHS; i++)
+		m.u.request.paths[2 * i] = 'p';
+	m.u.request.npaths = PROTO_MAX_PATHS;
+	assert_true(proto_encode(&m, buf, sizeof(buf)) > 0);
+	m.u.request.npaths = PROTO_MAX_PATHS + 1;
+	assert_int_equal(proto_encode(&m, buf, sizeof(buf)), -PC_E_PROTO);
 }
 
 /* Decoding refuses a request with no path, an empty path, and paths that
