@@ -59,6 +59,7 @@ case_scripts() {
         [[ $s != tools/bench.d/* ]] || continue
         expect_exit 0 "$ROOT/$s" --help >"$T/help.out"
         grep -qi '^usage' "$T/help.out" || fail "$s --help prints no usage line"
+        ! grep -q SPDX-License "$T/help.out" || fail "$s --help prints its SPDX line"
     done < <(tool_scripts)
     # The ones the docs name, at least; a script that was moved or lost
     # shows up here.
