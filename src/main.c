@@ -24,10 +24,15 @@ struct cli {
 
 enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
-	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY,
+	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS,
 };
 
 static const struct option cli_longopts[] = {
+	{ "recursive", no_argument, NULL, 'r' },
+	{ "preserve", no_argument, NULL, 'p' },
+	{ "dereference", no_argument, NULL, 'L' },
+	{ "hard-links", no_argument, NULL, 'H' },
+	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "streams", required_argument, NULL, 's' },
 	{ "window", required_argument, NULL, 'w' },
 	{ "block-size", required_argument, NULL, 'B' },
@@ -64,8 +69,14 @@ static void cli_usage(FILE *out)
 	      "       pcopy [OPTIONS] pcopy://HOST:PORT/PATH DST      (pull from a daemon)\n"
 	      "       pcopy --serve [ADDR:]PORT --root DIR --key-file KEY\n"
 	      "       pcopy --gen-key FILE\n"
-	      "Copy files over parallel, authenticated TCP streams.\n"
+	      "Copy files and trees over parallel, authenticated TCP streams.\n"
 	      "\n"
+	      "  -r, -R, --recursive   copy directories and everything in them\n"
+	      "  -p, --preserve        keep modes and times, and owners where the copy is\n"
+	      "                        written as root; recreate FIFOs, sockets, devices\n"
+	      "      --numeric-ids     with -p: owners by number, not by name\n"
+	      "  -L, --dereference     follow symbolic links in the sources\n"
+	      "  -H, --hard-links      keep hard links among the copied files\n"
 	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
@@ -146,6 +157,11 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	struct pcopy_opts *o = &c->o;
 
 	switch (ch) {
+	case 'r': case 'R': o->recursive = true; return 0;
+	case 'p': o->preserve = true; return 0;
+	case 'L': o->dereference = true; return 0;
+	case 'H': o->hard_links = true; return 0;
+	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
 	case 'B': return cli_size("-B", arg, &o->block_size);
@@ -198,7 +214,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z46vqhV", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z46vqhVrRpLH", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
@@ -212,9 +228,15 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 
 	if (c->o.verbosity < 1)
 		return;
-	fprintf(stderr, "pcopy: %" PRIu64 " bytes in %" PRIu64 " file%s, %.3f s, %.1f MB/s, "
-		"%u stream%s", r->sink.bytes, r->sink.files, r->sink.files == 1 ? "" : "s",
-		r->wall_s, mbs, r->streams, r->streams == 1 ? "" : "s");
+	fprintf(stderr, "pcopy: %" PRIu64 " bytes in %" PRIu64 " file%s", r->sink.bytes,
+		r->sink.files, r->sink.files == 1 ? "" : "s");
+	if (c->o.recursive)
+		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
+			r->sink.dirs == 1 ? "y" : "ies", r->sink.links, r->sink.links == 1 ? "" : "s");
+	if (r->files_failed > 0)
+		fprintf(stderr, ", %u not copied", r->files_failed);
+	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
+		r->streams == 1 ? "" : "s");
 	if (c->o.codec != NULL && r->source.wire_bytes > 0)
 		fprintf(stderr, ", compression %.2fx (cpu: compress %.2f s, decompress %.2f s)",
 			(double)r->source.bytes / (double)r->source.wire_bytes,
@@ -279,7 +301,7 @@ int main(int argc, char **argv)
 	ret = cli_run(&c, argc - optind, argv + optind, &r);
 	if (ret == 1 && r.code == -1)
 		return 1; /* usage, already explained */
-	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0))
+	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))
 		cli_summary(&c, &r);
 	if (ret < 0 && c.action != CLI_SERVER)
 		fprintf(stderr, "pcopy: %s\n", r.msg);

@@ -24,6 +24,12 @@ struct pcopy_opts {
 	unsigned progress_s;     /* -P: seconds between progress lines; 0 = none */
 	unsigned timeout_s;      /* --timeout: data idle timeout; 0 = none */
 	const char *codec;       /* -c: compression spec (pcopy(1)); NULL = none */
+	bool recursive;          /* -r: copy directories and what is in them */
+	bool preserve;           /* -p: modes, times, and owners where the sink is root;
+	                            special files are recreated */
+	bool numeric_ids;        /* --numeric-ids: owners by number, not by name */
+	bool dereference;        /* -L: follow symbolic links in the sources */
+	bool hard_links;         /* -H: hard links among the sources stay hard links */
 	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
 	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
 	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */
@@ -44,7 +50,9 @@ struct pcopy_opts {
 struct pcopy_side_stats {
 	uint64_t bytes;          /* payload bytes read (source) / written (sink) */
 	uint64_t wire_bytes;
-	uint64_t files;
+	uint64_t files;          /* regular files */
+	uint64_t dirs;           /* directories */
+	uint64_t links;          /* symbolic and hard links */
 	double cpu_s;            /* user + system CPU seconds */
 	double codec_cpu_s;      /* of which compressing (source) or decompressing (sink) */
 	uint64_t maxrss_kib;
@@ -65,7 +73,7 @@ struct pcopy_result {
 	                            ready to the last file verified (the client's side;
 	                            third party: the sink's) */
 	unsigned streams;
-	unsigned files_failed;
+	unsigned files_failed;   /* entries not copied: failed, or skipped by the source */
 	struct pcopy_side_stats source, sink;
 	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */
 	struct pcopy_stream_stats stream[64];

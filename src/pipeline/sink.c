@@ -1,5 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sink: receivers -> queues -> writers, driven by a control loop. */
+/* sink: receivers -> queues -> writers, driven by a control loop.
+ *
+ * The control thread takes the source's ENTRIES in order and keeps a
+ * record of each entry in a table indexed by id, for the ids between the
+ * lowest unfinished one (the watermark, `low`) and the last announced: at
+ * most PROTO_MAX_INFLIGHT, which bounds memory whatever the source does.
+ * It creates directories itself, at once and in order, so that whatever
+ * goes inside finds its parent; it hands entries without contents (empty
+ * files, symlinks, special files) to the writers in small jobs; it applies
+ * a directory's final attributes (DIR_END) and makes hard links when the
+ * watermark reaches them, that is once everything before them is done.
+ * Receivers read and verify blocks; writers write DATA blocks at their
+ * offsets and finish a file when its last block is in, and unpack PACK
+ * blocks into whole files. Each finished entry sets its done bit; the
+ * control thread moves the watermark over them and acknowledges (ACK). */
 #include "pipeline/sink.h"
 
 #include <errno.h>
@@ -13,44 +27,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sys/crypto.h"
 #include "pipeline/decoder.h"
+#include "pipeline/dest.h"
+#include "pipeline/sinkent.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
 #include "sys/platform.h"
 #include "sys/sync.h"
 
-/* Writers are sharded by file id: a file's blocks all go to one writer,
- * because writes to one inode serialise on its lock in the kernel (two
- * writers on one file only spin), while different files proceed in
- * parallel. */
-#define SINK_WRITERS 2u
+/* Writers work on different files at once: file creation, the cost of a
+ * tree of small files, waits in the kernel, so there are more of them than
+ * cores. Blocks of one file all go to one writer (writes to one inode
+ * serialise on its lock). */
+#define SINK_WRITERS 4u
 /* How far past the bytes already written a block may land. Blocks of one
  * file overtake each other only by what is in flight (pools and socket
  * buffers), far less than this; a peer that claims more is lying, and the
  * bound keeps the seen-bitmap proportional to the data really received. */
 #define SINK_MAX_AHEAD (16ull << 30)
-
-struct sink_file {
-	uint32_t id;                   /* immutable */
-	char name[NAME_MAX + 1];       /* final name in the target dir; immutable */
-	char tmp[NAME_MAX + 1];        /* temporary name; immutable once created */
-	char display[PROTO_MAX_PATH + 1]; /* for messages; immutable */
-	int fd;                        /* owned; writers pwrite concurrently */
-	uint32_t mode;                 /* immutable */
-	pthread_mutex_t lock;          /* guards everything below */
-	bool size_known;
-	uint64_t size;
-	uint64_t bytes;                /* raw bytes accounted, holes included */
-	uint64_t max_end;              /* highest offset + length seen */
-	uint64_t nblocks;              /* blocks accounted */
-	unsigned writing;              /* blocks claimed and still being written */
-	uint8_t *seen;                 /* bitmap of block indexes received */
-	size_t seen_bytes;
-	bool finishing;                /* claimed by whoever finishes it */
-	bool failed;
-	bool renamed;
-};
+/* Entries without contents handed to a writer in one job. */
+#define SINK_JOB_IDS 64u
+#define SINK_TABLE PROTO_MAX_INFLIGHT
 
 struct sink;
 
@@ -66,29 +63,47 @@ struct writer {
 	struct sink *s;
 	unsigned idx;                  /* writer index: its queue; immutable */
 	pthread_t tid;
+	struct proto_entry e;          /* this thread's scratch */
+};
+
+/* A LINKED file that arrived well: what a later HARDLINK may name. */
+struct sink_link {
+	uint32_t id;
+	char *path;
 };
 
 struct sink {
 	struct xfer *x;
 	struct sink_target *t;
-	mode_t umask;                  /* immutable */
+	struct dest *dest;             /* NULL when writing to stdout */
 	struct bufpool *pool;
 	struct queue *wq[PROTO_MAX_STREAMS]; /* one per writer, or one per stream if ordered */
 	unsigned nq;
 	struct receiver recv[PROTO_MAX_STREAMS];
-	struct writer writers[SINK_WRITERS];
+	struct writer *writers;        /* [nwriters] */
 	unsigned nwriters;
-	int efd;                       /* eventfd: a writer finished a file */
+	int efd;                       /* eventfd: an entry finished */
+	int meta_tag;                  /* its address marks a buffer as a job of entry ids */
 
-	pthread_mutex_t lock;          /* guards files and nfiles */
-	pthread_cond_t announced;      /* a file was announced, or abort */
-	struct sink_file **files;
-	unsigned nfiles, cap;
-	atomic_uint done;              /* files finished, well or not */
-	atomic_uint failed;            /* files that failed */
-	bool end;                      /* control thread: END received */
-	unsigned skipped;              /* control thread: SKIPs received */
-	uint32_t next_skip;            /* control thread: lowest index the next SKIP may have */
+	pthread_mutex_t lock;          /* guards table, announced, low, end */
+	pthread_cond_t cond;           /* entries announced, END, or abort */
+	struct sink_ent **table;       /* [SINK_TABLE], by id % SINK_TABLE */
+	uint32_t announced;            /* ids announced so far */
+	uint32_t low;                  /* lowest id not yet passed by the watermark */
+	bool end;                      /* END received */
+	atomic_uint_least64_t *done;   /* [SINK_TABLE / 64] bits, by id % SINK_TABLE */
+
+	atomic_uint failed;            /* entries that failed */
+	atomic_uint_least64_t nfiles, ndirs, nlinks; /* entries finished well, by kind */
+	/* control thread only: */
+	unsigned skipped;              /* SKIPs received */
+	uint32_t next_skip;            /* lowest index the next SKIP may have */
+	uint32_t acked;                /* our last ACK */
+	struct proto_entry *scratch;
+	struct buf *job;               /* entries without contents, not yet handed out */
+	unsigned next_writer;
+	struct sink_link *links;       /* sorted by id (they arrive in order) */
+	size_t nlinks, links_cap;
 	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
 };
 
@@ -149,86 +164,7 @@ void sink_target_close(struct sink_target *t)
 	t->dirfd = -1;
 }
 
-/* ---- Files ------------------------------------------------------------ */
-
-/* A fresh ".NAME.pcopy-XXXXXX" in f->tmp. Returns 0 or a negative code. */
-static int sink_tmp_name(struct sink_file *f)
-{
-	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-	uint8_t rnd[6];
-	char sfx[7];
-	int ret = crypto_random(rnd, sizeof(rnd));
-
-	if (ret < 0)
-		return ret;
-	for (int i = 0; i < 6; i++)
-		sfx[i] = digits[rnd[i] % 36];
-	sfx[6] = '\0';
-	snprintf(f->tmp, sizeof(f->tmp), ".%.200s.pcopy-%s", f->name, sfx);
-	return 0;
-}
-
-/* Opens the file being received. Where the file system can, it is an
- * unnamed O_TMPFILE inode: if we die, even by SIGKILL, the kernel frees it
- * and nothing is left behind; it gets a name only when complete and
- * verified (sink_link_tmp). Elsewhere (NFS) it is ".NAME.pcopy-XXXXXX"
- * next to the final name, removed on any failure we live through. */
-static int sink_create_tmp(struct sink *s, struct sink_file *f)
-{
-	f->fd = openat(s->t->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	if (f->fd >= 0) {
-		f->tmp[0] = '\0';
-		return 0;
-	}
-	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-		return -errno;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		int ret = sink_tmp_name(f);
-		if (ret < 0)
-			return ret;
-		f->fd = openat(s->t->dirfd, f->tmp,
-			       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (f->fd >= 0)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
-}
-
-/* Gives an unnamed (O_TMPFILE) file its temporary name, so that it can be
- * renamed over the final name atomically. Returns 0 or -errno. */
-static int sink_link_tmp(struct sink *s, struct sink_file *f)
-{
-	char proc[64];
-
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
-	for (int attempt = 0; attempt < 100; attempt++) {
-		int ret = sink_tmp_name(f);
-		if (ret < 0)
-			return ret;
-		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not. */
-		if (linkat(f->fd, "", s->t->dirfd, f->tmp, AT_EMPTY_PATH) == 0 ||
-		    (errno != EEXIST &&
-		     linkat(AT_FDCWD, proc, s->t->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0))
-			return 0;
-		f->tmp[0] = '\0';
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
-}
-
-static void sink_file_free(struct sink *s, struct sink_file *f)
-{
-	if (f->fd >= 0 && f->fd != STDOUT_FILENO)
-		close(f->fd);
-	if (f->tmp[0] != '\0' && !f->renamed && s->t->dirfd >= 0)
-		(void)unlinkat(s->t->dirfd, f->tmp, 0);
-	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&f->lock));
-	free(f->seen);
-	free(f);
-}
+/* ---- Entries ---------------------------------------------------------- */
 
 static void sink_notify(struct sink *s)
 {
@@ -238,138 +174,473 @@ static void sink_notify(struct sink *s)
 		xfer_fail(s->x, ret, "eventfd: %s", strerror(-ret));
 }
 
-static void sink_send_done(struct sink *s, struct sink_file *f, int status, const char *msg)
+static bool sink_is_done(struct sink *s, uint32_t id)
 {
-	struct proto_msg m = { .type = PROTO_FILE_DONE };
+	uint32_t i = id % SINK_TABLE;
 
-	m.u.file_done.id = f->id;
-	m.u.file_done.status = status;
-	m.u.file_done.bytes = f->bytes;
-	snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "%s", msg);
-	if (ctl_send(s->x->ctl, &m) < 0)
-		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	return atomic_load_explicit(&s->done[i / 64], memory_order_acquire) & (1ull << (i % 64));
 }
 
-/* The file could not be written: drop it, tell the source, carry on. */
-static void sink_file_fail(struct sink *s, struct sink_file *f, int code, const char *what)
+/* Errors of the destination as a whole, where going on entry by entry
+ * would only repeat them: they end the session. */
+static bool sink_fatal(int code)
+{
+	return code == -ENOSPC || code == -EDQUOT || code == -EROFS || code == -EIO ||
+	       code == -ENOMEM || code == -EMFILE || code == -ENFILE;
+}
+
+/* r is finished: well (code 0), or not (the source is told with
+ * FILE_DONE, and we report it if we are the client). Sets its done bit
+ * and wakes the control thread, which may then free r: the caller must
+ * hold its own reference if it still needs r. Any thread. */
+static void sink_finished(struct sink *s, struct sink_ent *r, int code, const char *msg)
+{
+	uint32_t i = r->id % SINK_TABLE;
+
+	if (code < 0) {
+		struct proto_msg m = { .type = PROTO_FILE_DONE };
+		m.u.file_done.id = r->id;
+		m.u.file_done.status = code;
+		m.u.file_done.bytes = r->bytes;
+		snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "%s", msg);
+		if (s->x->report)
+			log_error("%s", m.u.file_done.msg);
+		atomic_fetch_add(&s->failed, 1);
+		if (ctl_send(s->x->ctl, &m) < 0)
+			xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	} else {
+		r->ok = true;
+		if (r->type == PROTO_ENT_REG)
+			atomic_fetch_add(&s->nfiles, 1);
+		else if (r->type == PROTO_ENT_DIR)
+			atomic_fetch_add(&s->ndirs, 1);
+		else if (r->type == PROTO_ENT_SYMLINK || r->type == PROTO_ENT_HARDLINK)
+			atomic_fetch_add(&s->nlinks, 1);
+	}
+	atomic_fetch_or_explicit(&s->done[i / 64], 1ull << (i % 64), memory_order_release);
+	sink_notify(s);
+}
+
+/* Finishes r with the outcome of a destination call: ret 0, or the error
+ * with its message in e. A fatal one ends the session. */
+static void sink_outcome(struct sink *s, struct sink_ent *r, int ret, struct pc_err *e)
 {
 	char msg[PROTO_MAX_MSG + 1];
 
-	snprintf(msg, sizeof(msg), "%s '%.*s': %s", what, 900, f->display, pc_strerror(code));
-	sync_lock(&f->lock);
-	f->failed = true;
-	sync_unlock(&f->lock);
-	if (f->fd >= 0 && f->fd != STDOUT_FILENO)
-		close(f->fd);
-	f->fd = -1;
-	if (f->tmp[0] != '\0')
-		(void)unlinkat(s->t->dirfd, f->tmp, 0);
-	f->tmp[0] = '\0';
-	if (s->x->report)
-		log_error("%s", msg);
-	atomic_fetch_add(&s->failed, 1);
-	sink_send_done(s, f, code, msg);
-	atomic_fetch_add(&s->done, 1);
-	sink_notify(s);
+	if (ret == 0) {
+		sink_finished(s, r, 0, "");
+		return;
+	}
+	(void)pc_err_get(e, msg, sizeof(msg));
+	if (sink_fatal(ret))
+		xfer_fail(s->x, ret, "%s", msg);
+	else
+		sink_finished(s, r, ret, msg);
 }
 
-/* Every block arrived: set the size and mode, rename into place. Called
- * once per file (the caller won f->finishing). */
-static void sink_file_finish(struct sink *s, struct sink_file *f)
+/* The record of an announced, unfinished entry, with a reference for the
+ * caller; NULL if id is below the watermark (finished) or not announced. */
+static struct sink_ent *sink_ref(struct sink *s, uint32_t id)
 {
+	struct sink_ent *r = NULL;
+
+	sync_lock(&s->lock);
+	if (id >= s->low && id < s->announced) {
+		r = s->table[id % SINK_TABLE];
+		sink_ent_get(r);
+	}
+	sync_unlock(&s->lock);
+	return r;
+}
+
+/* For a receiver: waits until entry `last` is announced. Returns 1, 0 when
+ * the transfer aborted, or -PC_E_PROTO when END came and it never was. */
+static int sink_await(struct sink *s, uint32_t last)
+{
+	int ret = 1;
+
+	sync_lock(&s->lock);
+	while (last >= s->announced && !s->end && !xfer_aborted(s->x))
+		sync_wait(&s->cond, &s->lock);
+	if (xfer_aborted(s->x))
+		ret = 0;
+	else if (last >= s->announced)
+		ret = -PC_E_PROTO;
+	sync_unlock(&s->lock);
+	return ret;
+}
+
+/* "DST/path" for messages. */
+static void sink_display(const struct sink *s, const struct sink_ent *r, char *out, size_t cap)
+{
+	const char *d = s->t->display;
+	const char *p = r->path;
+
+	if (s->t->to_stdout) {
+		snprintf(out, cap, "standard output");
+		return;
+	}
+	if (!s->t->is_dir) { /* the first component is renamed to the target */
+		const char *slash = strchr(p, '/');
+		snprintf(out, cap, "%s%s", d, slash ? slash : "");
+		return;
+	}
+	snprintf(out, cap, "%s%s%s", d, d[0] && d[strlen(d) - 1] == '/' ? "" : "/", p);
+}
+
+/* ---- Files in DATA blocks --------------------------------------------- */
+
+/* Closes and removes what was written of r and reports why. Called once
+ * (the caller won r->finishing) with no block of r being written. */
+static void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *what)
+{
+	char msg[PROTO_MAX_MSG + 1], name[PROTO_MAX_PATH + 64];
+
+	if (r->df != NULL)
+		dest_file_abort(s->dest, r->df);
+	r->df = NULL;
+	r->fd = -1;
+	if (r->fail_msg[0] != '\0') {
+		snprintf(msg, sizeof(msg), "%s", r->fail_msg);
+	} else {
+		sink_display(s, r, name, sizeof(name));
+		snprintf(msg, sizeof(msg), "%s '%.900s': %s", what, name, pc_strerror(code));
+	}
+	sink_finished(s, r, code, msg);
+}
+
+/* Every block arrived: gives the file its size, attributes and final
+ * name. Called once (the caller won r->finishing). */
+static void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r)
+{
+	struct pc_err e;
 	int ret = 0;
 
-	if (!s->t->to_stdout) {
-		if (ftruncate(f->fd, (off_t)f->size) != 0 ||
-		    fchmod(f->fd, (f->mode & 0777) & ~s->umask) != 0)
-			ret = -errno;
-		if (ret == 0 && f->tmp[0] == '\0')
-			ret = sink_link_tmp(s, f);
-		if (close(f->fd) != 0 && ret == 0)
-			ret = -errno;
-		f->fd = -1;
-		if (ret == 0 && renameat(s->t->dirfd, f->tmp, s->t->dirfd, f->name) != 0)
-			ret = -errno;
-		if (ret < 0) {
-			sink_file_fail(s, f, ret, "cannot finish");
-			return;
-		}
-		f->renamed = true;
+	if (s->t->to_stdout) {
+		sink_finished(s, r, 0, "");
+		return;
 	}
-	sink_send_done(s, f, 0, "");
-	atomic_fetch_add(&s->done, 1);
-	sink_notify(s);
+	pc_err_init(&e);
+	sink_ent_entry(r, scratch);
+	if (r->df == NULL) /* a stream that turned out empty */
+		ret = dest_file_open(s->dest, r->path, &r->df, &e);
+	if (ret == 0)
+		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
+	r->df = NULL;
+	r->fd = -1;
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
 }
 
-/* True once bytes, coverage and size agree (f->lock held). */
-static bool sink_complete_locked(const struct sink *s, const struct sink_file *f)
+/* True once bytes, coverage and size agree (r->lock held). */
+static bool sink_complete_locked(const struct sink *s, const struct sink_ent *r)
 {
 	uint64_t B = s->x->block_size;
 
-	return f->size_known && f->bytes == f->size && f->max_end == f->size &&
-	       f->nblocks == (f->size + B - 1) / B;
+	return r->size_known && r->bytes == r->size && r->max_end == r->size &&
+	       r->nblocks == (r->size + B - 1) / B;
+}
+
+/* Opens the file a DATA entry is written to, at its first block. r->lock
+ * held. Returns 0 or a negative code with the message in e. */
+static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_err *e)
+{
+	if (r->fd >= 0)
+		return 0;
+	if (s->t->to_stdout) {
+		r->fd = STDOUT_FILENO;
+		return 0;
+	}
+	int ret = dest_file_open(s->dest, r->path, &r->df, e);
+	if (ret == 0)
+		r->fd = dest_file_fd(r->df);
+	return ret;
 }
 
 /* Before writing: checks a block against its file and marks its index as
  * seen, so a duplicate can never be written. Returns 1 to write it, 0 to
- * drop it (the file already failed), or a negative code for a block that
- * cannot be right. */
-static int sink_claim(struct sink *s, struct sink_file *f, const struct proto_block *h)
+ * drop it (the file failed), or a negative code for a block that cannot be
+ * right. */
+static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_block *h)
 {
 	uint64_t B = s->x->block_size, idx = h->offset / B;
+	unsigned want = SINK_CARRY_NONE;
 	int ret = 1;
 
-	sync_lock(&f->lock);
-	if (f->failed || f->finishing) {
-		ret = f->failed ? 0 : -PC_E_INTEGRITY;
+	if (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
+	    want != SINK_CARRY_DATA)
+		return -PC_E_PROTO;
+	sync_lock(&r->lock);
+	if (r->failed || r->finishing) {
+		ret = r->failed ? 0 : -PC_E_INTEGRITY;
 		goto out;
 	}
-	if (h->offset % B != 0 || h->raw_len == 0 || h->offset > f->bytes + SINK_MAX_AHEAD ||
-	    (f->size_known && (h->offset + h->raw_len > f->size ||
-			       (h->raw_len != B && h->offset + h->raw_len != f->size)))) {
+	if (h->offset % B != 0 || h->raw_len == 0 || h->offset > r->bytes + SINK_MAX_AHEAD ||
+	    (r->size_known && (h->offset + h->raw_len > r->size ||
+			       (h->raw_len != B && h->offset + h->raw_len != r->size)))) {
 		ret = -PC_E_PROTO;
 		goto out;
 	}
-	if (idx / 8 >= f->seen_bytes) {
+	if (idx / 8 >= r->seen_bytes) {
 		size_t n = (size_t)(idx / 8 + 1) * 2;
-		uint8_t *p = realloc(f->seen, n);
+		uint8_t *p = realloc(r->seen, n);
 		if (p == NULL) {
 			ret = -ENOMEM;
 			goto out;
 		}
-		memset(p + f->seen_bytes, 0, n - f->seen_bytes);
-		f->seen = p;
-		f->seen_bytes = n;
+		memset(p + r->seen_bytes, 0, n - r->seen_bytes);
+		r->seen = p;
+		r->seen_bytes = n;
 	}
-	if (f->seen[idx / 8] & (1u << (idx % 8))) {
+	if (r->seen[idx / 8] & (1u << (idx % 8))) {
 		ret = -PC_E_INTEGRITY;
 		goto out;
 	}
-	f->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
-	f->writing++;
+	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	r->writing++;
 out:
-	sync_unlock(&f->lock);
+	sync_unlock(&r->lock);
 	return ret;
 }
 
-/* After writing a claimed block: counts it. Returns true if the file is
- * now complete and the caller must finish it. */
-static bool sink_settle(struct sink *s, struct sink_file *f, const struct proto_block *h)
+/* After writing a claimed block (written: it was): counts it. Returns 1
+ * if the file is now complete and the caller must commit it, -1 if it
+ * failed meanwhile and the caller must fail it, 0 otherwise. */
+static int sink_settle(struct sink *s, struct sink_ent *r, const struct proto_block *h,
+		       bool written)
 {
-	bool finish = false;
+	int next = 0;
 
-	sync_lock(&f->lock);
-	f->writing--;
-	f->bytes += h->raw_len;
-	f->nblocks++;
-	if (h->offset + h->raw_len > f->max_end)
-		f->max_end = h->offset + h->raw_len;
-	if (!f->finishing && !f->failed && f->writing == 0 && sink_complete_locked(s, f)) {
-		f->finishing = true;
-		finish = true;
+	sync_lock(&r->lock);
+	r->writing--;
+	if (written) {
+		r->bytes += h->raw_len;
+		r->nblocks++;
+		if (h->offset + h->raw_len > r->max_end)
+			r->max_end = h->offset + h->raw_len;
 	}
-	sync_unlock(&f->lock);
-	return finish;
+	if (!r->finishing && r->writing == 0 && (r->failed || sink_complete_locked(s, r))) {
+		r->finishing = true;
+		next = r->failed ? -1 : 1;
+	}
+	sync_unlock(&r->lock);
+	return next;
+}
+
+static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf *b)
+{
+	const struct proto_block *h = &b->hdr;
+	bool hole = h->flags & PROTO_BLK_HOLE;
+	int ret = 0;
+
+	if (s->t->to_stdout) {
+		static const uint8_t zeros[65536];
+		if (!hole) {
+			ret = platform_write_full(r->fd, b->data, b->len);
+			/* A reader that went away (| head) is our output failing. */
+			return ret == -EPIPE ? -PC_E_FILEIO : ret;
+		}
+		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
+			ret = platform_write_full(r->fd, zeros, b->len - off < sizeof(zeros)
+								? b->len - off : sizeof(zeros));
+		return ret;
+	}
+	for (size_t off = 0; !hole && off < b->len;) {
+		ssize_t n = pwrite(r->fd, b->data + off, b->len - off, (off_t)(h->offset + off));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Writes one verified DATA block and finishes its file if it was the
+ * last. */
+static void sink_write(struct sink *s, struct writer *w, struct buf *b)
+{
+	struct sink_ent *r = b->ctx;
+	const struct proto_block *h = &b->hdr;
+	char name[PROTO_MAX_PATH + 64];
+	struct pc_err e;
+	int ret = sink_claim(s, r, h);
+
+	if (ret == 0)
+		return;
+	if (ret < 0) {
+		sink_display(s, r, name, sizeof(name));
+		xfer_fail(s->x, ret, "%s sent a %s block for '%s' at offset %llu", s->x->peer,
+			  ret == -PC_E_INTEGRITY ? "duplicate" : "misplaced", name,
+			  (unsigned long long)h->offset);
+		return;
+	}
+	pc_err_init(&e);
+	sync_lock(&r->lock);
+	ret = sink_data_open_locked(s, r, &e);
+	if (ret < 0 && !sink_fatal(ret)) {
+		r->failed = true;
+		r->fail_code = ret;
+		(void)pc_err_get(&e, r->fail_msg, sizeof(r->fail_msg));
+	}
+	sync_unlock(&r->lock);
+	if (ret < 0 && sink_fatal(ret)) {
+		char msg[PROTO_MAX_MSG + 1];
+		(void)pc_err_get(&e, msg, sizeof(msg));
+		xfer_fail(s->x, ret, "%s", msg);
+	}
+	pc_err_destroy(&e);
+	if (ret == 0) {
+		ret = sink_write_data(s, r, b);
+		if (ret < 0) {
+			sink_display(s, r, name, sizeof(name));
+			xfer_fail(s->x, ret, "writing '%s': %s", name, pc_strerror(ret));
+		} else {
+			atomic_fetch_add(&s->x->bytes, h->raw_len);
+		}
+	}
+	int next = sink_settle(s, r, h, ret == 0);
+	if (next > 0)
+		sink_data_commit(s, &w->e, r);
+	else if (next < 0)
+		sink_data_fail(s, r, r->fail_code, "cannot create");
+}
+
+/* ---- Entries without contents, and PACK blocks ------------------------ */
+
+/* Creates an entry that has no contents to wait for: an empty file, a
+ * symlink, a special file. */
+static void sink_make(struct sink *s, struct writer *w, struct sink_ent *r)
+{
+	struct dest_file *df = NULL;
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	sink_ent_entry(r, &w->e);
+	switch (r->type) {
+	case PROTO_ENT_REG:
+		ret = dest_file_open(s->dest, r->path, &df, &e);
+		if (ret == 0)
+			ret = dest_file_commit(s->dest, df, &w->e, 0, &e);
+		break;
+	case PROTO_ENT_SYMLINK:
+		ret = dest_symlink(s->dest, &w->e, &e);
+		break;
+	default:
+		ret = dest_special(s->dest, &w->e, &e);
+		break;
+	}
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* A job: the ids of entries without contents, in b->data. */
+static void sink_run_job(struct sink *s, struct writer *w, struct buf *b)
+{
+	const uint32_t *ids = (const uint32_t *)(const void *)b->data;
+
+	for (size_t i = 0; i < b->len / sizeof(uint32_t) && !xfer_aborted(s->x); i++) {
+		struct sink_ent *r = sink_ref(s, ids[i]);
+		if (r == NULL)
+			continue; /* cannot happen: nothing else finishes it */
+		sink_make(s, w, r);
+		sink_ent_put(r);
+	}
+}
+
+static uint32_t sink_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Writes one small file whole from a PACK. */
+static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r, const uint8_t *p)
+{
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	sink_ent_entry(r, &w->e);
+	ret = dest_file_open(s->dest, r->path, &r->df, &e);
+	if (ret == 0) {
+		ret = platform_write_full(dest_file_fd(r->df), p, r->size);
+		if (ret < 0) {
+			char name[PROTO_MAX_PATH + 64];
+			sink_display(s, r, name, sizeof(name));
+			pc_err_set(&e, ret, "writing '%s': %s", name, pc_strerror(ret));
+			dest_file_abort(s->dest, r->df);
+		} else {
+			r->bytes = r->size;
+			atomic_fetch_add(&s->x->bytes, r->size);
+			ret = dest_file_commit(s->dest, r->df, &w->e, r->size, &e);
+		}
+		r->df = NULL;
+	}
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* One id of a PACK: checks the status against the entry, and writes the
+ * file if its contents are here. Returns the bytes of contents it took
+ * (*took), 0, or -PC_E_PROTO. */
+static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t st,
+			 const uint8_t *p, uint64_t left, uint64_t *took)
+{
+	char name[PROTO_MAX_PATH + 64], msg[PROTO_MAX_MSG + 1];
+	struct sink_ent *r = sink_ref(s, id);
+	unsigned want = SINK_CARRY_NONE;
+	int ret = 0;
+
+	*took = 0;
+	if (r == NULL)
+		return -PC_E_PROTO; /* finished already, or never announced */
+	if (!r->data || st == 1) {
+		if (!r->data && st != 0)
+			ret = -PC_E_PROTO;
+		sink_ent_put(r);
+		return ret;
+	}
+	if (st > 1 || !r->size_known ||
+	    !atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_PACK)) {
+		sink_ent_put(r);
+		return -PC_E_PROTO;
+	}
+	if (st < 0) {
+		sink_display(s, r, name, sizeof(name));
+		snprintf(msg, sizeof(msg), "cannot copy '%.900s': the source could not read it: %s",
+			 name, pc_strerror(st));
+		sink_finished(s, r, st, msg);
+	} else if (r->size > left) {
+		ret = -PC_E_PROTO;
+	} else {
+		sink_pack_file(s, w, r, p);
+		*took = r->size;
+	}
+	sink_ent_put(r);
+	return ret;
+}
+
+/* Unpacks a verified PACK block into its files. */
+static void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b)
+{
+	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset;
+	uint64_t off = 4 * (uint64_t)span, len = b->len;
+
+	for (uint32_t i = 0; i < span && !xfer_aborted(s->x); i++) {
+		uint64_t took;
+		int32_t st = (int32_t)sink_be32(b->data + 4 * (size_t)i);
+		if (sink_pack_one(s, w, first + i, st, b->data + off, len - off, &took) < 0) {
+			xfer_fail(s->x, -PC_E_PROTO, "%s sent a malformed pack of files %u to %u "
+				  "(at file %u)", s->x->peer, (unsigned)first,
+				  (unsigned)(first + span - 1), (unsigned)(first + i));
+			return;
+		}
+		off += took;
+	}
+	if (off != len && !xfer_aborted(s->x))
+		xfer_fail(s->x, -PC_E_PROTO, "%s sent a pack of files %u to %u with %llu bytes "
+			  "too many", s->x->peer, (unsigned)first, (unsigned)(first + span - 1),
+			  (unsigned long long)(len - off));
 }
 
 /* ---- Threads ---------------------------------------------------------- */
@@ -379,79 +650,103 @@ static void sink_wake(void *arg)
 	struct sink *s = arg;
 
 	sync_lock(&s->lock);
-	sync_broadcast(&s->announced);
+	sync_broadcast(&s->cond);
 	sync_unlock(&s->lock);
 }
 
-/* The file with this id, waiting for its FILE message if the block
- * overtook it. NULL on abort. */
-static struct sink_file *sink_lookup(struct sink *s, uint32_t id)
+/* Reads exactly n bytes of a block's payload into b->data. */
+static int sink_read_payload(struct receiver *r, int fd, struct buf *b)
 {
-	struct sink_file *f = NULL;
+	int ret = platform_read_full(fd, b->data, b->hdr.enc_len, NULL);
 
-	sync_lock(&s->lock);
-	while (id >= s->nfiles && !xfer_aborted(s->x))
-		sync_wait(&s->announced, &s->lock);
-	if (id < s->nfiles)
-		f = s->files[id];
-	sync_unlock(&s->lock);
-	return f;
+	if (ret == 0)
+		atomic_fetch_add(&r->s->x->wire_bytes, b->hdr.enc_len);
+	return ret;
 }
 
-static int sink_read_block(struct receiver *r, int fd, struct buf *b)
+/* Which entry a block belongs to, once announced: *out gets a reference
+ * to it (DATA), or stays NULL for a PACK and for a block of an entry that
+ * is finished already (one the sink gave up on: its late blocks are
+ * dropped). Returns 1, 0 on abort, or -PC_E_PROTO. */
+static int sink_block_owner(struct sink *s, const struct proto_block *h, struct sink_ent **out)
 {
-	const struct proto_block *h = &b->hdr;
-	int ret;
+	uint32_t last = h->type == PROTO_BLK_PACK ? h->file_id + (uint32_t)h->offset - 1
+						  : h->file_id;
+	int ret = sink_await(s, last);
 
-	if (!(h->flags & PROTO_BLK_HOLE)) {
-		ret = platform_read_full(fd, b->data, h->enc_len, NULL);
-		if (ret < 0)
-			return ret;
-		atomic_fetch_add(&r->s->x->wire_bytes, h->enc_len);
+	*out = NULL;
+	if (ret <= 0 || h->type == PROTO_BLK_PACK)
+		return ret;
+	*out = sink_ref(s, h->file_id);
+	if (*out != NULL && !(*out)->data) {
+		sink_ent_put(*out);
+		*out = NULL;
+		return -PC_E_PROTO;
 	}
-	return decoder_verify(r->dec, b);
+	return 1;
 }
 
-static int sink_receive_one(struct receiver *r, int fd)
+static int sink_receive_one(struct receiver *rc, int fd)
 {
-	struct sink *s = r->s;
+	struct sink *s = rc->s;
 	struct xfer *x = s->x;
 	uint8_t raw[PROTO_BLOCK_HDR_LEN];
 	struct proto_block h;
-	struct sink_file *f;
+	struct sink_ent *r;
 	struct buf *b;
 	int ret;
 
 	ret = platform_read_full(fd, raw, sizeof(raw), NULL);
 	if (ret < 0)
 		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s: %s", r->idx, x->peer,
+				 "lost data connection %u from %s: %s", rc->idx, x->peer,
 				 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));
 	atomic_fetch_add(&x->wire_bytes, sizeof(raw));
 	if (proto_block_decode(raw, x->block_size, &h) < 0)
 		return xfer_fail(x, -PC_E_PROTO, "malformed block header from %s", x->peer);
 	if (h.type == PROTO_BLK_END)
 		return 1;
-	f = sink_lookup(s, h.file_id);
-	b = f ? bufpool_acquire(s->pool) : NULL;
-	if (b == NULL)
+	if (h.type == PROTO_BLK_PACK && (x->ordered || s->t->to_stdout))
+		return xfer_fail(x, -PC_E_PROTO, "%s sent a pack of files to a stream", x->peer);
+	ret = sink_block_owner(s, &h, &r);
+	if (ret < 0)
+		return xfer_fail(x, ret, "%s sent a block for entry %u, which %s", x->peer,
+				 (unsigned)h.file_id, s->end ? "it never announced"
+							  : "has no contents");
+	b = ret > 0 ? bufpool_acquire(s->pool) : NULL;
+	if (b == NULL) {
+		if (r != NULL)
+			sink_ent_put(r);
 		return -PC_E_ABORTED;
+	}
 	b->hdr = h;
-	b->ctx = f;
-	ret = sink_read_block(r, fd, b);
+	b->ctx = r;
+	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, fd, b);
+	if (ret == 0 && h.type == PROTO_BLK_DATA && r == NULL) {
+		bufpool_release(s->pool, b); /* an entry already given up: drop it */
+		return 0;
+	}
+	if (ret == 0)
+		ret = decoder_verify(rc->dec, b);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
+		if (r != NULL)
+			sink_ent_put(r);
 		if (ret == -PC_E_INTEGRITY)
-			return xfer_fail(x, ret, "block at offset %llu of '%s' failed its checksum "
-					 "or did not decode: data corrupted in transit from %s",
-					 (unsigned long long)h.offset, f->display, x->peer);
+			return xfer_fail(x, ret, "a block at offset %llu of entry %u failed its "
+					 "checksum or did not decode: data corrupted in transit "
+					 "from %s", (unsigned long long)h.offset,
+					 (unsigned)h.file_id, x->peer);
 		if (ret == -PC_E_PROTO)
 			return xfer_fail(x, ret, "malformed block from %s", x->peer);
 		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s", r->idx, x->peer);
+				 "lost data connection %u from %s", rc->idx, x->peer);
 	}
-	if (queue_push(s->wq[x->ordered ? r->idx : f->id % s->nq], b) < 0) {
+	unsigned qi = x->ordered ? rc->idx : h.file_id % s->nq;
+	if (queue_push(s->wq[qi], b) < 0) {
 		bufpool_release(s->pool, b);
+		if (r != NULL)
+			sink_ent_put(r);
 		return -PC_E_ABORTED;
 	}
 	return 0;
@@ -473,57 +768,25 @@ static void *sink_receiver(void *arg)
 	return NULL;
 }
 
-static int sink_write_data(struct sink *s, struct sink_file *f, const struct buf *b)
+/* Lets go of a buffer and the reference its block held. */
+static void sink_release(struct sink *s, struct buf *b)
 {
-	const struct proto_block *h = &b->hdr;
-	bool hole = h->flags & PROTO_BLK_HOLE;
-	int ret = 0;
+	struct sink_ent *r = b->ctx != &s->meta_tag ? b->ctx : NULL;
 
-	if (s->t->to_stdout) {
-		static const uint8_t zeros[65536];
-		if (!hole) {
-			ret = platform_write_full(f->fd, b->data, b->len);
-			/* A reader that went away (| head) is our output failing. */
-			return ret == -EPIPE ? -PC_E_FILEIO : ret;
-		}
-		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
-			ret = platform_write_full(f->fd, zeros, b->len - off < sizeof(zeros)
-								? b->len - off : sizeof(zeros));
-		return ret;
-	}
-	for (size_t off = 0; !hole && off < b->len;) {
-		ssize_t w = pwrite(f->fd, b->data + off, b->len - off, (off_t)(h->offset + off));
-		if (w < 0 && errno != EINTR)
-			return -errno;
-		if (w > 0)
-			off += (size_t)w;
-	}
-	return 0;
+	bufpool_release(s->pool, b);
+	if (r != NULL)
+		sink_ent_put(r);
 }
 
-/* Writes one verified block and finishes its file if it was the last. */
-static void sink_write(struct sink *s, struct buf *b)
+static void sink_handle(struct sink *s, struct writer *w, struct buf *b)
 {
-	struct sink_file *f = b->ctx;
-	const struct proto_block *h = &b->hdr;
-	int ret = sink_claim(s, f, h);
-
-	if (ret == 0)
-		return;
-	if (ret < 0) {
-		xfer_fail(s->x, ret, "%s sent a %s block for '%s' at offset %llu", s->x->peer,
-			  ret == -PC_E_INTEGRITY ? "duplicate" : "misplaced", f->display,
-			  (unsigned long long)h->offset);
-		return;
-	}
-	ret = sink_write_data(s, f, b);
-	if (ret < 0) {
-		xfer_fail(s->x, ret, "writing '%s': %s", f->display, pc_strerror(ret));
-		return;
-	}
-	atomic_fetch_add(&s->x->bytes, h->raw_len);
-	if (sink_settle(s, f, h))
-		sink_file_finish(s, f);
+	if (b->ctx == &s->meta_tag)
+		sink_run_job(s, w, b);
+	else if (b->hdr.type == PROTO_BLK_PACK)
+		sink_write_pack(s, w, b);
+	else
+		sink_write(s, w, b);
+	sink_release(s, b);
 }
 
 static void *sink_writer(void *arg)
@@ -533,8 +796,10 @@ static void *sink_writer(void *arg)
 	struct buf *b;
 
 	while ((b = queue_pop(s->wq[w->idx])) != NULL) {
-		sink_write(s, b);
-		bufpool_release(s->pool, b);
+		if (xfer_aborted(s->x))
+			sink_release(s, b);
+		else
+			sink_handle(s, w, b);
 	}
 	return NULL;
 }
@@ -548,106 +813,171 @@ static void *sink_writer_ordered(void *arg)
 
 	for (uint64_t k = 0; (b = queue_pop(s->wq[k % s->nq])) != NULL; k++) {
 		if (b->hdr.seq != k) {
-			bufpool_release(s->pool, b);
+			sink_release(s, b);
 			xfer_fail(s->x, -PC_E_PROTO, "%s sent block %llu out of order", s->x->peer,
 				  (unsigned long long)b->hdr.seq);
 			break;
 		}
-		sink_write(s, b);
-		bufpool_release(s->pool, b);
+		sink_handle(s, w, b);
 	}
 	return NULL;
 }
 
 /* ---- Control loop ----------------------------------------------------- */
 
-static int sink_on_file(struct sink *s, const struct proto_file *m)
+/* Hands the pending job of entries without contents to a writer. */
+static int sink_flush_job(struct sink *s)
 {
-	struct xfer *x = s->x;
-	struct sink_file *f;
-	const char *name;
-	int ret;
+	struct buf *b = s->job;
 
-	if (m->id != s->nfiles)
-		return xfer_fail(x, -PC_E_PROTO, "%s announced file id %u out of order", x->peer,
-				 (unsigned)m->id);
-	if (pathsafe_check_name(m->name) < 0)
-		return xfer_fail(x, -PC_E_PROTO, "%s sent an unsafe file name", x->peer);
-	if (!s->t->is_dir && s->nfiles > 0)
-		return xfer_fail(x, -PC_E_PROTO, "%s sent more files than announced", x->peer);
-	name = s->t->is_dir ? m->name : s->t->name;
-	f = calloc(1, sizeof(*f));
-	if (f == NULL || pthread_mutex_init(&f->lock, NULL) != 0) {
-		free(f);
-		return xfer_fail(x, -ENOMEM, "out of memory");
-	}
-	f->id = m->id;
-	f->fd = -1;
-	f->mode = m->mode;
-	f->size_known = !(m->flags & PROTO_FILE_SIZE_UNKNOWN);
-	f->size = m->size;
-	snprintf(f->name, sizeof(f->name), "%.*s", NAME_MAX, name);
-	if (s->t->to_stdout)
-		snprintf(f->display, sizeof(f->display), "standard output");
-	else if (s->t->is_dir)
-		snprintf(f->display, sizeof(f->display), "%.*s%s%s", 3800, s->t->display,
-			 s->t->display[strlen(s->t->display) - 1] == '/' ? "" : "/", f->name);
-	else
-		snprintf(f->display, sizeof(f->display), "%s", s->t->display);
-
-	ret = s->t->to_stdout ? 0 : sink_create_tmp(s, f);
-	if (s->t->to_stdout)
-		f->fd = STDOUT_FILENO;
-	atomic_fetch_add(&x->total, f->size);
-	sync_lock(&s->lock);
-	if (s->nfiles == s->cap) {
-		unsigned cap = s->cap ? s->cap * 2 : 64;
-		struct sink_file **p = realloc(s->files, cap * sizeof(*p));
-		if (p == NULL) {
-			sync_unlock(&s->lock);
-			sink_file_free(s, f);
-			return xfer_fail(x, -ENOMEM, "out of memory");
-		}
-		s->files = p;
-		s->cap = cap;
-	}
-	s->files[s->nfiles++] = f;
-	sync_broadcast(&s->announced);
-	sync_unlock(&s->lock);
-	if (ret < 0) {
-		sink_file_fail(s, f, ret, "cannot create");
-	} else if (f->size_known && f->size == 0) {
-		sync_lock(&f->lock);
-		f->finishing = true;
-		sync_unlock(&f->lock);
-		sink_file_finish(s, f);
+	if (b == NULL)
+		return 0;
+	s->job = NULL;
+	if (queue_push(s->wq[s->next_writer++ % s->nq], b) < 0) {
+		bufpool_release(s->pool, b);
+		return -PC_E_ABORTED;
 	}
 	return 0;
 }
 
+static int sink_add_job(struct sink *s, uint32_t id)
+{
+	if (s->job == NULL) {
+		s->job = bufpool_acquire(s->pool);
+		if (s->job == NULL)
+			return -PC_E_ABORTED;
+		s->job->ctx = &s->meta_tag;
+	}
+	memcpy(s->job->data + s->job->len, &id, sizeof(id));
+	s->job->len += sizeof(id);
+	if (s->job->len / sizeof(id) >= SINK_JOB_IDS)
+		return sink_flush_job(s);
+	return 0;
+}
+
+/* One announced entry: its record goes in the table, and what can be
+ * done now is done (a directory is created) or handed out (an entry
+ * without contents). */
+static int sink_add(struct sink *s, const struct proto_entry *e)
+{
+	struct xfer *x = s->x;
+	struct sink_ent *r = sink_ent_new(e);
+	struct pc_err err;
+	int ret;
+
+	if (r == NULL)
+		return xfer_fail(x, -ENOMEM, "out of memory");
+	sync_lock(&s->lock);
+	s->table[e->id % SINK_TABLE] = r;
+	s->announced = e->id + 1;
+	sync_broadcast(&s->cond);
+	sync_unlock(&s->lock);
+	atomic_fetch_add(&x->total, e->size);
+	switch (e->type) {
+	case PROTO_ENT_DIR:
+		pc_err_init(&err);
+		ret = dest_mkdir(s->dest, e, &err);
+		sink_outcome(s, r, ret, &err);
+		pc_err_destroy(&err);
+		return 0;
+	case PROTO_ENT_DIR_END:
+	case PROTO_ENT_HARDLINK:
+		return 0; /* when everything before it is done */
+	case PROTO_ENT_REG:
+		if (r->data)
+			return 0; /* when its blocks are in */
+		/* fall through */
+	default:
+		return sink_add_job(s, e->id) < 0 ? -PC_E_ABORTED : 0;
+	}
+}
+
+static int sink_on_entries(struct sink *s, const struct proto_entries *m)
+{
+	struct xfer *x = s->x;
+	struct proto_entry *e = s->scratch;
+	size_t pos = 0;
+	int ret;
+
+	if (m->first_id != s->announced)
+		return xfer_fail(x, -PC_E_PROTO, "%s announced entry %u out of order (%u expected)",
+				 x->peer, (unsigned)m->first_id, (unsigned)s->announced);
+	if ((uint64_t)s->announced + m->count - s->low > SINK_TABLE)
+		return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u entries ahead of what is "
+				 "finished", x->peer, SINK_TABLE);
+	while ((ret = proto_entries_next(m, &pos, e)) == 1) {
+		if (s->t->to_stdout && (e->id > 0 || e->type != PROTO_ENT_REG))
+			return xfer_fail(x, -PC_E_PROTO, "%s sent more than one file for standard "
+					 "output", x->peer);
+		ret = sink_add(s, e);
+		if (ret < 0)
+			return ret;
+	}
+	if (ret < 0)
+		return xfer_fail(x, -PC_E_PROTO, "malformed ENTRIES from %s", x->peer);
+	return sink_flush_job(s) < 0 ? -PC_E_ABORTED : 0;
+}
+
 static int sink_on_file_end(struct sink *s, const struct proto_file_end *m)
 {
-	struct sink_file *f;
-	bool finish = false;
+	struct sink_ent *r = sink_ref(s, m->id);
+	int next = 0;
 
-	if (m->id >= s->nfiles)
+	if (r == NULL || !r->data) {
+		if (r != NULL)
+			sink_ent_put(r);
 		return xfer_fail(s->x, -PC_E_PROTO, "%s ended an unknown file", s->x->peer);
-	f = s->files[m->id];
-	sync_lock(&f->lock);
-	if (f->size_known) {
-		sync_unlock(&f->lock);
+	}
+	sync_lock(&r->lock);
+	if (r->size_known) {
+		sync_unlock(&r->lock);
+		sink_ent_put(r);
 		return xfer_fail(s->x, -PC_E_PROTO, "%s ended a file of known size", s->x->peer);
 	}
-	f->size_known = true;
-	f->size = m->size;
-	if (!f->failed && !f->finishing && f->writing == 0 && sink_complete_locked(s, f)) {
-		f->finishing = true;
-		finish = true;
+	r->size_known = true;
+	r->size = m->size;
+	if (!r->finishing && r->writing == 0 && (r->failed || sink_complete_locked(s, r))) {
+		r->finishing = true;
+		next = r->failed ? -1 : 1;
 	}
-	sync_unlock(&f->lock);
+	sync_unlock(&r->lock);
 	atomic_fetch_add(&s->x->total, m->size);
-	if (finish)
-		sink_file_finish(s, f);
+	if (next > 0)
+		sink_data_commit(s, s->scratch, r);
+	else if (next < 0)
+		sink_data_fail(s, r, r->fail_code, "cannot create");
+	sink_ent_put(r);
+	return 0;
+}
+
+/* The source gave up on a file it announced: drop it, answer FILE_DONE. */
+static int sink_on_file_fail(struct sink *s, const struct proto_file_fail *m)
+{
+	struct sink_ent *r = sink_ref(s, m->id);
+	unsigned want = SINK_CARRY_NONE;
+	bool now = false;
+
+	if (r == NULL || !r->data ||
+	    (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
+	     want != SINK_CARRY_DATA)) {
+		if (r != NULL)
+			sink_ent_put(r);
+		return xfer_fail(s->x, -PC_E_PROTO, "%s gave up on entry %u, which it cannot",
+				 s->x->peer, (unsigned)m->id);
+	}
+	sync_lock(&r->lock);
+	if (!r->failed && !r->finishing) {
+		r->failed = true;
+		r->fail_code = m->status;
+		snprintf(r->fail_msg, sizeof(r->fail_msg), "%s", m->msg[0] ? m->msg
+			 : pc_strerror(m->status));
+		now = r->writing == 0;
+		r->finishing = now;
+	}
+	sync_unlock(&r->lock);
+	if (now)
+		sink_data_fail(s, r, r->fail_code, "cannot copy");
+	sink_ent_put(r);
 	return 0;
 }
 
@@ -671,7 +1001,98 @@ static int sink_on_skip(struct sink *s, const struct proto_skip *k)
 	return 0;
 }
 
-static int sink_on_message(struct sink *s, struct sink_result *r)
+/* The path of a LINKED file that arrived well, by id; NULL if none. */
+static const char *sink_link_path(const struct sink *s, uint32_t id)
+{
+	size_t lo = 0, hi = s->nlinks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->links[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < s->nlinks && s->links[lo].id == id ? s->links[lo].path : NULL;
+}
+
+static int sink_keep_link(struct sink *s, const struct sink_ent *r)
+{
+	if (s->nlinks == s->links_cap) {
+		size_t cap = s->links_cap ? s->links_cap * 2 : 64;
+		struct sink_link *p = realloc(s->links, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		s->links = p;
+		s->links_cap = cap;
+	}
+	char *path = strdup(r->path);
+	if (path == NULL)
+		return -ENOMEM;
+	s->links[s->nlinks++] = (struct sink_link){ r->id, path };
+	return 0;
+}
+
+/* The watermark reached r, which waited for everything before it. */
+static void sink_apply(struct sink *s, struct sink_ent *r)
+{
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	sink_ent_entry(r, s->scratch);
+	if (r->type == PROTO_ENT_DIR_END) {
+		ret = dest_dir_end(s->dest, s->scratch, &e);
+	} else {
+		const char *target = sink_link_path(s, r->link_id);
+		char name[PROTO_MAX_PATH + 64];
+		sink_display(s, r, name, sizeof(name));
+		ret = target != NULL ? dest_hardlink(s->dest, target, s->scratch, &e)
+				     : pc_err_set(&e, -ENOENT, "cannot link '%.900s': the file it "
+						  "links to was not copied", name);
+	}
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* Moves the watermark over finished entries, applying what waited for it,
+ * and acknowledges. Returns 0 or a negative code. */
+static int sink_advance(struct sink *s)
+{
+	for (;;) {
+		sync_lock(&s->lock);
+		uint32_t id = s->low;
+		struct sink_ent *r = id < s->announced ? s->table[id % SINK_TABLE] : NULL;
+		sync_unlock(&s->lock);
+		if (r == NULL || xfer_aborted(s->x))
+			break;
+		if (!sink_is_done(s, id)) {
+			if (r->type != PROTO_ENT_DIR_END && r->type != PROTO_ENT_HARDLINK)
+				break;
+			sink_apply(s, r);
+		}
+		if (r->ok && r->type == PROTO_ENT_REG && (r->flags & PROTO_ENTF_LINKED) &&
+		    sink_keep_link(s, r) < 0)
+			return xfer_fail(s->x, -ENOMEM, "out of memory");
+		sync_lock(&s->lock);
+		s->table[id % SINK_TABLE] = NULL;
+		atomic_fetch_and(&s->done[(id % SINK_TABLE) / 64], ~(1ull << (id % 64)));
+		s->low = id + 1;
+		sync_unlock(&s->lock);
+		sink_ent_put(r);
+	}
+	if (s->low != s->acked && !xfer_aborted(s->x)) {
+		struct proto_msg m = { .type = PROTO_ACK };
+		m.u.ack.upto = s->low;
+		if (ctl_send(s->x->ctl, &m) < 0)
+			return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s",
+					 s->x->peer);
+		s->acked = s->low;
+	}
+	return 0;
+}
+
+static int sink_on_message(struct sink *s, struct sink_result *res)
 {
 	struct proto_msg m;
 	int ret = ctl_recv(s->x->ctl, &m);
@@ -679,17 +1100,24 @@ static int sink_on_message(struct sink *s, struct sink_result *r)
 	if (ret < 0)
 		return xfer_fail(s->x, ret == -PC_E_PROTO ? ret : -PC_E_NET,
 				 "lost control connection to %s: %s", s->x->peer, pc_strerror(ret));
+	if (s->end && m.type != PROTO_ERROR)
+		return xfer_fail(s->x, -PC_E_PROTO, "%s sent %s after END", s->x->peer,
+				 proto_type_name(m.type));
 	switch (m.type) {
-	case PROTO_FILE:
-		return s->end ? xfer_fail(s->x, -PC_E_PROTO, "%s sent FILE after END", s->x->peer)
-			      : sink_on_file(s, &m.u.file);
+	case PROTO_ENTRIES:
+		return sink_on_entries(s, &m.u.entries);
 	case PROTO_FILE_END:
 		return sink_on_file_end(s, &m.u.file_end);
+	case PROTO_FILE_FAIL:
+		return sink_on_file_fail(s, &m.u.file_fail);
 	case PROTO_SKIP:
 		return sink_on_skip(s, &m.u.skip);
 	case PROTO_END:
+		sync_lock(&s->lock);
 		s->end = true;
-		r->peer = m.u.stats;
+		sync_broadcast(&s->cond);
+		sync_unlock(&s->lock);
+		res->peer = m.u.stats;
 		return 0;
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
@@ -706,8 +1134,8 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			       { .fd = s->efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
-	while (!xfer_aborted(x) && !(s->end && atomic_load(&s->done) == s->nfiles)) {
-		if (ctl_pending(x->ctl)) { /* a FILE that came while we accepted */
+	while (!xfer_aborted(x) && !(s->end && s->low == s->announced)) {
+		if (ctl_pending(x->ctl)) { /* an ENTRIES that came while we accepted */
 			(void)sink_on_message(s, r);
 			continue;
 		}
@@ -725,6 +1153,7 @@ static void sink_control(struct sink *s, struct sink_result *r)
 		} else if (n > 0 && p[0].revents) {
 			(void)sink_on_message(s, r);
 		}
+		(void)sink_advance(s);
 		xfer_progress(x);
 	}
 }
@@ -732,13 +1161,18 @@ static void sink_control(struct sink *s, struct sink_result *r)
 static int sink_start(struct sink *s)
 {
 	struct xfer *x = s->x;
-	unsigned count = x->streams * 3 + SINK_WRITERS + 2;
 	unsigned nwriters = x->ordered ? 1 : SINK_WRITERS;
+	unsigned count = x->streams * 3 + nwriters * 2 + 2;
 	int rc;
 
 	s->nq = x->ordered ? x->streams : nwriters;
 	s->pool = bufpool_new(count, x->block_size);
-	if (s->pool == NULL || xfer_watch_pool(x, s->pool) < 0 ||
+	s->table = calloc(SINK_TABLE, sizeof(*s->table));
+	s->done = calloc(SINK_TABLE / 64, sizeof(*s->done));
+	s->scratch = malloc(sizeof(*s->scratch));
+	s->writers = calloc(nwriters, sizeof(*s->writers));
+	if (s->pool == NULL || s->table == NULL || s->done == NULL || s->scratch == NULL ||
+	    s->writers == NULL || xfer_watch_pool(x, s->pool) < 0 ||
 	    xfer_on_abort(x, sink_wake, s) < 0)
 		return xfer_fail(x, -ENOMEM, "out of memory for %u buffers of %u bytes", count,
 				 (unsigned)x->block_size);
@@ -761,7 +1195,8 @@ static int sink_start(struct sink *s)
 		s->recv[i].started = true;
 	}
 	for (unsigned i = 0; i < nwriters; i++) {
-		s->writers[i] = (struct writer){ .s = s, .idx = i };
+		s->writers[i].s = s;
+		s->writers[i].idx = i;
 		rc = pthread_create(&s->writers[i].tid, NULL,
 				    x->ordered ? sink_writer_ordered : sink_writer, &s->writers[i]);
 		if (rc != 0)
@@ -769,6 +1204,15 @@ static int sink_start(struct sink *s)
 		s->nwriters++;
 	}
 	return 0;
+}
+
+/* Closes and removes the file of an unfinished entry. */
+static void sink_drop(struct sink *s, struct sink_ent *r)
+{
+	if (r->df != NULL)
+		dest_file_abort(s->dest, r->df);
+	r->df = NULL;
+	sink_ent_put(r);
 }
 
 static void sink_stop(struct sink *s)
@@ -786,15 +1230,23 @@ static void sink_stop(struct sink *s)
 		if (pthread_join(s->writers[i].tid, NULL) != 0)
 			log_error("cannot join writer thread");
 	xfer_unwatch(s->x);
+	if (s->job != NULL)
+		bufpool_release(s->pool, s->job);
 	for (unsigned i = 0; i < s->nq; i++) {
 		while (s->wq[i] != NULL && (b = queue_trypop(s->wq[i])) != NULL)
-			bufpool_release(s->pool, b);
+			sink_release(s, b);
 		queue_free(s->wq[i]);
 	}
 	bufpool_free(s->pool);
-	for (unsigned i = 0; i < s->nfiles; i++)
-		sink_file_free(s, s->files[i]);
-	free(s->files);
+	for (uint32_t id = s->low; s->table != NULL && id < s->announced; id++)
+		sink_drop(s, s->table[id % SINK_TABLE]);
+	for (size_t i = 0; i < s->nlinks; i++)
+		free(s->links[i].path);
+	free(s->links);
+	free(s->table);
+	free(s->done);
+	free(s->scratch);
+	free(s->writers);
 }
 
 static int sink_finish(struct sink *s, struct sink_result *r)
@@ -802,7 +1254,9 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	struct proto_msg m = { .type = PROTO_DONE };
 	int ret;
 
-	xfer_stats(s->x, s->nfiles - atomic_load(&s->failed), &m.u.stats);
+	xfer_stats(s->x, atomic_load(&s->nfiles), &m.u.stats);
+	m.u.stats.dirs = atomic_load(&s->ndirs);
+	m.u.stats.links = atomic_load(&s->nlinks);
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	r->self = m.u.stats;
 	ret = ctl_send(s->x->ctl, &m);
@@ -812,9 +1266,11 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	return 0;
 }
 
-int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
+int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
+	     struct sink_result *r)
 {
 	struct sink *s = calloc(1, sizeof(*s));
+	mode_t mask;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
@@ -822,10 +1278,21 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	s->x = x;
 	s->t = t;
-	s->umask = umask(022);
-	umask(s->umask);
-	atomic_init(&s->done, 0);
+	mask = umask(022);
+	umask(mask);
 	atomic_init(&s->failed, 0);
+	atomic_init(&s->nfiles, 0);
+	atomic_init(&s->ndirs, 0);
+	atomic_init(&s->nlinks, 0);
+	if (!t->to_stdout) {
+		struct dest_opts d = { .preserve = o->preserve, .numeric_ids = o->numeric_ids,
+				       .strip_setid = o->strip_setid, .umask = mask };
+		s->dest = dest_new(t->dirfd, t->is_dir ? NULL : t->name, &d, t->display);
+		if (s->dest == NULL) {
+			free(s);
+			return xfer_fail(x, -ENOMEM, "out of memory");
+		}
+	}
 	s->efd = platform_event_new();
 	int rc = s->efd < 0 ? -s->efd : pthread_mutex_init(&s->lock, NULL);
 	if (rc != 0) {
@@ -833,10 +1300,11 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 				strerror(rc));
 		if (s->efd >= 0)
 			close(s->efd);
+		dest_free(s->dest);
 		free(s);
 		return ret;
 	}
-	bool cond = pthread_cond_init(&s->announced, NULL) == 0;
+	bool cond = pthread_cond_init(&s->cond, NULL) == 0;
 	if (!cond)
 		xfer_fail(x, -ENOMEM, "out of memory");
 	else if (sink_start(s) == 0)
@@ -850,9 +1318,10 @@ int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r)
 	}
 	r->failed = atomic_load(&s->failed) + s->skipped;
 	if (cond)
-		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->announced));
+		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->cond));
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->lock));
 	close(s->efd);
+	dest_free(s->dest);
 	free(s);
 	if (ret == 0 && r->failed > 0)
 		ret = -PC_E_PARTIAL;

@@ -4,10 +4,12 @@
  * block has arrived exactly once with a good checksum and the size is
  * right.
  *
- * Threads: the calling thread runs the control loop (FILE, FILE_END, END;
- * sends FILE_DONE for failed files; progress; signals); one receiver thread
- * per data stream reads and verifies blocks into pool buffers; writer
- * threads pwrite them at their offsets and finish files (rename, FILE_DONE).
+ * Threads: the calling thread runs the control loop (ENTRIES, FILE_END,
+ * FILE_FAIL, END; creates directories; sends ACK; progress; signals); one
+ * receiver thread per data stream reads and verifies blocks into pool
+ * buffers; writer threads pwrite them at their offsets, unpack PACKs,
+ * create entries without contents, and finish files (FILE_DONE on
+ * failure).
  * In ordered mode (stdout) a single writer takes block k from stream k % N
  * and writes sequentially. */
 #ifndef PCOPY_SINK_H
@@ -39,19 +41,27 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 		     uint32_t nsources, bool to_stdout, const char *display, struct pc_err *e);
 void sink_target_close(struct sink_target *t);
 
+/* How entries are created (docs/PROTOCOL.md, REQUEST flags). */
+struct sink_opts {
+	bool preserve;             /* -p: modes exactly, times, owners (as root) */
+	bool numeric_ids;          /* --numeric-ids */
+	bool strip_setid;          /* a daemon: no set-id bits, no devices */
+};
+
 struct sink_result {
-	unsigned failed;           /* files that could not be written, and sources the
-	                              source skipped (SKIP) */
+	unsigned failed;           /* entries that could not be created, and sources or
+	                              entries the source skipped (SKIP) */
 	struct proto_stats self;   /* this side's totals */
 	struct proto_stats peer;   /* the source's totals (from END) */
 };
 
-/* Receives files into t over x until the source's END and every file is
- * finished. Returns 0, -PC_E_PARTIAL if some files failed (their messages
- * were sent in FILE_DONE and logged if x->report) or the source skipped
- * some (SKIP, allowed by x->skip_paths; logged if x->report), or the first fatal
- * error (detail in x->err). Temporary files of unfinished files are
- * removed before returning. */
-int sink_run(struct xfer *x, struct sink_target *t, struct sink_result *r);
+/* Receives entries into t over x until the source's END and every entry
+ * is finished. Returns 0, -PC_E_PARTIAL if some entries failed (their
+ * messages were sent in FILE_DONE and logged if x->report) or the source
+ * skipped some (SKIP, allowed by x->skip_paths; logged if x->report), or
+ * the first fatal error (detail in x->err). Files of unfinished entries
+ * are removed before returning. */
+int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
+	     struct sink_result *r);
 
 #endif

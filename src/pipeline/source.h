@@ -12,6 +12,7 @@
 #define PCOPY_SOURCE_H
 
 #include "pipeline/srcfile.h"
+#include "pipeline/walk.h"
 #include "pipeline/xfer.h"
 
 /* A source the server could not open: reported to the client with SKIP
@@ -30,22 +31,43 @@ struct source_stream_stats {
 };
 
 struct source_result {
-	unsigned failed;          /* files the sink reported as failed */
-	unsigned skipped;         /* sources reported with SKIP */
+	unsigned failed;          /* entries that failed (the sink's FILE_DONE) */
+	unsigned skipped;         /* sources and entries that could not be read (SKIP) */
+	uint64_t files, dirs, links; /* entries sent, by kind (regular files; directories;
+	                                symbolic and hard links) */
 	struct source_stream_stats stream[PROTO_MAX_STREAMS];
 	uint64_t holes, compressed, raw_blocks; /* blocks by how they were sent */
 	struct proto_stats self;  /* this side's totals */
 	struct proto_stats peer;  /* the sink's totals (from DONE) */
 };
 
-/* Sends skips[0..nskips-1] (borrowed; index order) as SKIP, then
- * files[0..n-1] (borrowed; their fds stay open) over x, whose data sockets
- * are connected and authenticated. Either list may be empty. Returns 0 when
- * nothing was skipped and every file was verified by the sink,
- * -PC_E_PARTIAL when some source was skipped or some file failed (the
- * sink's messages were logged if x->report), or the first fatal error
- * (detail in x->err). */
-int source_run(struct xfer *x, struct src_file *files, unsigned n,
-	       const struct source_skip *skips, unsigned nskips, struct source_result *r);
+/* One source as the user (or the REQUEST) named it. */
+struct source_path {
+	const char *path;            /* borrowed; resolved against source_input.dirfd */
+	struct src_file *stream;     /* borrowed: opened beforehand because it is a stream
+	                                (stdin, a FIFO, a device without -r); NULL: walk it */
+	int code;                    /* < 0: it could not even be opened beforehand */
+	const char *msg;             /* with code < 0: names it and says why; borrowed */
+};
+
+/* What a source sends. */
+struct source_input {
+	int dirfd;                   /* paths resolve against it (AT_FDCWD, a daemon's root) */
+	bool beneath;                /* a daemon: paths may not lead outside dirfd */
+	const struct source_path *paths; /* [npaths], in REQUEST order */
+	unsigned npaths;
+	struct walk_opts walk;       /* -r, -L, -H, -p */
+};
+
+/* Sends every source of in over x, whose data sockets are connected and
+ * authenticated: walks each one (a tree with -r), announces the entries in
+ * batches (ENTRIES) within a bounded window of entries the sink has not
+ * acknowledged yet, and sends the contents (small files packed together,
+ * big ones in blocks over every stream). A source or entry that cannot be
+ * read is reported (logged when x->report, else sent as SKIP) and the rest
+ * goes on. Returns 0 when everything arrived and was verified,
+ * -PC_E_PARTIAL when something was skipped or failed (the messages were
+ * logged if x->report), or the first fatal error (detail in x->err). */
+int source_run(struct xfer *x, const struct source_input *in, struct source_result *r);
 
 #endif

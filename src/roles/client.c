@@ -29,6 +29,7 @@
 #include "roles/relay.h"
 #include "roles/session.h"
 #include "roles/spawn.h"
+#include "pipeline/srclist.h"
 
 enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
 
@@ -57,9 +58,8 @@ struct client {
 	struct loc *src;                   /* [nsrc] */
 	int nsrc;
 	struct loc dst;
-	struct src_file *files;            /* push/local: the sources that opened */
-	unsigned nfiles;
-	unsigned skipped;                  /* sources that could not be opened */
+	struct srclist list;               /* push/local: the sources */
+	struct source_input input;         /* push/local: what our source sends */
 	struct sink_target target;         /* pull: where the files go */
 	struct endpoint ep[2];             /* [0] the server, or the third-party source;
 	                                      [1] the third-party sink */
@@ -151,40 +151,25 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 	return 0;
 }
 
-/* Opens every source; one that cannot be opened is reported and skipped,
- * like cp does. A stop signal while a FIFO waits for its writer ends the
- * whole copy (-PC_E_INTERRUPTED, detail in c->e). */
+/* Prepares the sources of a push or local copy (srclist). One that cannot
+ * be opened is reported in its turn by the transfer, like cp does; when
+ * none can, each is reported here and the copy stops with -PC_E_PARTIAL.
+ * A stop signal while a FIFO waits for its writer ends the whole copy
+ * (-PC_E_INTERRUPTED, detail in c->e). */
 static int client_open_sources(struct client *c, char *const srcs[])
 {
-	c->files = calloc((size_t)c->nsrc, sizeof(*c->files));
-	if (c->files == NULL)
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	for (int i = 0; i < c->nsrc; i++) {
-		struct src_file *f = &c->files[c->nfiles];
-		struct pc_err fe;
-		int ret;
+	int ret = srclist_build(&c->list, AT_FDCWD, false, (const char *const *)srcs,
+				(unsigned)c->nsrc, c->o->recursive, true, -1, c->e);
 
-		pc_err_init(&fe);
-		ret = c->src[i].kind == LOC_STDIO
-			      ? srcfile_open_stdin(f, &fe)
-			      : srcfile_open(f, AT_FDCWD, srcs[i], false, srcs[i], &fe);
-		if (ret == -PC_E_INTERRUPTED) {
-			char msg[sizeof(fe.msg)];
-			pc_err_get(&fe, msg, sizeof(msg));
-			pc_err_destroy(&fe);
-			return pc_err_set(c->e, ret, "%s", msg);
-		}
-		if (ret < 0) {
-			char msg[sizeof(fe.msg)];
-			pc_err_get(&fe, msg, sizeof(msg));
-			log_error("%s", msg);
-			c->skipped++;
-		} else {
-			c->nfiles++;
-		}
-		pc_err_destroy(&fe);
-	}
-	return 0;
+	if (ret < 0)
+		return ret;
+	c->input = (struct source_input){ .dirfd = AT_FDCWD, .paths = c->list.paths,
+					  .npaths = c->list.n };
+	if (c->list.unusable < c->list.n)
+		return 0;
+	for (unsigned i = 0; i < c->list.n; i++)
+		log_error("%s", c->list.paths[i].msg);
+	return -PC_E_PARTIAL;
 }
 
 /* ---- Endpoints --------------------------------------------------------- */
@@ -410,6 +395,11 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->timeout_s = o->timeout_s;
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
+	req->flags |= (o->recursive ? PROTO_REQ_RECURSIVE : 0) |
+		      (o->preserve ? PROTO_REQ_PRESERVE : 0) |
+		      (o->numeric_ids ? PROTO_REQ_NUMERIC_IDS : 0) |
+		      (o->dereference ? PROTO_REQ_DEREF : 0) |
+		      (o->hard_links ? PROTO_REQ_HARDLINKS : 0);
 	if (c->dst.kind == LOC_STDIO)
 		req->flags |= PROTO_REQ_ORDERED;
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
@@ -537,8 +527,7 @@ static int client_two_party(struct client *c)
 		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
 		.sigfd = api_sigfd(),
 		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
-		.peer_local = ep->loc == NULL, .files = c->files, .nfiles = c->nfiles,
-		.target = &c->target,
+		.peer_local = ep->loc == NULL, .input = &c->input, .target = &c->target,
 		/* A pull: the server reports the sources it cannot open. */
 		.skip_paths = server_role == PROTO_ROLE_SOURCE ? ep->req.npaths : 0,
 	};
@@ -601,6 +590,8 @@ static void client_side_stats(const struct proto_stats *st, struct pcopy_side_st
 	out->bytes = st->bytes;
 	out->wire_bytes = st->wire_bytes;
 	out->files = st->files;
+	out->dirs = st->dirs;
+	out->links = st->links;
 	out->cpu_s = (double)(st->cpu_user_us + st->cpu_sys_us) / 1e6;
 	out->codec_cpu_s = (double)st->codec_cpu_us / 1e6;
 	out->maxrss_kib = st->maxrss_kb;
@@ -634,9 +625,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 
 static void client_free(struct client *c, int *ret)
 {
-	for (unsigned i = 0; c->files != NULL && i < c->nfiles; i++)
-		srcfile_close(&c->files[i]);
-	free(c->files);
+	srclist_free(&c->list);
 	free(c->src);
 	sink_target_close(&c->target);
 	for (int i = 0; i < 2; i++)
@@ -667,24 +656,24 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	if (ret == 0 && c->mode == CLIENT_PULL)
 		ret = sink_target_open(&c->target, AT_FDCWD, c->dst.path, false, (uint32_t)nsrc,
 				       c->dst.kind == LOC_STDIO, dst, &e);
+	bool none = false; /* no source could be opened: no session at all */
 	if (ret == 0 && (c->mode == CLIENT_PUSH || c->mode == CLIENT_LOCAL)) {
 		ret = client_open_sources(c, srcs);
-		if (ret == 0 && c->nfiles == 0)
-			ret = -PC_E_PARTIAL; /* nothing could be opened; each was reported */
+		none = ret == -PC_E_PARTIAL;
 	}
 	if (ret == 0)
 		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
-	if (ret == 0 && c->skipped > 0)
-		ret = -PC_E_PARTIAL;
 	client_results(c, r);
+	if (none)
+		r->files_failed = c->list.unusable;
 	client_free(c, &ret);
 	r->streams = o->streams;
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
 	api_result(r, &e, ret);
 	/* Each file that failed was reported as it failed; sum them up. */
-	if (ret == -PC_E_PARTIAL && c->skipped + r->files_failed > 0)
-		snprintf(r->msg, sizeof(r->msg), "%u of %d files were not copied",
-			 c->skipped + r->files_failed, nsrc);
+	if (ret == -PC_E_PARTIAL && r->files_failed > 0)
+		snprintf(r->msg, sizeof(r->msg), "%u %s not copied", r->files_failed,
+			 r->files_failed == 1 ? "entry was" : "entries were");
 	free(c);
 	return ret;
 }

@@ -20,53 +20,15 @@
 #include "wire/pathsafe.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
+#include "pipeline/srclist.h"
 
-/* Opens every source of the request that can be opened, into files (in
- * order, *nfiles of them); each one that cannot (missing, unreadable, a
- * directory...) goes into skips (*nskips), to be reported to the client
- * with SKIP while the others are copied, as a local source is skipped.
- * files and skips have room for req->npaths. A source FIFO's wait for its
- * writer ends on a stop signal or when the client gives up (c readable).
- * Returns 0, or a negative code with the detail in e when the session
- * cannot go on (no memory, interrupted, the client gone). */
-static int server_open_sources(const struct server_cfg *cfg, struct ctl *c,
-			       const struct proto_request *req, struct src_file *files,
-			       unsigned *nfiles, struct source_skip *skips, unsigned *nskips,
-			       struct pc_err *e)
-{
-	for (unsigned i = 0; i < req->npaths; i++) {
-		const char *path = proto_request_path(req, i);
-		struct pc_err fe;
-
-		pc_err_init(&fe);
-		int ret = srcfile_open_watch(&files[*nfiles], cfg->rootfd, path, cfg->beneath, path,
-					     ctl_rfd(c), &fe);
-		bool fatal = ret == -ENOMEM || ret == -PC_E_INTERRUPTED || ret == -PC_E_ABORTED;
-		if (ret == 0) {
-			(*nfiles)++;
-		} else if (!fatal) {
-			struct source_skip *k = &skips[(*nskips)++];
-			k->index = i;
-			k->code = ret;
-			(void)pc_err_get(&fe, k->msg, sizeof(k->msg));
-			log_debug("skipping source %u: %s", i, k->msg);
-		} else {
-			char msg[sizeof(fe.msg)];
-			(void)pc_err_get(&fe, msg, sizeof(msg));
-			pc_err_set(e, ret, "%s", msg);
-		}
-		pc_err_destroy(&fe);
-		if (fatal)
-			return ret;
-	}
-	return 0;
-}
-
-/* Opens what the request names: the sources (see server_open_sources), or
- * the destination. Returns 0 or a negative code (e set). */
+/* Opens what the request names: the sources (srclist: each one that
+ * cannot be opened is reported with SKIP in its turn, and the others are
+ * copied; a FIFO's wait for its writer ends on a stop signal or when the
+ * client gives up), or the destination. Returns 0 or a negative code (e
+ * set). */
 static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
-			  const struct proto_request *req, struct src_file *files,
-			  unsigned *nfiles, struct source_skip *skips, unsigned *nskips,
+			  const struct proto_request *req, struct srclist *list,
 			  struct sink_target *target, struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
@@ -89,8 +51,13 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 			return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay "
 					  "inside the served directory", path);
 	}
-	if (req->role == PROTO_ROLE_SOURCE)
-		return server_open_sources(cfg, c, req, files, nfiles, skips, nskips, e);
+	if (req->role == PROTO_ROLE_SOURCE) {
+		const char *paths[PROTO_MAX_PATHS];
+		for (unsigned i = 0; i < req->npaths; i++)
+			paths[i] = proto_request_path(req, i);
+		return srclist_build(list, cfg->rootfd, cfg->beneath, paths, req->npaths,
+				     req->flags & PROTO_REQ_RECURSIVE, false, ctl_rfd(c), e);
+	}
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
 	if (req->nsources == 0 || req->npaths != 1)
@@ -175,13 +142,12 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 
 int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e)
 {
-	struct src_file *files = NULL;
-	struct source_skip *skips = NULL;
+	struct srclist list = { 0 };
+	struct source_input input = { .dirfd = cfg->rootfd, .beneath = cfg->beneath };
 	uint8_t k[PROTO_KEY_LEN];
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
-	unsigned nfiles = 0, nskips = 0;
 	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
 
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
@@ -208,11 +174,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	ctl_set_deadline(c, 0); /* a daemon's limit for strangers; the transfer has its own */
 	if (req->flags & PROTO_REQ_DATA_KEY)
 		memcpy(k, req->data_key, sizeof(k));
-	files = calloc(req->npaths, sizeof(*files));
-	skips = req->role == PROTO_ROLE_SOURCE ? calloc(req->npaths, sizeof(*skips)) : NULL;
-	ret = files && (skips || req->role != PROTO_ROLE_SOURCE)
-		      ? server_prepare(cfg, c, req, files, &nfiles, skips, &nskips, &target, e)
-		      : pc_err_set(e, -ENOMEM, "out of memory");
+	ret = server_prepare(cfg, c, req, &list, &target, e);
 	if (ret < 0) {
 		server_tell(c, e, ret);
 		goto out;
@@ -231,22 +193,19 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	session_check_window(fds[0], req->window);
 	struct session_run run = {
 		.role = req->role, .req = req, .ctl = c, .fds = fds,
-		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .files = files,
-		.nfiles = nfiles, .skips = skips, .nskips = nskips, .target = &target,
+		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .input = &input,
+		.target = &target, .strip_setid = cfg->transport == SESSION_DAEMON,
 	};
+	input.paths = list.paths;
+	input.npaths = list.n;
 	ret = session_transfer(&run, e);
 	if (ret == -PC_E_PARTIAL) /* each was reported to the client; this is for our log */
-		pc_err_set(e, ret, "%u of %u files were not copied", run.failed,
-			   req->role == PROTO_ROLE_SOURCE ? (unsigned)req->npaths
-							  : (unsigned)req->nsources);
+		pc_err_set(e, ret, "%u entries were not copied", run.failed);
 out:
 	if (lfd >= 0)
 		close(lfd);
 	session_close_fds(fds, PROTO_MAX_STREAMS);
-	for (unsigned i = 0; i < nfiles; i++)
-		srcfile_close(&files[i]);
-	free(files);
-	free(skips);
+	srclist_free(&list);
 	sink_target_close(&target);
 	crypto_wipe(k, sizeof(k));
 	free(req);

@@ -360,16 +360,24 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 			return ret;
 		}
 	}
+	uint16_t f = run->req->flags;
 	if (run->role == PROTO_ROLE_SOURCE) {
 		struct source_result r;
-		ret = source_run(&x, run->files, run->nfiles, run->skips, run->nskips, &r);
+		run->input->walk = (struct walk_opts){
+			.recursive = f & PROTO_REQ_RECURSIVE, .deref = f & PROTO_REQ_DEREF,
+			.hardlinks = f & PROTO_REQ_HARDLINKS, .specials = f & PROTO_REQ_PRESERVE,
+		};
+		ret = source_run(&x, run->input, &r);
 		run->self = r.self;
 		run->other = r.peer;
 		run->failed = r.failed + r.skipped;
 		memcpy(run->streams, r.stream, sizeof(run->streams));
 	} else {
 		struct sink_result r;
-		ret = sink_run(&x, run->target, &r);
+		struct sink_opts o = { .preserve = f & PROTO_REQ_PRESERVE,
+				       .numeric_ids = f & PROTO_REQ_NUMERIC_IDS,
+				       .strip_setid = run->strip_setid };
+		ret = sink_run(&x, run->target, &o, &r);
 		run->self = r.self;
 		run->other = r.peer;
 		run->failed = r.failed;

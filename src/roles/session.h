@@ -92,16 +92,16 @@ struct session_run {
 	unsigned progress_s;
 	const char *peer;             /* names the other side in messages */
 	bool peer_local;              /* the other side is our own child process */
-	struct src_file *files;       /* source: [nfiles], borrowed */
-	unsigned nfiles;
-	const struct source_skip *skips; /* source: [nskips] sources not opened, borrowed */
-	unsigned nskips;
+	struct source_input *input;   /* source: what to send, borrowed; its walk options
+	                                 are set from the REQUEST's flags */
 	struct sink_target *target;   /* sink: borrowed */
+	bool strip_setid;             /* sink: a daemon, which applies no set-id bits and
+	                                 makes no devices */
 	uint32_t skip_paths;          /* sink: paths of the REQUEST the peer (a server acting
 	                                 as source) may SKIP; 0: the peer may not send SKIP */
 	/* results */
 	struct proto_stats self, other;
-	unsigned failed;              /* files not copied: failed, or skipped by the source */
+	unsigned failed;              /* entries not copied: failed, or skipped by the source */
 	struct source_stream_stats streams[PROTO_MAX_STREAMS]; /* source: per stream */
 };
 

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sinkent: the sink's record of one announced entry, from its ENTRIES
+ * message until it is finished (created, or failed) and the sink's
+ * acknowledgement has passed it.
+ *
+ * A record holds the entry's attributes and strings in one allocation.
+ * Entries with contents (a regular file of size > 0, or a stream) carry
+ * the receiving state as well: the file being written, the blocks seen,
+ * and a lock that guards them, because receivers, writers and the control
+ * thread all touch it. Records are reference counted: the sink's table
+ * holds one until the acknowledgement passes the entry; a block on its way
+ * to a writer holds one. */
+#ifndef PCOPY_SINKENT_H
+#define PCOPY_SINKENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "wire/proto.h"
+
+struct dest_file;
+
+/* How an entry's contents arrive: not yet known, in DATA blocks, or inside
+ * a PACK. A file is carried one way only. */
+enum sink_carry { SINK_CARRY_NONE = 0, SINK_CARRY_DATA, SINK_CARRY_PACK };
+
+struct sink_ent {
+	/* The entry as announced; immutable. */
+	uint32_t id;
+	uint8_t type, flags;
+	uint32_t mode, uid, gid;
+	int64_t mtime_s, atime_s;
+	uint32_t mtime_ns, atime_ns;
+	uint64_t rdev;
+	uint32_t link_id;
+	char *path, *target, *user, *group; /* into str[] */
+	bool data;                  /* has contents: a REG of size > 0 or a stream */
+
+	atomic_uint refs;
+	atomic_uint carry;          /* enum sink_carry, set once */
+	bool ok;                    /* finished well; written before its done bit is set */
+
+	/* Receiving state, data entries only. */
+	pthread_mutex_t lock;       /* guards everything below */
+	bool lock_ok;               /* lock was initialised */
+	struct dest_file *df;       /* the file being written; NULL until the first block */
+	int fd;                     /* its fd (stdout in ordered mode), -1 until opened */
+	bool size_known;
+	uint64_t size;
+	uint64_t bytes;             /* raw bytes accounted, holes included */
+	uint64_t max_end;           /* highest offset + length seen */
+	uint64_t nblocks;           /* blocks accounted */
+	unsigned writing;           /* blocks claimed and still being written */
+	uint8_t *seen;              /* bitmap of block indexes received */
+	size_t seen_bytes;
+	bool finishing;             /* claimed by whoever finishes it */
+	bool failed;                /* given up: later blocks are dropped */
+	int fail_code;              /* with failed, before it is finished: why */
+	char fail_msg[PROTO_MAX_MSG + 1]; /* ... and the source's words, if it gave up */
+
+	char str[];
+};
+
+/* A record for e, with one reference (the table's). NULL on ENOMEM. */
+struct sink_ent *sink_ent_new(const struct proto_entry *e);
+
+/* Fills e (the caller's scratch, of which only the strings' lengths are
+ * written) from r, for the destination's functions. */
+void sink_ent_entry(const struct sink_ent *r, struct proto_entry *e);
+
+void sink_ent_get(struct sink_ent *r);
+/* Drops a reference; the last one frees r (its file must be closed). */
+void sink_ent_put(struct sink_ent *r);
+
+#endif
