@@ -21,7 +21,8 @@ struct ctl {
 	int wfd;                 /* owned; written under wlock */
 	pthread_mutex_t wlock;   /* serialises frames */
 	uint8_t wbuf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD]; /* guarded by wlock */
-	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only */
+	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only; ENTRIES borrow it */
+	struct proto_request *req; /* owned; receiving thread: the last REQUEST received */
 	char peer[128];          /* immutable */
 	bool local;              /* immutable: the peer is our child */
 	int intr_fd;             /* receiving thread: signalfd to watch, or -1 */
@@ -36,7 +37,9 @@ struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
 
 	if (c == NULL)
 		return NULL;
-	if (pthread_mutex_init(&c->wlock, NULL) != 0) {
+	c->req = calloc(1, sizeof(*c->req));
+	if (c->req == NULL || pthread_mutex_init(&c->wlock, NULL) != 0) {
+		free(c->req);
 		free(c);
 		return NULL;
 	}
@@ -57,6 +60,7 @@ void ctl_free(struct ctl *c)
 	if (c->wfd >= 0 && c->wfd != c->rfd)
 		close(c->wfd);
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&c->wlock));
+	free(c->req);
 	free(c);
 }
 
@@ -153,6 +157,7 @@ int ctl_recv(struct ctl *c, struct proto_msg *m)
 	ret = ctl_read(c, c->rbuf, len);
 	if (ret < 0)
 		return ret;
+	m->u.request = c->req; /* proto_decode keeps it only for a REQUEST */
 	ret = proto_decode(type, c->rbuf, len, m);
 	if (ret == 0)
 		log_debug("received %s from %s", proto_type_name(type), c->peer);

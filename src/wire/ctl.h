@@ -34,7 +34,9 @@ void ctl_set_deadline(struct ctl *c, unsigned seconds);
 /* Closes the fds and frees. NULL is a no-op. */
 void ctl_free(struct ctl *c);
 
-/* Encodes and sends m. Thread-safe. Returns 0 or a negative code. */
+/* Encodes and sends m (a REQUEST through m->u.request, an ENTRIES from its
+ * borrowed body, so a received ENTRIES can be forwarded as it is).
+ * Thread-safe. Returns 0 or a negative code. */
 int ctl_send(struct ctl *c, const struct proto_msg *m);
 
 /* Sends ERROR(code, msg). Best effort: errors are returned but callers on
@@ -42,7 +44,10 @@ int ctl_send(struct ctl *c, const struct proto_msg *m);
 int ctl_send_error(struct ctl *c, int code, const char *msg);
 
 /* Receives the next message into *m, blocking. Only one thread may call
- * this. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
+ * this. What m borrows stays valid until the next ctl_recv on c (a message
+ * put back with ctl_unread keeps it until it has been received again): a
+ * REQUEST's m->u.request points at storage c owns, an ENTRIES' body into
+ * c's receive buffer. Returns 0, -PC_E_NET when the peer closed the channel (at a frame
  * boundary or inside one), -PC_E_PROTO for a malformed frame,
  * -PC_E_INTERRUPTED (see ctl_set_intr), -PC_E_TIMEOUT (see
  * ctl_set_deadline), or another negative code. */

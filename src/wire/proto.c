@@ -3,6 +3,7 @@
  * docs/PROTOCOL.md). Every function is pure: no I/O, no allocation. */
 #include "wire/proto.h"
 
+#include <errno.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -269,11 +270,16 @@ static void get_key(struct rbuf *r, struct proto_msg *m)
 
 static void put_request(struct wbuf *w, const struct proto_msg *m)
 {
-	const struct proto_request *q = &m->u.request;
-	const char *p = q->paths;
+	const struct proto_request *q = m->u.request;
+	const char *p;
 
+	if (q == NULL) {
+		w->bad = true;
+		return;
+	}
+	p = q->paths;
 	put_u8(w, q->role);
-	put_u8(w, q->flags);
+	put_u16(w, q->flags);
 	put_u16(w, q->streams);
 	put_u32(w, q->block_size);
 	put_u32(w, q->window);
@@ -307,11 +313,16 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 
 static void get_request(struct rbuf *r, struct proto_msg *m)
 {
-	struct proto_request *q = &m->u.request;
+	struct proto_request *q = m->u.request;
 	size_t used = 0;
 
+	if (q == NULL) {
+		r->bad = true;
+		return;
+	}
+	memset(q, 0, sizeof(*q));
 	q->role = get_u8(r);
-	q->flags = get_u8(r);
+	q->flags = get_u16(r);
 	q->streams = get_u16(r);
 	q->block_size = get_u32(r);
 	q->window = get_u32(r);
@@ -344,9 +355,9 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 
 static bool check_request(const struct proto_msg *m)
 {
-	const struct proto_request *q = &m->u.request;
+	const struct proto_request *q = m->u.request;
 
-	return (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
+	return q != NULL && (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
 	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
 	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
 	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
@@ -403,40 +414,202 @@ static bool check_ready(const struct proto_msg *m)
 	return true;
 }
 
-static void put_file(struct wbuf *w, const struct proto_msg *m)
-{
-	const struct proto_file *f = &m->u.file;
+/* ---- Tree entries (ENTRIES) ---------------------------------------------- */
 
-	put_u32(w, f->id);
-	put_u32(w, f->flags);
-	put_u64(w, f->size);
-	put_u32(w, f->mode);
-	put_u64(w, (uint64_t)f->mtime_s);
-	put_u32(w, f->mtime_ns);
-	put_str(w, f->name, PROTO_MAX_PATH);
+#define ENTRIES_HDR_LEN 6u   /* first_id u32, count u16 */
+#define ENTRIES_BODY_MAX (PROTO_MAX_PAYLOAD - ENTRIES_HDR_LEN)
+/* proto_entries_next's cursor: the entry's index above this many bits, its
+ * byte offset in the body below (a body is shorter than 1 << 16 bytes). */
+#define ENTRIES_POS_SHIFT 16u
+
+int proto_check_relpath(const char *p, size_t len)
+{
+	size_t comp = 0; /* bytes in the component being read */
+
+	if (len == 0 || len > PROTO_MAX_PATH || p[0] == '/')
+		return -PC_E_PROTO;
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && p[i] == '\0')
+			return -PC_E_PROTO;
+		if (i < len && p[i] != '/') {
+			comp++;
+			continue;
+		}
+		const char *c = p + i - comp;
+		if (comp == 0 || comp > PROTO_MAX_NAME)
+			return -PC_E_PROTO;
+		if (c[0] == '.' && (comp == 1 || (comp == 2 && c[1] == '.')))
+			return -PC_E_PROTO;
+		comp = 0;
+	}
+	return 0;
 }
 
-static void get_file(struct rbuf *r, struct proto_msg *m)
+/* Every rule of one entry whose id is id (docs/PROTOCOL.md 4.6). Strings
+ * must be terminated within their arrays. */
+static bool entry_ok(const struct proto_entry *e, uint32_t id)
 {
-	struct proto_file *f = &m->u.file;
+	size_t plen = strnlen(e->path, sizeof(e->path));
+	size_t tlen = strnlen(e->target, sizeof(e->target));
+	bool reg = e->type == PROTO_ENT_REG;
+	bool dev = e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK;
 
-	f->id = get_u32(r);
-	f->flags = get_u32(r);
-	f->size = get_u64(r);
-	f->mode = get_u32(r);
-	f->mtime_s = to_i64(get_u64(r));
-	f->mtime_ns = get_u32(r);
-	get_str(r, f->name, PROTO_MAX_PATH);
-}
-
-static bool check_file(const struct proto_msg *m)
-{
-	const struct proto_file *f = &m->u.file;
-
-	if ((f->flags & ~PROTO_FILE_KNOWN) != 0 || f->mode > 07777 ||
-	    f->mtime_ns >= 1000000000u)
+	if (e->type < PROTO_ENT_REG || e->type >= PROTO_ENT_TYPE_MAX)
 		return false;
-	return !(f->flags & PROTO_FILE_SIZE_UNKNOWN) || f->size == 0;
+	if ((e->flags & ~PROTO_ENT_FLAGS_KNOWN) != 0 || (!reg && e->flags != 0))
+		return false;
+	if (e->mode > 07777 || e->mtime_ns >= 1000000000u || e->atime_ns >= 1000000000u)
+		return false;
+	if (reg ? (e->flags & PROTO_ENT_SIZE_UNKNOWN) && e->size != 0 : e->size != 0)
+		return false;
+	if (!dev && e->rdev != 0)
+		return false;
+	if (e->type == PROTO_ENT_HARDLINK ? e->link_id >= id : e->link_id != 0)
+		return false;
+	if (plen > PROTO_MAX_PATH || proto_check_relpath(e->path, plen) < 0)
+		return false;
+	if (e->type == PROTO_ENT_SYMLINK ? tlen == 0 || tlen > PROTO_MAX_PATH : tlen != 0)
+		return false;
+	return strnlen(e->user, sizeof(e->user)) <= PROTO_MAX_NAME &&
+	       strnlen(e->group, sizeof(e->group)) <= PROTO_MAX_NAME;
+}
+
+static void put_entry(struct wbuf *w, const struct proto_entry *e)
+{
+	put_u8(w, e->type);
+	put_u8(w, e->flags);
+	put_u32(w, e->mode);
+	put_u32(w, e->uid);
+	put_u32(w, e->gid);
+	put_u64(w, (uint64_t)e->mtime_s);
+	put_u32(w, e->mtime_ns);
+	put_u64(w, (uint64_t)e->atime_s);
+	put_u32(w, e->atime_ns);
+	put_u64(w, e->size);
+	put_u64(w, e->rdev);
+	put_u32(w, e->link_id);
+	put_str(w, e->path, PROTO_MAX_PATH);
+	put_str(w, e->target, PROTO_MAX_PATH);
+	put_str(w, e->user, PROTO_MAX_NAME);
+	put_str(w, e->group, PROTO_MAX_NAME);
+}
+
+/* Reads the entry at r's position as id and checks it. Returns 0 or
+ * -PC_E_PROTO. */
+static int entry_read(struct rbuf *r, uint32_t id, struct proto_entry *e)
+{
+	e->id = id;
+	e->type = get_u8(r);
+	e->flags = get_u8(r);
+	e->mode = get_u32(r);
+	e->uid = get_u32(r);
+	e->gid = get_u32(r);
+	e->mtime_s = to_i64(get_u64(r));
+	e->mtime_ns = get_u32(r);
+	e->atime_s = to_i64(get_u64(r));
+	e->atime_ns = get_u32(r);
+	e->size = get_u64(r);
+	e->rdev = get_u64(r);
+	e->link_id = get_u32(r);
+	get_str(r, e->path, PROTO_MAX_PATH);
+	get_str(r, e->target, PROTO_MAX_PATH);
+	get_str(r, e->user, PROTO_MAX_NAME);
+	get_str(r, e->group, PROTO_MAX_NAME);
+	return r->bad || !entry_ok(e, id) ? -PC_E_PROTO : 0;
+}
+
+/* The batch-level rules: a count in range, ids that do not pass
+ * UINT32_MAX, a body that fits a payload. */
+static bool entries_head_ok(const struct proto_entries *es)
+{
+	return es->count >= 1 && es->count <= PROTO_MAX_BATCH &&
+	       (uint64_t)es->first_id + es->count - 1 <= UINT32_MAX &&
+	       es->body_len <= ENTRIES_BODY_MAX && (es->body != NULL || es->body_len == 0);
+}
+
+int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out)
+{
+	size_t idx = *pos >> ENTRIES_POS_SHIFT;
+	size_t off = *pos & (((size_t)1 << ENTRIES_POS_SHIFT) - 1);
+	struct rbuf r;
+
+	if (!entries_head_ok(es) || idx > es->count || off > es->body_len)
+		return -PC_E_PROTO;
+	if (idx == es->count) /* the body must end right after the last entry */
+		return off == es->body_len ? 0 : -PC_E_PROTO;
+	r = (struct rbuf){ es->body, es->body_len, off, false };
+	if (entry_read(&r, es->first_id + (uint32_t)idx, out) < 0)
+		return -PC_E_PROTO;
+	*pos = (idx + 1) << ENTRIES_POS_SHIFT | r.pos;
+	return 1;
+}
+
+static void put_entries(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_entries *es = &m->u.entries;
+
+	put_u32(w, es->first_id);
+	put_u16(w, es->count);
+	put_bytes(w, es->body, es->body_len);
+}
+
+/* Borrows the rest of the payload as the body; check_entries reads it. */
+static void get_entries(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_entries *es = &m->u.entries;
+
+	es->first_id = get_u32(r);
+	es->count = get_u16(r);
+	es->body_len = r->bad ? 0 : r->len - r->pos;
+	es->body = get_room(r, es->body_len);
+}
+
+/* Every entry, both ways: an encoder never sends, and a decoder never
+ * returns, a batch with one bad entry or a byte too many. */
+static bool check_entries(const struct proto_msg *m)
+{
+	struct proto_entry e; /* about 9 KiB: only ENTRIES pays for it */
+	size_t pos = 0;
+	int ret;
+
+	while ((ret = proto_entries_next(&m->u.entries, &pos, &e)) == 1)
+		;
+	return ret == 0;
+}
+
+void proto_batch_init(struct proto_batch *b, uint32_t first_id)
+{
+	b->first_id = first_id;
+	b->count = 0;
+	b->len = 0;
+}
+
+int proto_batch_add(struct proto_batch *b, const struct proto_entry *e)
+{
+	struct wbuf w = { b->body, ENTRIES_BODY_MAX, b->len, false };
+
+	if ((uint64_t)b->first_id + b->count > UINT32_MAX)
+		return -PC_E_PROTO; /* the id space is used up */
+	if (!entry_ok(e, b->first_id + b->count))
+		return -PC_E_PROTO;
+	if (b->count >= PROTO_MAX_BATCH)
+		return -ENOSPC;
+	put_entry(&w, e);
+	if (w.bad)
+		return -ENOSPC; /* entry_ok passed: only the room can be short */
+	b->len = w.len;
+	b->count++;
+	return 0;
+}
+
+void proto_batch_msg(const struct proto_batch *b, struct proto_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->type = PROTO_ENTRIES;
+	m->u.entries.first_id = b->first_id;
+	m->u.entries.count = b->count;
+	m->u.entries.body = b->body;
+	m->u.entries.body_len = b->len;
 }
 
 static void put_file_end(struct wbuf *w, const struct proto_msg *m)
@@ -471,9 +644,45 @@ static void get_file_done(struct rbuf *r, struct proto_msg *m)
 	get_str(r, d->msg, PROTO_MAX_MSG);
 }
 
+/* FILE_DONE reports failures only: success is an ACK's business. */
 static bool check_file_done(const struct proto_msg *m)
 {
-	return m->u.file_done.status <= 0;
+	return m->u.file_done.status < 0;
+}
+
+static void put_file_fail(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_file_fail *f = &m->u.file_fail;
+
+	put_u32(w, f->id);
+	put_u32(w, (uint32_t)f->status);
+	put_str(w, f->msg, PROTO_MAX_MSG);
+}
+
+static void get_file_fail(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_file_fail *f = &m->u.file_fail;
+
+	f->id = get_u32(r);
+	f->status = to_i32(get_u32(r));
+	get_str(r, f->msg, PROTO_MAX_MSG);
+}
+
+static bool check_file_fail(const struct proto_msg *m)
+{
+	return m->u.file_fail.status < 0;
+}
+
+/* ACK's rules (never decreasing, within what was announced) need the
+ * session's state: the receiver checks them. */
+static void put_ack(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u32(w, m->u.ack.upto);
+}
+
+static void get_ack(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.ack.upto = get_u32(r);
 }
 
 static void put_stats(struct wbuf *w, const struct proto_msg *m)
@@ -488,6 +697,8 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 	put_u64(w, s->maxrss_kb);
 	put_u64(w, s->wall_us);
 	put_u64(w, s->codec_cpu_us);
+	put_u64(w, s->dirs);
+	put_u64(w, s->links);
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -502,6 +713,8 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 	s->maxrss_kb = get_u64(r);
 	s->wall_us = get_u64(r);
 	s->codec_cpu_us = get_u64(r);
+	s->dirs = get_u64(r);
+	s->links = get_u64(r);
 }
 
 static void put_error(struct wbuf *w, const struct proto_msg *m)
@@ -556,13 +769,15 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_KEY] = { "KEY", put_key, get_key, NULL },
 	[PROTO_REQUEST] = { "REQUEST", put_request, get_request, check_request },
 	[PROTO_READY] = { "READY", put_ready, get_ready, check_ready },
-	[PROTO_FILE] = { "FILE", put_file, get_file, check_file },
+	[PROTO_ENTRIES] = { "ENTRIES", put_entries, get_entries, check_entries },
 	[PROTO_FILE_END] = { "FILE_END", put_file_end, get_file_end, NULL },
 	[PROTO_FILE_DONE] = { "FILE_DONE", put_file_done, get_file_done, check_file_done },
 	[PROTO_END] = { "END", put_stats, get_stats, NULL },
 	[PROTO_DONE] = { "DONE", put_stats, get_stats, NULL },
 	[PROTO_ERROR] = { "ERROR", put_error, get_error, check_error },
 	[PROTO_SKIP] = { "SKIP", put_skip, get_skip, check_skip },
+	[PROTO_FILE_FAIL] = { "FILE_FAIL", put_file_fail, get_file_fail, check_file_fail },
+	[PROTO_ACK] = { "ACK", put_ack, get_ack, NULL },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)
@@ -591,7 +806,7 @@ int proto_encode(const struct proto_msg *m, uint8_t *out, size_t cap)
 	if (plen > PROTO_MAX_PAYLOAD)
 		return -PC_E_PROTO;
 	out[0] = m->type;
-	out[1] = 0;              /* flags: none in version 2 */
+	out[1] = 0;              /* flags: none in version 3 */
 	be16_put(out + 2, 0);    /* reserved */
 	be32_put(out + 4, (uint32_t)plen);
 	return (int)w.len;
@@ -613,11 +828,15 @@ int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_
 {
 	const struct proto_ops *op = proto_ops_get(type);
 	struct rbuf r = { payload, len, 0, false };
+	/* The one field the caller sets: where a REQUEST goes. */
+	struct proto_request *q = type == PROTO_REQUEST ? m->u.request : NULL;
 
 	memset(m, 0, sizeof(*m));
 	if (op == NULL || len > PROTO_MAX_PAYLOAD)
 		return -PC_E_PROTO;
 	m->type = type;
+	if (type == PROTO_REQUEST)
+		m->u.request = q;
 	op->get(&r, m);
 	if (r.bad || r.pos != r.len)
 		return -PC_E_PROTO;
@@ -630,7 +849,7 @@ bool proto_skip_in_order(const struct proto_skip *k, uint32_t npaths, uint32_t *
 {
 	if (k->index >= npaths || k->index < *next)
 		return false;
-	*next = k->index + 1;
+	*next = k->index;
 	return true;
 }
 
@@ -694,6 +913,24 @@ static bool block_data_ok(const struct proto_block *b, uint32_t max_block)
 	return b->enc_len > 0 && b->enc_len < b->raw_len;
 }
 
+/* A PACK's header; the statuses and sizes inside it are the sink's to
+ * check against the entries they name. */
+static bool block_pack_ok(const struct proto_block *b, uint32_t max_block)
+{
+	uint64_t n = b->offset;
+
+	if (b->flags != 0 || b->codec >= PROTO_CODEC_MAX)
+		return false;
+	if (b->raw_len > max_block || b->enc_len > max_block)
+		return false;
+	if (n < 1 || n > PROTO_MAX_PACK || b->raw_len < 4 * n ||
+	    (uint64_t)b->file_id + n > UINT32_MAX)
+		return false;
+	if (b->codec == PROTO_CODEC_NONE)
+		return b->enc_len == b->raw_len;
+	return b->enc_len > 0 && b->enc_len < b->raw_len;
+}
+
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
 		       struct proto_block *b)
 {
@@ -710,6 +947,8 @@ int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block
 		return block_end_ok(b) ? 0 : -PC_E_PROTO;
 	if (b->type == PROTO_BLK_DATA)
 		return block_data_ok(b, max_block) ? 0 : -PC_E_PROTO;
+	if (b->type == PROTO_BLK_PACK)
+		return block_pack_ok(b, max_block) ? 0 : -PC_E_PROTO;
 	return -PC_E_PROTO;
 }
 

@@ -20,14 +20,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 2u
-#define PROTO_MIN_VERSION 2u   /* version 1 was never released */
+#define PROTO_VERSION 3u
+#define PROTO_MIN_VERSION 3u   /* versions 1 and 2 were never released */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 
 #define PROTO_FRAME_HDR_LEN 8u
 #define PROTO_MAX_PAYLOAD 65536u
 #define PROTO_MAX_PATH 4096u          /* bytes in a path or name, no NUL */
+#define PROTO_MAX_NAME 255u           /* bytes in a path component, user or group name */
+#define PROTO_MAX_BATCH 4096u         /* entries in one ENTRIES */
+#define PROTO_MAX_INFLIGHT 65536u     /* entries announced and not yet covered by an ACK */
+#define PROTO_MAX_PACK 65536u         /* ids covered by one PACK block */
 #define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
 #define PROTO_MAX_CODEC_SPEC 512u     /* bytes in REQUEST.codec */
 #define PROTO_MAX_HOST 255u           /* bytes in a host name or address */
@@ -47,17 +51,19 @@ enum proto_type {
 	PROTO_KEY = 3,       /* pipe/ssh transport: client sends the session key */
 	PROTO_REQUEST = 4,   /* client -> server: what to do */
 	PROTO_READY = 5,     /* server -> client: accepted; data port */
-	PROTO_FILE = 6,      /* source -> sink: a file is coming */
+	PROTO_ENTRIES = 6,   /* source -> sink: a batch of tree entries is coming */
 	PROTO_FILE_END = 7,  /* source -> sink: final size of a streamed file */
-	PROTO_FILE_DONE = 8, /* sink -> source: file verified and in place, or failed */
+	PROTO_FILE_DONE = 8, /* sink -> source: an entry failed */
 	PROTO_END = 9,       /* source -> sink: no more files; source stats */
 	PROTO_DONE = 10,     /* sink -> source: all files finished; sink stats */
 	PROTO_ERROR = 11,    /* either way: fatal error, then close */
 	PROTO_SKIP = 12,     /* server as source -> client: a source that cannot be sent */
+	PROTO_FILE_FAIL = 13, /* source -> sink: an announced file will not come */
+	PROTO_ACK = 14,      /* sink -> source: every entry below an id is finished */
 	PROTO_TYPE_MAX
 };
 
-/* Capability bits in HELLO.caps. None are defined in version 2. */
+/* Capability bits in HELLO.caps. None are defined in version 3. */
 #define PROTO_CAP_NONE 0u
 
 enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
@@ -68,12 +74,34 @@ enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
 #define PROTO_REQ_SRC_STDIN 0x4u   /* (reserved: server as source reads stdin) */
 #define PROTO_REQ_CONNECT 0x8u     /* the server connects for data (to connect_host:port) */
 #define PROTO_REQ_DATA_KEY 0x10u   /* data connections use data_key, not the derived key */
+#define PROTO_REQ_RECURSIVE 0x20u  /* the source walks directories (-r) */
+#define PROTO_REQ_PRESERVE 0x40u   /* modes, times and owners are kept (-p) */
+#define PROTO_REQ_NUMERIC_IDS 0x80u /* owners by uid/gid, not by name (--numeric-ids) */
+#define PROTO_REQ_DEREF 0x100u     /* the source follows symlinks (-L) */
+#define PROTO_REQ_HARDLINKS 0x200u /* hard links are kept (-H) */
 #define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN | \
-			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY)
+			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE | \
+			 PROTO_REQ_PRESERVE | PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF | \
+			 PROTO_REQ_HARDLINKS) /* 0x3ff: bits 0xfc00 must be 0 */
 
-/* FILE.flags */
-#define PROTO_FILE_SIZE_UNKNOWN 0x1u /* size comes later in FILE_END */
-#define PROTO_FILE_KNOWN PROTO_FILE_SIZE_UNKNOWN
+/* proto_entry.type */
+enum proto_entry_type {
+	PROTO_ENT_REG = 1,      /* a regular file; its bytes come in blocks */
+	PROTO_ENT_DIR = 2,      /* a directory, before anything inside it */
+	PROTO_ENT_SYMLINK = 3,  /* target holds the link text */
+	PROTO_ENT_HARDLINK = 4, /* another name for the REG entry link_id */
+	PROTO_ENT_FIFO = 5,
+	PROTO_ENT_CHR = 6,      /* rdev holds the device number */
+	PROTO_ENT_BLK = 7,      /* rdev holds the device number */
+	PROTO_ENT_SOCK = 8,
+	PROTO_ENT_DIR_END = 9,  /* after everything inside the DIR of the same path */
+	PROTO_ENT_TYPE_MAX
+};
+
+/* proto_entry.flags (REG only) */
+#define PROTO_ENT_SIZE_UNKNOWN 0x1u /* a stream: size is 0, FILE_END gives it */
+#define PROTO_ENT_LINKED 0x2u       /* later HARDLINK entries may name this id */
+#define PROTO_ENT_FLAGS_KNOWN (PROTO_ENT_SIZE_UNKNOWN | PROTO_ENT_LINKED)
 
 struct proto_hello {
 	uint32_t magic;         /* PROTO_MAGIC */
@@ -93,7 +121,7 @@ struct proto_key {
 
 struct proto_request {
 	uint8_t role;           /* the role the server plays: enum proto_role */
-	uint8_t flags;          /* PROTO_REQ_* */
+	uint16_t flags;         /* PROTO_REQ_* */
 	uint16_t streams;       /* 1..PROTO_MAX_STREAMS */
 	uint32_t block_size;    /* PROTO_MIN_BLOCK..PROTO_MAX_BLOCK */
 	uint32_t window;        /* socket buffer bytes; 0 = kernel autotuning */
@@ -118,14 +146,49 @@ struct proto_ready {
 	                           ("" = unknown: use the address the client reached) */
 };
 
-struct proto_file {
-	uint32_t id;            /* unique within the session */
-	uint32_t flags;         /* PROTO_FILE_* */
-	uint64_t size;          /* bytes (0 if SIZE_UNKNOWN) */
-	uint32_t mode;          /* permission bits (07777) */
+/* One entry of a tree (ENTRIES). Strings are NUL-terminated; every rule of
+ * docs/PROTOCOL.md 4.6 holds for an entry the decoder returns, and the
+ * encoder (proto_batch_add) refuses one that breaks any. */
+struct proto_entry {
+	uint32_t id;            /* first_id + its position in the batch */
+	uint8_t type;           /* enum proto_entry_type */
+	uint8_t flags;          /* PROTO_ENT_* (REG only; else 0) */
+	uint32_t mode;          /* permission bits, <= 07777 */
+	uint32_t uid;
+	uint32_t gid;
 	int64_t mtime_s;
 	uint32_t mtime_ns;      /* < 1e9 */
-	char name[PROTO_MAX_PATH + 1]; /* NUL-terminated; one path component */
+	int64_t atime_s;
+	uint32_t atime_ns;      /* < 1e9 */
+	uint64_t size;          /* REG: bytes (0 if SIZE_UNKNOWN); else 0 */
+	uint64_t rdev;          /* CHR/BLK: the device number (Linux dev_t); else 0 */
+	uint32_t link_id;       /* HARDLINK: an earlier REG with LINKED, < id; else 0 */
+	char path[PROTO_MAX_PATH + 1];   /* relative: see proto_check_relpath */
+	char target[PROTO_MAX_PATH + 1]; /* SYMLINK: 1..PROTO_MAX_PATH bytes; else "" */
+	char user[PROTO_MAX_NAME + 1];   /* owner's name; "" = unknown */
+	char group[PROTO_MAX_NAME + 1];  /* group's name; "" = unknown */
+};
+
+/* ENTRIES as a message: the entries themselves stay encoded in body, which
+ * the message borrows. After proto_decode, body points into the payload
+ * given to it (for ctl: its receive buffer, valid until the next ctl_recv)
+ * and every entry in it has been checked; read them with
+ * proto_entries_next. To send, point body at a proto_batch's bytes
+ * (proto_batch_msg). */
+struct proto_entries {
+	uint32_t first_id;      /* id of the first entry; the next ones count up */
+	uint16_t count;         /* 1..PROTO_MAX_BATCH */
+	const uint8_t *body;    /* borrowed: the count entries, back to back */
+	size_t body_len;        /* bytes in body: exactly the count entries */
+};
+
+/* An ENTRIES payload being built. Large (64 KiB): not for the stack of a
+ * thread with a small one. Not thread-safe; one builder per batch. */
+struct proto_batch {
+	uint8_t body[PROTO_MAX_PAYLOAD]; /* the encoded entries */
+	uint32_t first_id;      /* id of the first entry */
+	uint16_t count;         /* entries added */
+	size_t len;             /* bytes used in body */
 };
 
 struct proto_file_end {
@@ -133,27 +196,44 @@ struct proto_file_end {
 	uint64_t size;
 };
 
+/* A failed entry (sink -> source). Success is never reported this way:
+ * an ACK covers it. */
 struct proto_file_done {
 	uint32_t id;
-	int32_t status;         /* 0, or a negative pcopy error code */
-	uint64_t bytes;         /* bytes written */
-	char msg[PROTO_MAX_MSG + 1]; /* NUL-terminated; empty when status == 0 */
+	int32_t status;         /* a negative pcopy error code; never 0 */
+	uint64_t bytes;         /* bytes written before it failed */
+	char msg[PROTO_MAX_MSG + 1]; /* NUL-terminated; names the file and the reason */
+};
+
+/* The source gives up on an announced REG entry (source -> sink). */
+struct proto_file_fail {
+	uint32_t id;
+	int32_t status;         /* a negative pcopy error code; never 0 */
+	char msg[PROTO_MAX_MSG + 1]; /* NUL-terminated; names the file and the reason */
+};
+
+/* Every entry with an id below upto is finished (sink -> source). */
+struct proto_ack {
+	uint32_t upto;          /* never decreases; <= entries announced (the receiver checks) */
 };
 
 /* Per-side totals carried by END and DONE. */
 struct proto_stats {
 	uint64_t bytes;         /* payload bytes read (source) or written (sink) */
 	uint64_t wire_bytes;    /* bytes sent or received on data channels */
-	uint64_t files;         /* files completed */
+	uint64_t files;         /* regular files completed */
 	uint64_t cpu_user_us;
 	uint64_t cpu_sys_us;
 	uint64_t maxrss_kb;
 	uint64_t wall_us;
 	uint64_t codec_cpu_us;  /* CPU spent compressing (source) or decompressing (sink) */
+	uint64_t dirs;          /* directories sent (source) or created (sink) */
+	uint64_t links;         /* symlinks and hard links sent or created */
 };
 
-/* A source of the REQUEST that the server, as source, could not open: it
- * sends no FILE for it, and the copy goes on without it. */
+/* A source of the REQUEST (or an entry inside its tree) that the server, as
+ * source, could not read: it sends no entry for it, and the copy goes on
+ * without it. Several SKIPs may carry the same index. */
 struct proto_skip {
 	uint32_t index;         /* the source's position in REQUEST.paths, from 0 */
 	int32_t status;         /* a negative pcopy error code; never 0 */
@@ -171,20 +251,27 @@ struct proto_msg {
 		struct proto_hello hello;
 		struct proto_auth auth;
 		struct proto_key key;
-		struct proto_request request;
+		struct proto_request *request; /* REQUEST: see proto_encode, proto_decode */
 		struct proto_ready ready;
-		struct proto_file file;
+		struct proto_entries entries;  /* ENTRIES: borrows its body */
 		struct proto_file_end file_end;
 		struct proto_file_done file_done;
+		struct proto_file_fail file_fail;
+		struct proto_ack ack;
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
 		struct proto_skip skip;
 	} u;
 };
 
+/* Small, so that a message on the stack is cheap: the large REQUEST is
+ * held by pointer, ENTRIES by a borrowed body. */
+_Static_assert(sizeof(struct proto_msg) < 2048, "struct proto_msg must stay small");
+
 /* Encodes m as a complete frame (header + payload) into out. Returns the
  * frame length, or -PC_E_PROTO if m is invalid (unknown type, a string too
- * long) or cap is too small. */
+ * long, a REQUEST whose u.request is NULL, an ENTRIES whose body breaks a
+ * rule) or cap is too small. */
 int proto_encode(const struct proto_msg *m, uint8_t *out, size_t cap);
 
 /* Decodes a frame header. Returns 0 and sets *type and *len, or -PC_E_PROTO
@@ -195,7 +282,11 @@ int proto_frame_decode(const uint8_t hdr[PROTO_FRAME_HDR_LEN], uint8_t *type, ui
 /* Decodes the payload of a frame of the given type into *m. Strict: the
  * payload must be exactly as long as its fields, strings must hold no NUL
  * and fit their limits, numeric fields must be in range. Returns 0 or
- * -PC_E_PROTO. */
+ * -PC_E_PROTO.
+ * REQUEST: the caller points m->u.request at its own storage first (NULL:
+ * -PC_E_PROTO); the request is decoded into it and the pointer is kept.
+ * ENTRIES: every entry is checked; m->u.entries.body then points into
+ * payload, so payload must outlive the message. */
 int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_msg *m);
 
 /* The i-th path of a request (i < npaths), or NULL. Pure. */
@@ -207,8 +298,36 @@ int proto_request_add_path(struct proto_request *q, const char *path);
 
 /* Whether SKIP k may come next (docs/PROTOCOL.md, section 4.11): its index
  * is below npaths, the number of paths of the REQUEST, and not below *next,
- * which starts at 0. On true, *next moves past k's index. Pure. */
+ * which starts at 0. On true, *next becomes k's index (the next SKIP may
+ * name the same source again, never an earlier one). Pure. */
 bool proto_skip_in_order(const struct proto_skip *k, uint32_t npaths, uint32_t *next);
+
+/* Whether p[0..len) is a path an entry may carry: 1..PROTO_MAX_PATH bytes,
+ * no NUL, relative (no leading '/'), no empty component (so no "//" and no
+ * trailing '/'), no component "." or "..", each component
+ * 1..PROTO_MAX_NAME bytes. Returns 0 or -PC_E_PROTO. Pure. */
+int proto_check_relpath(const char *p, size_t len);
+
+/* Starts an empty batch whose first entry gets id first_id. */
+void proto_batch_init(struct proto_batch *b, uint32_t first_id);
+
+/* Appends e to the batch, as id first_id + count (e->id is ignored).
+ * Returns 0; -ENOSPC if it does not fit (PROTO_MAX_BATCH entries, or the
+ * payload would pass PROTO_MAX_PAYLOAD): send the batch and start a new
+ * one; -PC_E_PROTO if e breaks a rule (or the ids would pass UINT32_MAX).
+ * On error the batch is unchanged. */
+int proto_batch_add(struct proto_batch *b, const struct proto_entry *e);
+
+/* Fills m as the ENTRIES message of b; m borrows b's bytes, so b must
+ * outlive it. b must hold at least one entry (else encoding fails). */
+void proto_batch_msg(const struct proto_batch *b, struct proto_msg *m);
+
+/* Reads the next entry of a decoded (or built) ENTRIES. *pos is an opaque
+ * cursor: set it to 0 before the first call and leave it alone between
+ * calls. Returns 1 (*out filled, its id set), 0 (no more entries), or
+ * -PC_E_PROTO (the body breaks a rule: impossible after a successful
+ * proto_decode, but checked). Pure. */
+int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out);
 
 /* Name of a message type for messages ("FILE_DONE"); "?" if unknown. */
 const char *proto_type_name(uint8_t type);
@@ -235,7 +354,12 @@ int proto_dhello_decode(const uint8_t in[PROTO_DHELLO_LEN], struct proto_dhello 
 
 #define PROTO_BLOCK_HDR_LEN 40u
 
-enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2 };
+/* PACK: several whole small files in one block. file_id is the first id,
+ * offset the number n of ids covered (1..PROTO_MAX_PACK), raw_len >= 4n:
+ * the raw bytes are n big-endian i32 statuses, then the contents of every
+ * id whose status is 0 and that is a REG of known size > 0, in id order
+ * (docs/PROTOCOL.md 6.3). */
+enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2, PROTO_BLK_PACK = 3 };
 
 /* Block flags */
 #define PROTO_BLK_HOLE 0x1u      /* all zeros: no payload, raw_len zero bytes */
@@ -255,7 +379,7 @@ struct proto_block {
 	uint8_t codec;          /* enum proto_codec_id of the payload */
 	uint16_t flags;         /* PROTO_BLK_* */
 	uint32_t file_id;
-	uint64_t offset;        /* byte offset in the file */
+	uint64_t offset;        /* DATA: byte offset in the file; PACK: ids covered */
 	uint32_t raw_len;       /* bytes after decoding */
 	uint32_t enc_len;       /* payload bytes that follow this header */
 	uint64_t seq;           /* session-wide block sequence number */
@@ -269,7 +393,9 @@ void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR
  * does not overflow; a HOLE has codec NONE and enc_len 0; codec NONE has
  * enc_len == raw_len; a compressed block has 0 < enc_len < raw_len (it is
  * sent compressed only when that is smaller); an END block has all other
- * fields zero. Returns 0 or -PC_E_PROTO. */
+ * fields zero. A PACK has flags 0, 1 <= offset (n) <= PROTO_MAX_PACK,
+ * raw_len >= 4n, and file_id + n <= UINT32_MAX; the per-id rules are the
+ * sink's. Returns 0 or -PC_E_PROTO. */
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
 		       struct proto_block *b);
 

@@ -52,6 +52,44 @@ static void stats_fill(struct proto_stats *s, uint64_t base)
 	s->maxrss_kb = base + 6;
 	s->wall_us = UINT64_MAX - base;
 	s->codec_cpu_us = base + 8;
+	s->dirs = base + 9;
+	s->links = UINT64_MAX - base - 10;
+}
+
+/* A batch with one entry of every type, the strings at their limits in
+ * places, starting at first_id. */
+static void batch_every_type(struct proto_batch *b, uint32_t first_id)
+{
+	static struct proto_entry e;
+
+	proto_batch_init(b, first_id);
+	for (unsigned t = PROTO_ENT_REG; t < PROTO_ENT_TYPE_MAX; t++) {
+		memset(&e, 0, sizeof(e));
+		e.type = (uint8_t)t;
+		e.mode = t == PROTO_ENT_DIR ? 0700 : 07777;
+		e.uid = 1000 + t;
+		e.gid = UINT32_MAX - t;
+		e.mtime_s = -86400;
+		e.mtime_ns = 999999999;
+		e.atime_s = INT64_MAX;
+		e.atime_ns = t;
+		snprintf(e.path, sizeof(e.path), "top/sub dir/entry-%u", t);
+		if (t == PROTO_ENT_REG) {
+			e.flags = PROTO_ENT_LINKED;
+			e.size = UINT64_MAX;
+		}
+		if (t == PROTO_ENT_HARDLINK)
+			e.link_id = first_id;
+		if (t == PROTO_ENT_CHR || t == PROTO_ENT_BLK)
+			e.rdev = 0x0000000800000011ull;
+		if (t == PROTO_ENT_SYMLINK)
+			memset(e.target, 't', PROTO_MAX_PATH);
+		if (t == PROTO_ENT_DIR || t == PROTO_ENT_DIR_END)
+			strcpy(e.path, "top/sub dir");
+		memset(e.user, 'u', t == PROTO_ENT_SOCK ? PROTO_MAX_NAME : 4);
+		strcpy(e.group, t == PROTO_ENT_FIFO ? "" : "staff");
+		assert_int_equal(proto_batch_add(b, &e), 0);
+	}
 }
 
 /* proto.h is moving from one REQUEST path to a list of them
@@ -80,11 +118,15 @@ static void request_paths_equal(const struct proto_request *a, const struct prot
 static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 {
 	static char longpath[PROTO_MAX_PATH + 1];
+	static struct proto_request reqs[2];
+	static struct proto_batch batches[2];
+	static struct proto_entry stream;
 	unsigned n = 0;
 	struct proto_msg *m;
 
-	assert_true(cap >= 15);
+	assert_true(cap >= 18);
 	memset(out, 0, sizeof(*out) * cap);
+	memset(reqs, 0, sizeof(reqs));
 
 	m = &out[n++];
 	m->type = PROTO_HELLO;
@@ -104,46 +146,48 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 
 	m = &out[n++];
 	m->type = PROTO_REQUEST;
-	m->u.request.role = PROTO_ROLE_SOURCE;
-	m->u.request.flags = PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT;
-	m->u.request.streams = PROTO_MAX_STREAMS;
-	m->u.request.block_size = PROTO_MAX_BLOCK;
-	m->u.request.window = 4u << 20;
-	m->u.request.timeout_s = 30;
-	m->u.request.nsources = 123456;
-	request_set_path(&m->u.request, "dir/with space/\xc3\xbc.txt");
-	snprintf(m->u.request.codec, sizeof(m->u.request.codec), "zlib:1,lz4,bz2:9");
+	m->u.request = &reqs[0];
+	m->u.request->role = PROTO_ROLE_SOURCE;
+	m->u.request->flags = PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_RECURSIVE |
+			      PROTO_REQ_HARDLINKS;
+	m->u.request->streams = PROTO_MAX_STREAMS;
+	m->u.request->block_size = PROTO_MAX_BLOCK;
+	m->u.request->window = 4u << 20;
+	m->u.request->timeout_s = 30;
+	m->u.request->nsources = 123456;
+	request_set_path(m->u.request, "dir/with space/\xc3\xbc.txt");
+	snprintf(m->u.request->codec, sizeof(m->u.request->codec), "zlib:1,lz4,bz2:9");
 
 	/* The largest strings a REQUEST can carry. */
 	m = &out[n++];
 	m->type = PROTO_REQUEST;
-	m->u.request.role = PROTO_ROLE_SINK;
-	m->u.request.streams = 1;
-	m->u.request.block_size = PROTO_MIN_BLOCK;
+	m->u.request = &reqs[1];
+	m->u.request->role = PROTO_ROLE_SINK;
+	m->u.request->streams = 1;
+	m->u.request->block_size = PROTO_MIN_BLOCK;
 	memset(longpath, 'p', PROTO_MAX_PATH);
-	request_set_path(&m->u.request, longpath);
-	memset(m->u.request.codec, 'c', PROTO_MAX_CODEC_SPEC);
+	request_set_path(m->u.request, longpath);
+	memset(m->u.request->codec, 'c', PROTO_MAX_CODEC_SPEC);
 
 	m = &out[n++];
 	m->type = PROTO_READY;
 	m->u.ready.data_port = 65535;
 
 	m = &out[n++];
-	m->type = PROTO_FILE;
-	m->u.file.id = 7;
-	m->u.file.size = UINT64_MAX;
-	m->u.file.mode = 07777;
-	m->u.file.mtime_s = -86400;
-	m->u.file.mtime_ns = 999999999;
-	snprintf(m->u.file.name, sizeof(m->u.file.name), "name.txt");
+	batch_every_type(&batches[0], 7);
+	proto_batch_msg(&batches[0], m);
 
+	/* The last id there is, a stream. */
 	m = &out[n++];
-	m->type = PROTO_FILE;
-	m->u.file.id = UINT32_MAX;
-	m->u.file.flags = PROTO_FILE_SIZE_UNKNOWN;
-	m->u.file.mode = 0644;
-	m->u.file.mtime_s = INT64_MAX;
-	snprintf(m->u.file.name, sizeof(m->u.file.name), "stdin");
+	memset(&stream, 0, sizeof(stream));
+	stream.type = PROTO_ENT_REG;
+	stream.flags = PROTO_ENT_SIZE_UNKNOWN;
+	stream.mode = 0644;
+	stream.mtime_s = INT64_MAX;
+	strcpy(stream.path, "stdin");
+	proto_batch_init(&batches[1], UINT32_MAX);
+	assert_int_equal(proto_batch_add(&batches[1], &stream), 0);
+	proto_batch_msg(&batches[1], m);
 
 	m = &out[n++];
 	m->type = PROTO_FILE_END;
@@ -153,6 +197,7 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m = &out[n++];
 	m->type = PROTO_FILE_DONE;
 	m->u.file_done.id = 7;
+	m->u.file_done.status = INT32_MIN;
 	m->u.file_done.bytes = 12345;
 
 	m = &out[n++];
@@ -180,6 +225,16 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m->u.skip.index = PROTO_MAX_PATHS - 1;
 	m->u.skip.status = -PC_E_FILEIO;
 	memset(m->u.skip.msg, 's', PROTO_MAX_MSG);
+
+	m = &out[n++];
+	m->type = PROTO_FILE_FAIL;
+	m->u.file_fail.id = 9;
+	m->u.file_fail.status = -PC_E_FILEIO;
+	memset(m->u.file_fail.msg, 'f', PROTO_MAX_MSG);
+
+	m = &out[n++];
+	m->type = PROTO_ACK;
+	m->u.ack.upto = UINT32_MAX;
 	return n;
 }
 
@@ -193,6 +248,8 @@ static void stats_equal(const struct proto_stats *a, const struct proto_stats *b
 	assert_int_equal(a->maxrss_kb, b->maxrss_kb);
 	assert_int_equal(a->wall_us, b->wall_us);
 	assert_int_equal(a->codec_cpu_us, b->codec_cpu_us);
+	assert_int_equal(a->dirs, b->dirs);
+	assert_int_equal(a->links, b->links);
 }
 
 static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
@@ -213,27 +270,34 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 		assert_memory_equal(a->u.key.key, b->u.key.key, PROTO_KEY_LEN);
 		break;
 	case PROTO_REQUEST:
-		assert_int_equal(a->u.request.role, b->u.request.role);
-		assert_int_equal(a->u.request.flags, b->u.request.flags);
-		assert_int_equal(a->u.request.streams, b->u.request.streams);
-		assert_int_equal(a->u.request.block_size, b->u.request.block_size);
-		assert_int_equal(a->u.request.window, b->u.request.window);
-		assert_int_equal(a->u.request.timeout_s, b->u.request.timeout_s);
-		assert_int_equal(a->u.request.nsources, b->u.request.nsources);
-		request_paths_equal(&a->u.request, &b->u.request);
-		assert_string_equal(a->u.request.codec, b->u.request.codec);
+		assert_non_null(b->u.request);
+		assert_int_equal(a->u.request->role, b->u.request->role);
+		assert_int_equal(a->u.request->flags, b->u.request->flags);
+		assert_int_equal(a->u.request->streams, b->u.request->streams);
+		assert_int_equal(a->u.request->block_size, b->u.request->block_size);
+		assert_int_equal(a->u.request->window, b->u.request->window);
+		assert_int_equal(a->u.request->timeout_s, b->u.request->timeout_s);
+		assert_int_equal(a->u.request->nsources, b->u.request->nsources);
+		request_paths_equal(a->u.request, b->u.request);
+		assert_string_equal(a->u.request->codec, b->u.request->codec);
 		break;
 	case PROTO_READY:
 		assert_int_equal(a->u.ready.data_port, b->u.ready.data_port);
 		break;
-	case PROTO_FILE:
-		assert_int_equal(a->u.file.id, b->u.file.id);
-		assert_int_equal(a->u.file.flags, b->u.file.flags);
-		assert_int_equal(a->u.file.size, b->u.file.size);
-		assert_int_equal(a->u.file.mode, b->u.file.mode);
-		assert_true(a->u.file.mtime_s == b->u.file.mtime_s);
-		assert_int_equal(a->u.file.mtime_ns, b->u.file.mtime_ns);
-		assert_string_equal(a->u.file.name, b->u.file.name);
+	case PROTO_ENTRIES:
+		/* Checked entries, borrowed as they came: the bytes must match. */
+		assert_int_equal(a->u.entries.first_id, b->u.entries.first_id);
+		assert_int_equal(a->u.entries.count, b->u.entries.count);
+		assert_int_equal(a->u.entries.body_len, b->u.entries.body_len);
+		assert_memory_equal(a->u.entries.body, b->u.entries.body, a->u.entries.body_len);
+		break;
+	case PROTO_FILE_FAIL:
+		assert_int_equal(a->u.file_fail.id, b->u.file_fail.id);
+		assert_int_equal(a->u.file_fail.status, b->u.file_fail.status);
+		assert_string_equal(a->u.file_fail.msg, b->u.file_fail.msg);
+		break;
+	case PROTO_ACK:
+		assert_int_equal(a->u.ack.upto, b->u.ack.upto);
 		break;
 	case PROTO_FILE_END:
 		assert_int_equal(a->u.file_end.id, b->u.file_end.id);
@@ -271,7 +335,7 @@ static void test_free_null(void **state)
 
 static void test_every_type_both_ways(void **state)
 {
-	struct proto_msg msgs[16], got;
+	struct proto_msg msgs[24], got;
 	struct ctl *a, *b;
 	bool seen[PROTO_TYPE_MAX] = { false };
 	unsigned n;
@@ -287,7 +351,7 @@ static void test_every_type_both_ways(void **state)
 	assert_string_equal(ctl_peer(a), "server:7000");
 	assert_string_equal(ctl_peer(b), "client");
 
-	n = sample_msgs(msgs, 16);
+	n = sample_msgs(msgs, 24);
 	for (unsigned i = 0; i < n; i++) {
 		seen[msgs[i].type] = true;
 		assert_int_equal(ctl_send(a, &msgs[i]), 0);
@@ -310,6 +374,107 @@ static void test_every_type_both_ways(void **state)
 	}
 	ctl_free(a);
 	ctl_free(b);
+}
+
+/* A REQUEST lands in storage the ctl owns: the same for every REQUEST it
+ * receives, never the sender's, and good to forward as it is. */
+static void test_request_storage(void **state)
+{
+	static struct proto_request q1, q2;
+	struct proto_msg m = { .type = PROTO_REQUEST }, got, again;
+	struct proto_request *first;
+	struct ctl *a, *b;
+	int sv[2];
+
+	(void)state;
+	make_pair(sv);
+	a = ctl_new(sv[0], sv[0], "a", false);
+	b = ctl_new(sv[1], sv[1], "b", false);
+	assert_non_null(a);
+	assert_non_null(b);
+	q1 = (struct proto_request){ .role = PROTO_ROLE_SINK, .streams = 2, .block_size = 65536,
+				     .flags = PROTO_REQ_PRESERVE | PROTO_REQ_DEREF };
+	request_set_path(&q1, "one");
+	q2 = q1;
+	q2.flags = PROTO_REQ_NUMERIC_IDS;
+	q2.npaths = 0;
+	request_set_path(&q2, "two");
+	request_set_path(&q2, "three");
+
+	m.u.request = &q1;
+	assert_int_equal(ctl_send(a, &m), 0);
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(ctl_recv(b, &got), 0);
+	first = got.u.request;
+	assert_non_null(first);
+	assert_ptr_not_equal(first, &q1);
+	msg_equal(&m, &got);
+
+	m.u.request = &q2;
+	assert_int_equal(ctl_send(a, &m), 0);
+	assert_int_equal(ctl_recv(b, &got), 0);
+	assert_ptr_equal(got.u.request, first);
+	msg_equal(&m, &got);
+	assert_null(proto_request_path(got.u.request, 2));
+
+	/* Forwarded from the ctl's storage, then put back and read again. */
+	assert_int_equal(ctl_send(b, &got), 0);
+	assert_int_equal(ctl_recv(a, &again), 0);
+	msg_equal(&m, &again);
+	ctl_unread(a, &again);
+	assert_true(ctl_pending(a));
+	assert_int_equal(ctl_recv(a, &again), 0);
+	msg_equal(&m, &again);
+
+	/* Sending a REQUEST without storage fails before the wire. */
+	m.u.request = NULL;
+	assert_int_equal(ctl_send(a, &m), -PC_E_PROTO);
+	ctl_free(a);
+	ctl_free(b);
+}
+
+/* A received ENTRIES borrows the receive buffer: it reads back whole, also
+ * after ctl_unread, and forwards byte for byte (what a relay does). */
+static void test_entries_borrowed(void **state)
+{
+	static struct proto_batch batch;
+	static struct proto_entry e;
+	struct proto_msg m, got, fwd;
+	struct ctl *a, *b, *c, *d;
+	unsigned seen = 0;
+	size_t pos = 0;
+	int sv[2], sv2[2], ret;
+
+	(void)state;
+	make_pair(sv);
+	make_pair(sv2);
+	a = ctl_new(sv[0], sv[0], "source", false);
+	b = ctl_new(sv[1], sv[1], "relay", false);
+	c = ctl_new(sv2[0], sv2[0], "relay", false);
+	d = ctl_new(sv2[1], sv2[1], "sink", false);
+	assert_true(a && b && c && d);
+	batch_every_type(&batch, 40);
+	proto_batch_msg(&batch, &m);
+	assert_int_equal(ctl_send(a, &m), 0);
+	assert_int_equal(ctl_recv(b, &got), 0);
+	ctl_unread(b, &got);
+	memset(&got, 0, sizeof(got));
+	assert_int_equal(ctl_recv(b, &got), 0);
+	msg_equal(&m, &got);
+	assert_int_equal(ctl_send(c, &got), 0);
+	assert_int_equal(ctl_recv(d, &fwd), 0);
+	msg_equal(&m, &fwd);
+	while ((ret = proto_entries_next(&fwd.u.entries, &pos, &e)) == 1) {
+		assert_int_equal(e.id, 40 + seen);
+		assert_int_equal(e.type, PROTO_ENT_REG + seen);
+		seen++;
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(seen, PROTO_ENT_TYPE_MAX - PROTO_ENT_REG);
+	ctl_free(a);
+	ctl_free(b);
+	ctl_free(c);
+	ctl_free(d);
 }
 
 /* Separate fds for reading and writing, as with a child's pipes. */
@@ -373,19 +538,20 @@ static void test_send_invalid(void **state)
 #define SENDERS 4
 #define PER_SENDER 400u
 
-/* Message i of sender s: a FILE whose name length and bytes depend on
- * both, so that any interleaving breaks the framing or the content. */
+/* Message i of sender s: a FILE_DONE whose message length and bytes
+ * depend on both, so that any interleaving breaks the framing or the
+ * content. */
 static void concurrent_msg(unsigned s, unsigned i, struct proto_msg *m)
 {
-	size_t len = 1 + (i * 997u + s * 131u) % PROTO_MAX_PATH;
+	size_t len = 1 + (i * 997u + s * 131u) % PROTO_MAX_MSG;
 
 	memset(m, 0, sizeof(*m));
-	m->type = PROTO_FILE;
-	m->u.file.id = s << 16 | i;
-	m->u.file.size = (uint64_t)i * s;
-	m->u.file.mode = 0600;
-	memset(m->u.file.name, 'a' + (int)s, len);
-	m->u.file.name[0] = (char)('0' + i % 10);
+	m->type = PROTO_FILE_DONE;
+	m->u.file_done.id = s << 16 | i;
+	m->u.file_done.status = -(int32_t)(1 + s);
+	m->u.file_done.bytes = (uint64_t)i * s;
+	memset(m->u.file_done.msg, 'a' + (int)s, len);
+	m->u.file_done.msg[0] = (char)('0' + i % 10);
 }
 
 struct sender {
@@ -435,12 +601,12 @@ static void test_concurrent_send(void **state)
 
 		if (ret != 0)
 			fail_msg("message %u: %s", k, pc_strerror(ret));
-		assert_int_equal(got.type, PROTO_FILE);
-		unsigned s = got.u.file.id >> 16;
+		assert_int_equal(got.type, PROTO_FILE_DONE);
+		unsigned s = got.u.file_done.id >> 16;
 
 		assert_true(s < SENDERS);
 		/* Each sender's messages arrive whole and in its order. */
-		assert_int_equal(got.u.file.id & 0xffff, next[s]);
+		assert_int_equal(got.u.file_done.id & 0xffff, next[s]);
 		concurrent_msg(s, next[s], &want);
 		msg_equal(&want, &got);
 		next[s]++;
@@ -669,12 +835,12 @@ static void test_expect_unexpected_type(void **state)
 	memset(&m, 0, sizeof(m));
 	m.type = PROTO_READY;
 	m.u.ready.data_port = 1;
-	expect_after(&m, 0, NULL, false, PROTO_FILE, &r);
+	expect_after(&m, 0, NULL, false, PROTO_ENTRIES, &r);
 	assert_int_equal(r.ret, -PC_E_PROTO);
 	assert_int_equal(r.code, -PC_E_PROTO);
 	assert_non_null(strstr(r.msg, "srv:7000"));
 	assert_non_null(strstr(r.msg, "READY"));
-	assert_non_null(strstr(r.msg, "FILE"));
+	assert_non_null(strstr(r.msg, "ENTRIES"));
 }
 
 static void test_expect_eof(void **state)
@@ -773,6 +939,8 @@ int main(void)
 		cmocka_unit_test(test_free_null),
 		cmocka_unit_test(test_every_type_both_ways),
 		cmocka_unit_test(test_pipes),
+		cmocka_unit_test(test_request_storage),
+		cmocka_unit_test(test_entries_borrowed),
 		cmocka_unit_test(test_send_invalid),
 		cmocka_unit_test(test_concurrent_send),
 		cmocka_unit_test(test_eof),

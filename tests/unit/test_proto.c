@@ -8,6 +8,7 @@
 
 #include "testutil.h"
 
+#include <errno.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -17,6 +18,44 @@
 #define FRAME_CAP (PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD)
 
 static uint8_t frame[FRAME_CAP];
+
+/* Where sample() builds a REQUEST and an ENTRIES, and where decode() puts
+ * a REQUEST: a message holds the first by pointer and borrows the second. */
+static struct proto_request req_in, req_out;
+static struct proto_batch batch_in;
+static struct proto_entry ent_in, ent_out;
+
+/* The sample ENTRIES' one entry: a regular file. */
+#define ENT_PATH "r\xc3\xa9sum\xc3\xa9.txt"
+#define ENT_FIXED 58u  /* bytes of an entry before its strings */
+/* Offsets in the sample ENTRIES payload. */
+#define ENT_OFF 6u                       /* the entry, after first_id and count */
+#define ENT_PATH_OFF (ENT_OFF + ENT_FIXED) /* the path's length prefix */
+
+/* proto_decode into *out, with out's REQUEST storage set up first. */
+static int decode(uint8_t type, const uint8_t *p, size_t len, struct proto_msg *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->u.request = &req_out;
+	return proto_decode(type, p, len, out);
+}
+
+/* Whether two messages say the same: what a REQUEST points at, what an
+ * ENTRIES borrows, every other message byte for byte. */
+static void msg_same(const struct proto_msg *a, const struct proto_msg *b)
+{
+	assert_int_equal(a->type, b->type);
+	if (a->type == PROTO_REQUEST) {
+		assert_memory_equal(a->u.request, b->u.request, sizeof(*a->u.request));
+	} else if (a->type == PROTO_ENTRIES) {
+		assert_int_equal(a->u.entries.first_id, b->u.entries.first_id);
+		assert_int_equal(a->u.entries.count, b->u.entries.count);
+		assert_int_equal(a->u.entries.body_len, b->u.entries.body_len);
+		assert_memory_equal(a->u.entries.body, b->u.entries.body, a->u.entries.body_len);
+	} else {
+		assert_memory_equal(a, b, sizeof(*a));
+	}
+}
 
 static void fill_pattern(uint8_t *p, size_t n, uint8_t start)
 {
@@ -45,34 +84,46 @@ static void sample(uint8_t type, struct proto_msg *m)
 		fill_pattern(m->u.key.key, PROTO_KEY_LEN, 3);
 		break;
 	case PROTO_REQUEST:
-		m->u.request.role = PROTO_ROLE_SOURCE;
-		m->u.request.flags = PROTO_REQ_ORDERED;
-		m->u.request.streams = 17;
-		m->u.request.block_size = 1u << 20;
-		m->u.request.window = 0x01020304;
-		m->u.request.timeout_s = 0x8000000f;
-		m->u.request.nsources = 123456;
-		m->u.request.port_lo = 5000;
-		m->u.request.port_hi = 5010;
-		m->u.request.family = 6;
-		fill_pattern(m->u.request.data_key, PROTO_KEY_LEN, 9);
-		m->u.request.connect_port = 0xbeef;
-		strcpy(m->u.request.connect_host, "h1.example");
-		strcpy(m->u.request.codec, "zlib:1,lz4");
-		m->u.request.npaths = 1;
-		strcpy(m->u.request.paths, "dir/sub dir/file.bin");
+		memset(&req_in, 0, sizeof(req_in));
+		m->u.request = &req_in;
+		m->u.request->role = PROTO_ROLE_SOURCE;
+		m->u.request->flags = PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS;
+		m->u.request->streams = 17;
+		m->u.request->block_size = 1u << 20;
+		m->u.request->window = 0x01020304;
+		m->u.request->timeout_s = 0x8000000f;
+		m->u.request->nsources = 123456;
+		m->u.request->port_lo = 5000;
+		m->u.request->port_hi = 5010;
+		m->u.request->family = 6;
+		fill_pattern(m->u.request->data_key, PROTO_KEY_LEN, 9);
+		m->u.request->connect_port = 0xbeef;
+		strcpy(m->u.request->connect_host, "h1.example");
+		strcpy(m->u.request->codec, "zlib:1,lz4");
+		m->u.request->npaths = 1;
+		strcpy(m->u.request->paths, "dir/sub dir/file.bin");
 		break;
 	case PROTO_READY:
 		m->u.ready.data_port = 0xfedc;
 		strcpy(m->u.ready.host, "10.1.2.3");
 		break;
-	case PROTO_FILE:
-		m->u.file.id = 0x89abcdef;
-		m->u.file.size = 0x0123456789abcdefull;
-		m->u.file.mode = 04755;
-		m->u.file.mtime_s = -1234567890123ll;
-		m->u.file.mtime_ns = 999999999;
-		strcpy(m->u.file.name, "r\xc3\xa9sum\xc3\xa9.txt");
+	case PROTO_ENTRIES:
+		memset(&ent_in, 0, sizeof(ent_in));
+		ent_in.type = PROTO_ENT_REG;
+		ent_in.size = 0x0123456789abcdefull;
+		ent_in.mode = 04755;
+		ent_in.uid = 0x01020304;
+		ent_in.gid = 0xfffffffe;
+		ent_in.mtime_s = -1234567890123ll;
+		ent_in.mtime_ns = 999999999;
+		ent_in.atime_s = 0x0a0b0c0d0e0f1011ll;
+		ent_in.atime_ns = 1;
+		strcpy(ent_in.path, ENT_PATH);
+		strcpy(ent_in.user, "alice");
+		strcpy(ent_in.group, "staff");
+		proto_batch_init(&batch_in, 0x89abcdef);
+		assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+		proto_batch_msg(&batch_in, m);
 		break;
 	case PROTO_FILE_END:
 		m->u.file_end.id = 0xfffffffe;
@@ -94,6 +145,8 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.stats.maxrss_kb = 65536;
 		m->u.stats.wall_us = 987654321;
 		m->u.stats.codec_cpu_us = 0x0102030405060708ull;
+		m->u.stats.dirs = 0x1112131415161718ull;
+		m->u.stats.links = 0xf1f2f3f4f5f6f7f8ull;
 		break;
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
@@ -103,6 +156,14 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.skip.index = 0x01020304;
 		m->u.skip.status = -2; /* ENOENT */
 		strcpy(m->u.skip.msg, "cannot open source 'a/b': No such file or directory");
+		break;
+	case PROTO_FILE_FAIL:
+		m->u.file_fail.id = 0xfedcba98;
+		m->u.file_fail.status = -PC_E_FILEIO;
+		strcpy(m->u.file_fail.msg, "'a/b' shrank while it was being copied");
+		break;
+	case PROTO_ACK:
+		m->u.ack.upto = 0x80000001;
 		break;
 	default:
 		fail_msg("no sample for type %u", type);
@@ -117,16 +178,19 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_AUTH: return 32;
 	case PROTO_KEY: return 32;
 	case PROTO_REQUEST:
-		return 59 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4") + 2 + 2 +
+		return 60 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4") + 2 + 2 +
 		       strlen("dir/sub dir/file.bin");
 	case PROTO_READY: return 4 + strlen("10.1.2.3");
-	case PROTO_FILE: return 34 + strlen("r\xc3\xa9sum\xc3\xa9.txt");
+	case PROTO_ENTRIES:
+		return ENT_OFF + ENT_FIXED + 2 + strlen(ENT_PATH) + 2 + 2 + 5 + 2 + 5;
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 64;
+	case PROTO_DONE: return 80;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
+	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
+	case PROTO_ACK: return 4;
 	default: return 0;
 	}
 }
@@ -165,8 +229,12 @@ static void test_roundtrip_all(void **state)
 		assert_int_equal(proto_frame_decode(frame, &type, &len), 0);
 		assert_int_equal(type, t);
 		assert_int_equal(len, plen);
-		assert_int_equal(proto_decode(t, payload(), plen, &out), 0);
-		assert_memory_equal(&in, &out, sizeof(in));
+		assert_int_equal(decode(t, payload(), plen, &out), 0);
+		msg_same(&in, &out);
+		/* Canonical: what decodes encodes back to the same bytes. */
+		uint8_t again[FRAME_CAP];
+		assert_int_equal(proto_encode(&out, again, sizeof(again)), (int)(8 + plen));
+		assert_memory_equal(again, frame, 8 + plen);
 	}
 }
 
@@ -212,7 +280,7 @@ static void test_layout_skip(void **state)
 	strcpy(m.u.skip.msg, "no");
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), sizeof(want));
 	assert_memory_equal(frame, want, sizeof(want));
-	assert_int_equal(proto_decode(PROTO_SKIP, payload(), sizeof(want) - 8, &out), 0);
+	assert_int_equal(decode(PROTO_SKIP, payload(), sizeof(want) - 8, &out), 0);
 	assert_memory_equal(&m, &out, sizeof(m));
 	/* The smallest SKIP: index, status and an empty message. */
 	m.u.skip.msg[0] = '\0';
@@ -222,7 +290,8 @@ static void test_layout_skip(void **state)
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 }
 
-/* SKIPs name the REQUEST's paths in order, each once, and none past them. */
+/* SKIPs name the REQUEST's paths in order, the same one several times if
+ * need be (entries inside one tree), and none past them. */
 static void test_skip_in_order(void **state)
 {
 	struct proto_skip k = { .status = -2 };
@@ -234,40 +303,59 @@ static void test_skip_in_order(void **state)
 	assert_int_equal(next, 0);
 	k.index = 0;
 	assert_true(proto_skip_in_order(&k, 3, &next));
-	assert_int_equal(next, 1);
-	assert_false(proto_skip_in_order(&k, 3, &next)); /* the same path again */
+	assert_int_equal(next, 0);
+	assert_true(proto_skip_in_order(&k, 3, &next)); /* the same path again */
+	assert_int_equal(next, 0);
 	k.index = 2;
 	assert_true(proto_skip_in_order(&k, 3, &next));
-	assert_int_equal(next, 3);
+	assert_int_equal(next, 2);
+	assert_true(proto_skip_in_order(&k, 3, &next));
 	k.index = 1;
 	assert_false(proto_skip_in_order(&k, 3, &next)); /* going back */
-	assert_int_equal(next, 3);
+	assert_int_equal(next, 2);
 	/* No paths: no SKIP at all; the largest index stays in range. */
 	next = 0;
 	k.index = 0;
 	assert_false(proto_skip_in_order(&k, 0, &next));
 	k.index = UINT32_MAX - 1;
 	assert_true(proto_skip_in_order(&k, UINT32_MAX, &next));
-	assert_int_equal(next, UINT32_MAX);
+	assert_int_equal(next, UINT32_MAX - 1);
 	k.index = UINT32_MAX;
 	assert_false(proto_skip_in_order(&k, UINT32_MAX, &next));
 }
 
-static void test_layout_file(void **state)
+static void test_layout_entries(void **state)
 {
 	struct proto_msg m;
 	const uint8_t *p = payload();
 
 	(void)state;
-	sample(PROTO_FILE, &m);
+	sample(PROTO_ENTRIES, &m);
 	encode_ok(&m);
-	assert_memory_equal(p + 0, "\x89\xab\xcd\xef", 4);
-	assert_memory_equal(p + 8, "\x01\x23\x45\x67\x89\xab\xcd\xef", 8);
-	assert_memory_equal(p + 16, "\x00\x00\x09\xed", 4);
+	assert_memory_equal(p + 0, "\x89\xab\xcd\xef\x00\x01", 6); /* first_id, count */
+	assert_memory_equal(p + 6, "\x01\x00", 2);                   /* REG, no flags */
+	assert_memory_equal(p + 8, "\x00\x00\x09\xed", 4);           /* mode */
+	assert_memory_equal(p + 12, "\x01\x02\x03\x04\xff\xff\xff\xfe", 8); /* uid, gid */
 	assert_memory_equal(p + 20, "\xff\xff\xfe\xe0\x8e\x04\xfb\x35", 8);
 	assert_memory_equal(p + 28, "\x3b\x9a\xc9\xff", 4);
-	assert_memory_equal(p + 32, "\x00\x0c", 2);
-	assert_memory_equal(p + 34, m.u.file.name, 12);
+	assert_memory_equal(p + 32, "\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x00\x00\x00\x01", 12);
+	assert_memory_equal(p + 44, "\x01\x23\x45\x67\x89\xab\xcd\xef", 8); /* size */
+	assert_memory_equal(p + 52, "\0\0\0\0\0\0\0\0\0\0\0\0", 12);   /* rdev, link_id */
+	assert_memory_equal(p + 64, "\x00\x0c", 2);
+	assert_memory_equal(p + 66, ENT_PATH, 12);
+	assert_memory_equal(p + 78, "\x00\x00\x00\x05" "alice\x00\x05" "staff", 16);
+}
+
+/* END/DONE: the two version 3 fields come last. */
+static void test_layout_stats(void **state)
+{
+	struct proto_msg m;
+
+	(void)state;
+	sample(PROTO_END, &m);
+	assert_int_equal(encode_ok(&m), 80);
+	assert_memory_equal(payload() + 64, "\x11\x12\x13\x14\x15\x16\x17\x18", 8);
+	assert_memory_equal(payload() + 72, "\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8", 8);
 }
 
 static void test_truncation_rejected(void **state)
@@ -279,7 +367,7 @@ static void test_truncation_rejected(void **state)
 		sample(t, &in);
 		size_t plen = encode_ok(&in);
 		for (size_t n = 0; n < plen; n++)
-			assert_int_equal(proto_decode(t, payload(), n, &out), -PC_E_PROTO);
+			assert_int_equal(decode(t, payload(), n, &out), -PC_E_PROTO);
 	}
 }
 
@@ -292,7 +380,7 @@ static void test_trailing_byte_rejected(void **state)
 		sample(t, &in);
 		size_t plen = encode_ok(&in);
 		payload()[plen] = 0;
-		assert_int_equal(proto_decode(t, payload(), plen + 1, &out), -PC_E_PROTO);
+		assert_int_equal(decode(t, payload(), plen + 1, &out), -PC_E_PROTO);
 	}
 }
 
@@ -301,9 +389,9 @@ static void test_decode_unknown_type(void **state)
 	struct proto_msg out;
 
 	(void)state;
-	assert_int_equal(proto_decode(0, frame, 0, &out), -PC_E_PROTO);
-	assert_int_equal(proto_decode(PROTO_TYPE_MAX, frame, 0, &out), -PC_E_PROTO);
-	assert_int_equal(proto_decode(255, frame, 0, &out), -PC_E_PROTO);
+	assert_int_equal(decode(0, frame, 0, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_TYPE_MAX, frame, 0, &out), -PC_E_PROTO);
+	assert_int_equal(decode(255, frame, 0, &out), -PC_E_PROTO);
 }
 
 /* A string field: its length prefix sits at len_off in the payload. */
@@ -316,9 +404,9 @@ struct str_case {
 static const struct str_case str_cases[] = {
 	/* REQUEST's last string: its only path, after the fixed fields, the
 	 * connect host, the codec spec and the path count. */
-	{ PROTO_REQUEST, 59 + 12 + 12 + 2, PROTO_MAX_PATH },
-	{ PROTO_FILE, 32, PROTO_MAX_PATH },
+	{ PROTO_REQUEST, 60 + 12 + 12 + 2, PROTO_MAX_PATH },
 	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
+	{ PROTO_FILE_FAIL, 8, PROTO_MAX_MSG },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
 	{ PROTO_SKIP, 8, PROTO_MAX_MSG },
 };
@@ -327,9 +415,9 @@ static const struct str_case str_cases[] = {
 static char *str_field(struct proto_msg *m)
 {
 	switch (m->type) {
-	case PROTO_REQUEST: return m->u.request.paths;
-	case PROTO_FILE: return m->u.file.name;
+	case PROTO_REQUEST: return m->u.request->paths;
 	case PROTO_FILE_DONE: return m->u.file_done.msg;
+	case PROTO_FILE_FAIL: return m->u.file_fail.msg;
 	case PROTO_SKIP: return m->u.skip.msg;
 	default: return m->u.error.msg;
 	}
@@ -350,17 +438,17 @@ static void test_string_limits(void **state)
 		s[c->max] = '\0';
 		size_t plen = encode_ok(&m);
 		assert_int_equal(plen, c->len_off + 2 + c->max);
-		assert_int_equal(proto_decode(c->type, payload(), plen, &out), 0);
-		assert_memory_equal(&m, &out, sizeof(m));
+		assert_int_equal(decode(c->type, payload(), plen, &out), 0);
+		msg_same(&m, &out);
 
 		/* A length prefix of max + 1 with max + 1 bytes present. */
 		payload()[plen] = 'a';
 		put_be(payload() + c->len_off, c->max + 1, 2);
-		assert_int_equal(proto_decode(c->type, payload(), plen + 1, &out), -PC_E_PROTO);
+		assert_int_equal(decode(c->type, payload(), plen + 1, &out), -PC_E_PROTO);
 
 		/* A length prefix of 0xffff. */
 		put_be(payload() + c->len_off, 0xffff, 2);
-		assert_int_equal(proto_decode(c->type, payload(), plen + 1, &out), -PC_E_PROTO);
+		assert_int_equal(decode(c->type, payload(), plen + 1, &out), -PC_E_PROTO);
 
 		/* Unterminated within the field: the encoder refuses. */
 		s[c->max] = 'a';
@@ -375,44 +463,44 @@ static void test_request_paths(void **state)
 
 	(void)state;
 	sample(PROTO_REQUEST, &m);
-	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
-	m.u.request.npaths = 0;
-	assert_int_equal(proto_request_add_path(&m.u.request, "a"), 0);
-	assert_int_equal(proto_request_add_path(&m.u.request, "b/c"), 0);
-	assert_int_equal(proto_request_add_path(&m.u.request, ""), -PC_E_PROTO);
-	assert_int_equal(m.u.request.npaths, 2);
-	assert_string_equal(proto_request_path(&m.u.request, 0), "a");
-	assert_string_equal(proto_request_path(&m.u.request, 1), "b/c");
-	assert_null(proto_request_path(&m.u.request, 2));
+	memset(m.u.request->paths, 0, sizeof(m.u.request->paths));
+	m.u.request->npaths = 0;
+	assert_int_equal(proto_request_add_path(m.u.request, "a"), 0);
+	assert_int_equal(proto_request_add_path(m.u.request, "b/c"), 0);
+	assert_int_equal(proto_request_add_path(m.u.request, ""), -PC_E_PROTO);
+	assert_int_equal(m.u.request->npaths, 2);
+	assert_string_equal(proto_request_path(m.u.request, 0), "a");
+	assert_string_equal(proto_request_path(m.u.request, 1), "b/c");
+	assert_null(proto_request_path(m.u.request, 2));
 	plen = encode_ok(&m);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
-	assert_int_equal(out.u.request.npaths, 2);
-	assert_string_equal(proto_request_path(&out.u.request, 1), "b/c");
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request->npaths, 2);
+	assert_string_equal(proto_request_path(out.u.request, 1), "b/c");
 	/* No paths at all is refused both ways. */
-	m.u.request.npaths = 0;
+	m.u.request->npaths = 0;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	/* A path list that overflows PROTO_REQ_PATHS_BYTES is refused. */
-	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	memset(m.u.request->paths, 0, sizeof(m.u.request->paths));
 	char big[PROTO_MAX_PATH + 1];
 	memset(big, 'x', PROTO_MAX_PATH);
 	big[PROTO_MAX_PATH] = '\0';
 	unsigned added = 0;
-	while (proto_request_add_path(&m.u.request, big) == 0)
+	while (proto_request_add_path(m.u.request, big) == 0)
 		added++;
 	assert_int_equal(added, PROTO_REQ_PATHS_BYTES / (PROTO_MAX_PATH + 1));
 	/* A port range upside down, and a family that is not 0, 4 or 6. */
 	sample(PROTO_REQUEST, &m);
-	m.u.request.port_lo = 10;
-	m.u.request.port_hi = 9;
+	m.u.request->port_lo = 10;
+	m.u.request->port_hi = 9;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_REQUEST, &m);
-	m.u.request.family = 5;
+	m.u.request->family = 5;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 }
 
 /* Offset of REQUEST.npaths in sample(PROTO_REQUEST)'s payload: after the
  * fixed fields, the connect host and the codec spec. */
-#define REQ_NPATHS_OFF (59 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4"))
+#define REQ_NPATHS_OFF (60 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4"))
 
 /* Builds in the frame buffer a REQUEST payload that claims npaths paths and
  * holds npaths paths of len bytes each ('p'...), as a hostile peer may send
@@ -446,28 +534,28 @@ static void test_request_too_many_paths(void **state)
 	(void)state;
 	/* The bound itself: PROTO_MAX_PATHS one-byte paths are fine. */
 	plen = request_with_paths(PROTO_MAX_PATHS, 1);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
-	assert_int_equal(out.u.request.npaths, PROTO_MAX_PATHS);
-	assert_string_equal(proto_request_path(&out.u.request, PROTO_MAX_PATHS - 1), "p");
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request->npaths, PROTO_MAX_PATHS);
+	assert_string_equal(proto_request_path(out.u.request, PROTO_MAX_PATHS - 1), "p");
 	/* One more, 2 * (PROTO_MAX_PATHS + 1) bytes of paths: refused. */
 	assert_true(2 * (PROTO_MAX_PATHS + 1) <= PROTO_REQ_PATHS_BYTES);
 	plen = request_with_paths(PROTO_MAX_PATHS + 1, 1);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
 	/* Twice as many: refused too. */
 	plen = request_with_paths(2 * PROTO_MAX_PATHS, 1);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
 
 	/* The encoder refuses to write such a request: PROTO_MAX_PATHS + 1
 	 * one-byte paths, all in REQUEST.paths. */
 	struct proto_msg m;
 	uint8_t buf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD];
 	sample(PROTO_REQUEST, &m);
-	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
+	memset(m.u.request->paths, 0, sizeof(m.u.request->paths));
 	for (unsigned i = 0; i <= PROTO_MAX_PATHS; i++)
-		m.u.request.paths[2 * i] = 'p';
-	m.u.request.npaths = PROTO_MAX_PATHS;
+		m.u.request->paths[2 * i] = 'p';
+	m.u.request->npaths = PROTO_MAX_PATHS;
 	assert_true(proto_encode(&m, buf, sizeof(buf)) > 0);
-	m.u.request.npaths = PROTO_MAX_PATHS + 1;
+	m.u.request->npaths = PROTO_MAX_PATHS + 1;
 	assert_int_equal(proto_encode(&m, buf, sizeof(buf)), -PC_E_PROTO);
 }
 
@@ -481,25 +569,25 @@ static void test_request_paths_decode_bounds(void **state)
 
 	(void)state;
 	plen = request_with_paths(0, 0);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
 	plen = request_with_paths(1, 0);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
 	plen = request_with_paths(3, 1);
 	put_be(payload() + REQ_NPATHS_OFF + 2 + 3, 0, 2); /* the second one empty */
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen - 1, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen - 1, &out), -PC_E_PROTO);
 
 	/* As many longest paths as fit, then one byte more. */
 	plen = request_with_paths(fit, PROTO_MAX_PATH);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
-	assert_int_equal(out.u.request.npaths, fit);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request->npaths, fit);
 	size_t left = PROTO_REQ_PATHS_BYTES - fit * (PROTO_MAX_PATH + 1);
 	plen = request_with_paths(fit + 1, PROTO_MAX_PATH);
 	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left, 2);
 	plen = REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH) + 2 + left;
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
 	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left - 1, 2);
-	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen - 1, &out), 0);
-	assert_int_equal(out.u.request.npaths, fit + 1);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen - 1, &out), 0);
+	assert_int_equal(out.u.request->npaths, fit + 1);
 }
 
 static void test_string_empty(void **state)
@@ -518,8 +606,8 @@ static void test_string_empty(void **state)
 		}
 		size_t plen = encode_ok(&m);
 		assert_int_equal(plen, c->len_off + 2);
-		assert_int_equal(proto_decode(c->type, payload(), plen, &out), 0);
-		assert_memory_equal(&m, &out, sizeof(m));
+		assert_int_equal(decode(c->type, payload(), plen, &out), 0);
+		msg_same(&m, &out);
 	}
 }
 
@@ -540,10 +628,10 @@ static void test_string_nul_rejected(void **state)
 			uint8_t save = payload()[at];
 
 			payload()[at] = 0;
-			assert_int_equal(proto_decode(c->type, payload(), plen, &out), -PC_E_PROTO);
+			assert_int_equal(decode(c->type, payload(), plen, &out), -PC_E_PROTO);
 			payload()[at] = save;
 		}
-		assert_int_equal(proto_decode(c->type, payload(), plen, &out), 0);
+		assert_int_equal(decode(c->type, payload(), plen, &out), 0);
 	}
 }
 
@@ -570,45 +658,85 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 0, 1, PROTO_ROLE_SOURCE, 0 },
 	{ PROTO_REQUEST, 0, 1, 3, -PC_E_PROTO },
 	{ PROTO_REQUEST, 0, 1, 255, -PC_E_PROTO },
-	{ PROTO_REQUEST, 1, 1, PROTO_REQ_KNOWN, 0 },
-	{ PROTO_REQUEST, 1, 1, 0x20, -PC_E_PROTO },
-	{ PROTO_REQUEST, 1, 1, 0x80, -PC_E_PROTO },
-	{ PROTO_REQUEST, 2, 2, 0, -PC_E_PROTO },
-	{ PROTO_REQUEST, 2, 2, 1, 0 },
-	{ PROTO_REQUEST, 2, 2, PROTO_MAX_STREAMS, 0 },
-	{ PROTO_REQUEST, 2, 2, PROTO_MAX_STREAMS + 1, -PC_E_PROTO },
-	{ PROTO_REQUEST, 2, 2, 0xffff, -PC_E_PROTO },
-	{ PROTO_REQUEST, 4, 4, 0, -PC_E_PROTO },
-	{ PROTO_REQUEST, 4, 4, PROTO_MIN_BLOCK - 1, -PC_E_PROTO },
-	{ PROTO_REQUEST, 4, 4, PROTO_MIN_BLOCK, 0 },
-	{ PROTO_REQUEST, 4, 4, PROTO_MAX_BLOCK, 0 },
-	{ PROTO_REQUEST, 4, 4, PROTO_MAX_BLOCK + 1, -PC_E_PROTO },
-	{ PROTO_REQUEST, 4, 4, 0xffffffff, -PC_E_PROTO },
-	{ PROTO_REQUEST, 8, 4, 0xffffffff, 0 },       /* window: any */
-	{ PROTO_REQUEST, 20, 2, 5011, -PC_E_PROTO },  /* port_lo > port_hi 5010 */
-	{ PROTO_REQUEST, 20, 2, 5010, 0 },
-	{ PROTO_REQUEST, 20, 2, 0, -PC_E_PROTO },     /* no low end, but a high one */
-	{ PROTO_REQUEST, 22, 2, 4999, -PC_E_PROTO },  /* port_hi < port_lo 5000 */
-	{ PROTO_REQUEST, 22, 2, 0xffff, 0 },
-	{ PROTO_REQUEST, 24, 1, 0, 0 },               /* family: any, 4 or 6 */
-	{ PROTO_REQUEST, 24, 1, 4, 0 },
-	{ PROTO_REQUEST, 24, 1, 5, -PC_E_PROTO },
-	{ PROTO_REQUEST, 24, 1, 255, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN, 0 },  /* flags: u16 in version 3 */
+	{ PROTO_REQUEST, 1, 2, 0x3ff, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_RECURSIVE | PROTO_REQ_PRESERVE, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF, 0 },
+	{ PROTO_REQUEST, 1, 2, 0x400, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0x8000, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0xfc00, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0xffff, -PC_E_PROTO },
+	{ PROTO_REQUEST, 3, 2, 0, -PC_E_PROTO },
+	{ PROTO_REQUEST, 3, 2, 1, 0 },
+	{ PROTO_REQUEST, 3, 2, PROTO_MAX_STREAMS, 0 },
+	{ PROTO_REQUEST, 3, 2, PROTO_MAX_STREAMS + 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, 3, 2, 0xffff, -PC_E_PROTO },
+	{ PROTO_REQUEST, 5, 4, 0, -PC_E_PROTO },
+	{ PROTO_REQUEST, 5, 4, PROTO_MIN_BLOCK - 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, 5, 4, PROTO_MIN_BLOCK, 0 },
+	{ PROTO_REQUEST, 5, 4, PROTO_MAX_BLOCK, 0 },
+	{ PROTO_REQUEST, 5, 4, PROTO_MAX_BLOCK + 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, 5, 4, 0xffffffff, -PC_E_PROTO },
+	{ PROTO_REQUEST, 9, 4, 0xffffffff, 0 },       /* window: any */
+	{ PROTO_REQUEST, 21, 2, 5011, -PC_E_PROTO },  /* port_lo > port_hi 5010 */
+	{ PROTO_REQUEST, 21, 2, 5010, 0 },
+	{ PROTO_REQUEST, 21, 2, 0, -PC_E_PROTO },     /* no low end, but a high one */
+	{ PROTO_REQUEST, 23, 2, 4999, -PC_E_PROTO },  /* port_hi < port_lo 5000 */
+	{ PROTO_REQUEST, 23, 2, 0xffff, 0 },
+	{ PROTO_REQUEST, 25, 1, 0, 0 },               /* family: any, 4 or 6 */
+	{ PROTO_REQUEST, 25, 1, 4, 0 },
+	{ PROTO_REQUEST, 25, 1, 5, -PC_E_PROTO },
+	{ PROTO_REQUEST, 25, 1, 255, -PC_E_PROTO },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
-	{ PROTO_FILE, 4, 4, 2, -PC_E_PROTO },
-	{ PROTO_FILE, 4, 4, 0x80000000, -PC_E_PROTO },
-	{ PROTO_FILE, 4, 4, PROTO_FILE_SIZE_UNKNOWN, -PC_E_PROTO }, /* size is not 0 */
-	{ PROTO_FILE, 16, 4, 07777, 0 },
-	{ PROTO_FILE, 16, 4, 010000, -PC_E_PROTO },
-	{ PROTO_FILE, 16, 4, 0xffffffff, -PC_E_PROTO },
-	{ PROTO_FILE, 28, 4, 0, 0 },
-	{ PROTO_FILE, 28, 4, 1000000000, -PC_E_PROTO },
-	{ PROTO_FILE, 28, 4, 0xffffffff, -PC_E_PROTO },
-	{ PROTO_FILE_DONE, 4, 4, 0, 0 },
+	/* ENTRIES: the batch header, then the sample's one REG entry. */
+	{ PROTO_ENTRIES, 0, 4, 0, 0 },
+	{ PROTO_ENTRIES, 0, 4, 0xffffffff, 0 },       /* the last id there is */
+	{ PROTO_ENTRIES, 4, 2, 0, -PC_E_PROTO },      /* count 0 */
+	{ PROTO_ENTRIES, 4, 2, 2, -PC_E_PROTO },      /* fewer entries than counted */
+	{ PROTO_ENTRIES, 4, 2, PROTO_MAX_BATCH + 1, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 4, 2, 0xffff, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 6, 1, 0, -PC_E_PROTO },      /* type */
+	{ PROTO_ENTRIES, 6, 1, PROTO_ENT_DIR, -PC_E_PROTO }, /* a DIR with a size */
+	{ PROTO_ENTRIES, 6, 1, PROTO_ENT_TYPE_MAX, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 6, 1, 0xff, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 7, 1, PROTO_ENT_LINKED, 0 }, /* flags */
+	{ PROTO_ENTRIES, 7, 1, PROTO_ENT_SIZE_UNKNOWN, -PC_E_PROTO }, /* size is not 0 */
+	{ PROTO_ENTRIES, 7, 1, 0x4, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 7, 1, 0x80, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 8, 4, 07777, 0 },            /* mode */
+	{ PROTO_ENTRIES, 8, 4, 010000, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 8, 4, 0100644, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 8, 4, 0xffffffff, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 12, 4, 0xffffffff, 0 },      /* uid, gid: any */
+	{ PROTO_ENTRIES, 16, 4, 0, 0 },
+	{ PROTO_ENTRIES, 20, 8, 0x8000000000000000ull, 0 }, /* mtime_s: any */
+	{ PROTO_ENTRIES, 28, 4, 0, 0 },               /* mtime_ns */
+	{ PROTO_ENTRIES, 28, 4, 999999999, 0 },
+	{ PROTO_ENTRIES, 28, 4, 1000000000, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 28, 4, 0xffffffff, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 32, 8, 0xffffffffffffffffull, 0 }, /* atime_s: any */
+	{ PROTO_ENTRIES, 40, 4, 999999999, 0 },       /* atime_ns */
+	{ PROTO_ENTRIES, 40, 4, 1000000000, -PC_E_PROTO },
+	{ PROTO_ENTRIES, 44, 8, 0, 0 },               /* size: any for a REG */
+	{ PROTO_ENTRIES, 44, 8, UINT64_MAX, 0 },
+	{ PROTO_ENTRIES, 52, 8, 1, -PC_E_PROTO },     /* rdev on a REG */
+	{ PROTO_ENTRIES, 60, 4, 1, -PC_E_PROTO },     /* link_id on a REG */
+	{ PROTO_FILE_END, 0, 4, 0xffffffff, 0 },
+	{ PROTO_FILE_END, 4, 8, 0, 0 },
+	{ PROTO_FILE_DONE, 4, 4, 0, -PC_E_PROTO },    /* success is an ACK's business */
 	{ PROTO_FILE_DONE, 4, 4, 1, -PC_E_PROTO },
 	{ PROTO_FILE_DONE, 4, 4, 0x7fffffff, -PC_E_PROTO },
 	{ PROTO_FILE_DONE, 4, 4, 0x80000000, 0 },
+	{ PROTO_FILE_DONE, 4, 4, 0xffffffff, 0 },
+	{ PROTO_FILE_FAIL, 0, 4, 0, 0 },              /* id: any; the sink checks it */
+	{ PROTO_FILE_FAIL, 4, 4, 0, -PC_E_PROTO },    /* giving up is a failure */
+	{ PROTO_FILE_FAIL, 4, 4, 1, -PC_E_PROTO },
+	{ PROTO_FILE_FAIL, 4, 4, 0x7fffffff, -PC_E_PROTO },
+	{ PROTO_FILE_FAIL, 4, 4, 0x80000000, 0 },
+	{ PROTO_FILE_FAIL, 4, 4, 0xffffffff, 0 },
+	{ PROTO_ACK, 0, 4, 0, 0 },                    /* upto: the receiver checks it */
+	{ PROTO_ACK, 0, 4, 0xffffffff, 0 },
 	{ PROTO_ERROR, 0, 4, 0, 0 },
 	{ PROTO_ERROR, 0, 4, 1, -PC_E_PROTO },
 	{ PROTO_ERROR, 0, 4, 0x7fffffff, -PC_E_PROTO },
@@ -632,7 +760,7 @@ static void test_range_checks(void **state)
 		sample(c->type, &m);
 		size_t plen = encode_ok(&m);
 		put_be(payload() + c->off, c->value, c->width);
-		int ret = proto_decode(c->type, payload(), plen, &out);
+		int ret = decode(c->type, payload(), plen, &out);
 
 		if (ret != c->want)
 			fail_msg("case %zu: type %s offset %zu value %#llx: got %d, want %d", i,
@@ -652,15 +780,22 @@ static void test_range_checks(void **state)
 static void test_file_size_unknown(void **state)
 {
 	struct proto_msg m, out;
+	size_t pos = 0;
 
 	(void)state;
-	sample(PROTO_FILE, &m);
-	m.u.file.flags = PROTO_FILE_SIZE_UNKNOWN;
-	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
-	m.u.file.size = 0;
+	sample(PROTO_ENTRIES, &m);
+	ent_in.flags = PROTO_ENT_SIZE_UNKNOWN;
+	proto_batch_init(&batch_in, 0);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	assert_int_equal(batch_in.count, 0);
+	ent_in.size = 0;
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	proto_batch_msg(&batch_in, &m);
 	size_t plen = encode_ok(&m);
-	assert_int_equal(proto_decode(PROTO_FILE, payload(), plen, &out), 0);
-	assert_memory_equal(&m, &out, sizeof(m));
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	assert_int_equal(proto_entries_next(&out.u.entries, &pos, &ent_out), 1);
+	assert_int_equal(ent_out.flags, PROTO_ENT_SIZE_UNKNOWN);
+	assert_int_equal(ent_out.size, 0);
 }
 
 /* The encoder refuses what the decoder would refuse. */
@@ -676,13 +811,31 @@ static void test_encode_rejects_invalid(void **state)
 	m.u.hello.min_version = 8;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_REQUEST, &m);
-	m.u.request.streams = PROTO_MAX_STREAMS + 1;
+	m.u.request->streams = PROTO_MAX_STREAMS + 1;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_REQUEST, &m);
-	m.u.request.role = 0;
+	m.u.request->role = 0;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
-	sample(PROTO_FILE, &m);
-	m.u.file.mode = 0100644;
+	sample(PROTO_REQUEST, &m);
+	m.u.request = NULL;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_ENTRIES, &m);
+	m.u.entries.count = 0;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_ENTRIES, &m);
+	m.u.entries.count = 2; /* one entry in the body */
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_ENTRIES, &m);
+	m.u.entries.body_len--; /* the last entry cut short */
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_ENTRIES, &m);
+	ent_in.mode = 0100644;
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	sample(PROTO_FILE_DONE, &m);
+	m.u.file_done.status = 0;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_FILE_FAIL, &m);
+	m.u.file_fail.status = 0;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_ERROR, &m);
 	m.u.error.code = PC_E_PROTO;
@@ -727,7 +880,7 @@ static void test_frame_header(void **state)
 	(void)state;
 	memcpy(hdr, "\x06\x00\x00\x00\x00\x01\x00\x00", 8);
 	assert_int_equal(proto_frame_decode(hdr, &type, &len), 0);
-	assert_int_equal(type, PROTO_FILE);
+	assert_int_equal(type, PROTO_ENTRIES);
 	assert_int_equal(len, PROTO_MAX_PAYLOAD);
 
 	hdr[7] = 1; /* 65537 */
@@ -764,11 +917,444 @@ static void test_type_names(void **state)
 	assert_string_equal(proto_type_name(PROTO_FILE_DONE), "FILE_DONE");
 	assert_string_equal(proto_type_name(PROTO_ERROR), "ERROR");
 	assert_string_equal(proto_type_name(PROTO_SKIP), "SKIP");
+	assert_string_equal(proto_type_name(PROTO_ENTRIES), "ENTRIES");
+	assert_string_equal(proto_type_name(PROTO_FILE_FAIL), "FILE_FAIL");
+	assert_string_equal(proto_type_name(PROTO_ACK), "ACK");
 	assert_string_equal(proto_type_name(0), "?");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX), "?");
 	assert_string_equal(proto_type_name(255), "?");
 	for (uint8_t t = PROTO_HELLO; t < PROTO_TYPE_MAX; t++)
 		assert_string_not_equal(proto_type_name(t), "?");
+}
+
+/* ---- Tree entries -------------------------------------------------------- */
+
+/* A valid entry of type t with every field set where t allows it; id is
+ * the id it will get (a HARDLINK names the entry before it). */
+static void entry_of(uint8_t t, uint32_t id, struct proto_entry *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->type = t;
+	e->mode = 0755;
+	e->uid = 1000;
+	e->gid = 100 + t;
+	e->mtime_s = 1700000000 + t;
+	e->mtime_ns = 123456789;
+	e->atime_s = -5;
+	e->atime_ns = 999999999;
+	snprintf(e->path, sizeof(e->path), "top/dir/n%u", (unsigned)t);
+	strcpy(e->user, "user");
+	strcpy(e->group, "gr oup");
+	switch (t) {
+	case PROTO_ENT_REG:
+		e->flags = PROTO_ENT_LINKED;
+		e->size = 1234567;
+		break;
+	case PROTO_ENT_SYMLINK:
+		strcpy(e->target, "../../etc/passwd");
+		break;
+	case PROTO_ENT_HARDLINK:
+		e->link_id = id - 1;
+		break;
+	case PROTO_ENT_CHR:
+	case PROTO_ENT_BLK:
+		e->rdev = 0x0000010300000004ull;
+		break;
+	case PROTO_ENT_DIR:
+	case PROTO_ENT_DIR_END:
+		strcpy(e->path, "top/dir");
+		break;
+	default:
+		break;
+	}
+}
+
+static void entry_equal(const struct proto_entry *a, const struct proto_entry *b)
+{
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->flags, b->flags);
+	assert_int_equal(a->mode, b->mode);
+	assert_int_equal(a->uid, b->uid);
+	assert_int_equal(a->gid, b->gid);
+	assert_true(a->mtime_s == b->mtime_s);
+	assert_int_equal(a->mtime_ns, b->mtime_ns);
+	assert_true(a->atime_s == b->atime_s);
+	assert_int_equal(a->atime_ns, b->atime_ns);
+	assert_int_equal(a->size, b->size);
+	assert_int_equal(a->rdev, b->rdev);
+	assert_int_equal(a->link_id, b->link_id);
+	assert_string_equal(a->path, b->path);
+	assert_string_equal(a->target, b->target);
+	assert_string_equal(a->user, b->user);
+	assert_string_equal(a->group, b->group);
+}
+
+/* Every entry type, one after another: built, encoded, decoded, read back
+ * with its id, and encoded again to the same bytes. */
+static void test_entries_roundtrip(void **state)
+{
+	static struct proto_entry want[PROTO_ENT_TYPE_MAX];
+	struct proto_msg m, out;
+	uint8_t again[FRAME_CAP];
+	size_t pos = 0, plen;
+	unsigned n = 0;
+	int ret;
+
+	(void)state;
+	proto_batch_init(&batch_in, 1000);
+	for (uint8_t t = PROTO_ENT_REG; t < PROTO_ENT_TYPE_MAX; t++) {
+		entry_of(t, 1000 + n, &want[n]);
+		assert_int_equal(proto_batch_add(&batch_in, &want[n]), 0);
+		n++;
+	}
+	assert_int_equal(batch_in.count, n);
+	proto_batch_msg(&batch_in, &m);
+	plen = encode_ok(&m);
+	assert_int_equal(plen, 6 + batch_in.len);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	assert_ptr_equal(out.u.entries.body, payload() + 6); /* borrowed, not copied */
+	for (unsigned i = 0; (ret = proto_entries_next(&out.u.entries, &pos, &ent_out)) == 1; i++) {
+		assert_true(i < n);
+		assert_int_equal(ent_out.id, 1000 + i);
+		entry_equal(&want[i], &ent_out);
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(proto_entries_next(&out.u.entries, &pos, &ent_out), 0); /* stays done */
+	assert_int_equal(proto_encode(&out, again, sizeof(again)), (int)(8 + plen));
+	assert_memory_equal(again, frame, 8 + plen);
+	/* The builder's own message reads back the same way. */
+	pos = 0;
+	assert_int_equal(proto_entries_next(&m.u.entries, &pos, &ent_out), 1);
+	entry_equal(&want[0], &ent_out);
+}
+
+static void test_relpath(void **state)
+{
+	static const char *const good[] = { "a", "...", ".a", "a.", "..a", "a..", "a/b/c",
+					    "a b/\n/\xff\xfe", "-x", "a/.../b" };
+	static const char *const bad[] = { "/a", "/", "a//b", "a/", "a/b/", ".", "..", "./a",
+					   "../a", "a/.", "a/..", "a/./b", "a/../b", "//" };
+	char p[PROTO_MAX_PATH + 2];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (proto_check_relpath(good[i], strlen(good[i])) != 0)
+			fail_msg("'%s' refused", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (proto_check_relpath(bad[i], strlen(bad[i])) != -PC_E_PROTO)
+			fail_msg("'%s' accepted", bad[i]);
+	assert_int_equal(proto_check_relpath("", 0), -PC_E_PROTO);
+	assert_int_equal(proto_check_relpath("a\0b", 3), -PC_E_PROTO); /* a NUL inside */
+	/* A component of 255 bytes, not 256. */
+	memset(p, 'c', PROTO_MAX_NAME + 1);
+	assert_int_equal(proto_check_relpath(p, PROTO_MAX_NAME), 0);
+	assert_int_equal(proto_check_relpath(p, PROTO_MAX_NAME + 1), -PC_E_PROTO);
+	p[0] = 'x';
+	p[1] = '/';
+	assert_int_equal(proto_check_relpath(p, PROTO_MAX_NAME + 2), 0);
+	/* 4096 bytes in all, not 4097 (components of 15 bytes and a '/'). */
+	for (size_t i = 0; i < sizeof(p); i++)
+		p[i] = i % 16 == 14 ? '/' : 'd';
+	assert_int_equal(proto_check_relpath(p, PROTO_MAX_PATH), 0);
+	assert_int_equal(proto_check_relpath(p, PROTO_MAX_PATH + 1), -PC_E_PROTO);
+}
+
+/* Encodes a one-entry ENTRIES of e (which must be valid), then lets the
+ * caller break it in place: returns the payload length. */
+static size_t entries_encoded(const struct proto_entry *e)
+{
+	struct proto_msg m;
+
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, e), 0);
+	proto_batch_msg(&batch_in, &m);
+	return encode_ok(&m);
+}
+
+/* Each path rule, refused by the builder and by the decoder (the decoder
+ * sees the bad path spliced into a good payload of the same length). */
+static void test_entry_path_rules(void **state)
+{
+	static const char *const bad[] = { "/abc", "a//b", "abc/", "./ab", "../a", "a/./b",
+					   "a/../b", "ab/..", "x/.", ".", ".." };
+	struct proto_msg out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		size_t n = strlen(bad[i]), plen;
+
+		entry_of(PROTO_ENT_FIFO, 7, &ent_in);
+		strcpy(ent_in.path, bad[i]);
+		proto_batch_init(&batch_in, 7);
+		if (proto_batch_add(&batch_in, &ent_in) != -PC_E_PROTO)
+			fail_msg("builder took '%s'", bad[i]);
+		memset(ent_in.path, 'g', n);
+		ent_in.path[n] = '\0';
+		plen = entries_encoded(&ent_in);
+		assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+		memcpy(payload() + ENT_PATH_OFF + 2, bad[i], n);
+		if (decode(PROTO_ENTRIES, payload(), plen, &out) != -PC_E_PROTO)
+			fail_msg("decoder took '%s'", bad[i]);
+	}
+	/* A NUL in the path, and an empty path. */
+	entry_of(PROTO_ENT_FIFO, 7, &ent_in);
+	strcpy(ent_in.path, "abc");
+	size_t plen = entries_encoded(&ent_in);
+	payload()[ENT_PATH_OFF + 3] = '\0';
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	ent_in.path[0] = '\0';
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	plen = entries_encoded(&(struct proto_entry){ .type = PROTO_ENT_FIFO, .path = "a" });
+	/* The one-byte path "a" cut out: a length prefix of 0, the rest intact. */
+	memmove(payload() + ENT_PATH_OFF + 2, payload() + ENT_PATH_OFF + 3, plen - ENT_PATH_OFF - 3);
+	put_be(payload() + ENT_PATH_OFF, 0, 2);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen - 1, &out), -PC_E_PROTO);
+}
+
+/* The longest path (4096 bytes) passes; 4097 does not, either way. */
+static void test_entry_path_length(void **state)
+{
+	struct proto_msg out;
+	size_t plen, pos = 0;
+
+	(void)state;
+	entry_of(PROTO_ENT_DIR, 7, &ent_in);
+	for (size_t i = 0; i < PROTO_MAX_PATH; i++)
+		ent_in.path[i] = i % 200 == 199 ? '/' : 'p';
+	ent_in.path[PROTO_MAX_PATH] = '\0';
+	plen = entries_encoded(&ent_in);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	assert_int_equal(proto_entries_next(&out.u.entries, &pos, &ent_out), 1);
+	assert_int_equal(strlen(ent_out.path), PROTO_MAX_PATH);
+	/* One byte more: 4097 bytes claimed and present. */
+	memmove(payload() + ENT_PATH_OFF + 3, payload() + ENT_PATH_OFF + 2, plen - ENT_PATH_OFF - 2);
+	payload()[ENT_PATH_OFF + 2] = 'p';
+	put_be(payload() + ENT_PATH_OFF, PROTO_MAX_PATH + 1, 2);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen + 1, &out), -PC_E_PROTO);
+	/* The builder: an unterminated path array. */
+	memset(ent_in.path, 'p', sizeof(ent_in.path));
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+}
+
+/* Rules between fields, refused by the builder and by the decoder. */
+static void test_entry_field_rules(void **state)
+{
+	struct proto_msg out;
+	size_t plen, tgt;
+
+	(void)state;
+	/* A target on anything but a SYMLINK. */
+	entry_of(PROTO_ENT_SYMLINK, 7, &ent_in);
+	plen = entries_encoded(&ent_in);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	payload()[ENT_OFF] = PROTO_ENT_FIFO;
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	ent_in.type = PROTO_ENT_DIR;
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	/* A SYMLINK without one. */
+	entry_of(PROTO_ENT_FIFO, 7, &ent_in);
+	plen = entries_encoded(&ent_in);
+	payload()[ENT_OFF] = PROTO_ENT_SYMLINK;
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	ent_in.type = PROTO_ENT_SYMLINK;
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	/* The longest target passes. */
+	memset(ent_in.target, 't', PROTO_MAX_PATH);
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	/* A NUL inside a target. */
+	entry_of(PROTO_ENT_SYMLINK, 7, &ent_in);
+	plen = entries_encoded(&ent_in);
+	tgt = ENT_PATH_OFF + 2 + strlen(ent_in.path) + 2;
+	payload()[tgt + 3] = '\0';
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+
+	/* A size on anything but a REG; flags on anything but a REG. */
+	for (uint8_t t = PROTO_ENT_DIR; t < PROTO_ENT_TYPE_MAX; t++) {
+		entry_of(t, 7, &ent_in);
+		ent_in.size = 1;
+		proto_batch_init(&batch_in, 7);
+		assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+		entry_of(t, 7, &ent_in);
+		plen = entries_encoded(&ent_in);
+		put_be(payload() + ENT_OFF + 38, 1, 8);
+		assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+		put_be(payload() + ENT_OFF + 38, 0, 8);
+		payload()[ENT_OFF + 1] = PROTO_ENT_LINKED;
+		assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	}
+	/* rdev only on CHR and BLK. */
+	entry_of(PROTO_ENT_FIFO, 7, &ent_in);
+	ent_in.rdev = 5;
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+
+	/* link_id: below the entry's own id, and only on a HARDLINK. */
+	entry_of(PROTO_ENT_HARDLINK, 7, &ent_in);
+	plen = entries_encoded(&ent_in); /* link_id 6 */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	put_be(payload() + ENT_OFF + 54, 7, 4); /* itself */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	put_be(payload() + ENT_OFF + 54, 8, 4); /* a later one */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	put_be(payload() + ENT_OFF + 54, 0, 4);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	ent_in.link_id = 7;
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	ent_in.link_id = 0;
+	proto_batch_init(&batch_in, 0); /* id 0: no earlier entry to name */
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+
+	/* mode and nanoseconds. */
+	entry_of(PROTO_ENT_DIR, 7, &ent_in);
+	ent_in.mode = 010000;
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	entry_of(PROTO_ENT_DIR, 7, &ent_in);
+	ent_in.mtime_ns = 1000000000;
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+	entry_of(PROTO_ENT_DIR, 7, &ent_in);
+	ent_in.atime_ns = 1000000000;
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+
+	/* user and group: 255 bytes, not 256. */
+	entry_of(PROTO_ENT_SOCK, 7, &ent_in);
+	memset(ent_in.user, 'u', PROTO_MAX_NAME);
+	memset(ent_in.group, 'g', PROTO_MAX_NAME);
+	plen = entries_encoded(&ent_in);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	payload()[plen] = 'g';
+	put_be(payload() + plen - PROTO_MAX_NAME - 2, PROTO_MAX_NAME + 1, 2);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen + 1, &out), -PC_E_PROTO);
+	ent_in.group[PROTO_MAX_NAME] = 'g'; /* unterminated */
+	proto_batch_init(&batch_in, 7);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+}
+
+/* count: 1..PROTO_MAX_BATCH; ids must not pass UINT32_MAX; the body ends
+ * exactly after the last entry. */
+static void test_entries_batch_rules(void **state)
+{
+	struct proto_msg m, out;
+	size_t plen, one;
+
+	(void)state;
+	entry_of(PROTO_ENT_FIFO, 0, &ent_in);
+	proto_batch_init(&batch_in, UINT32_MAX - 1);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0); /* id UINT32_MAX */
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO); /* no id left */
+	assert_int_equal(batch_in.count, 2);
+	proto_batch_msg(&batch_in, &m);
+	plen = encode_ok(&m);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	put_be(payload(), UINT32_MAX, 4); /* the second id would wrap to 0 */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+
+	/* count 0 with no body, count 4097 with 4097 entries' worth of count. */
+	put_be(payload(), 0, 4);
+	put_be(payload() + 4, 0, 2);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), 6, &out), -PC_E_PROTO);
+	proto_batch_init(&batch_in, 0);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	one = batch_in.len;
+	put_be(payload() + 4, PROTO_MAX_BATCH + 1, 2);
+	for (size_t i = 0; 6 + (i + 1) * one <= PROTO_MAX_PAYLOAD; i++)
+		memcpy(payload() + 6 + i * one, batch_in.body, one);
+	size_t fit = (PROTO_MAX_PAYLOAD - 6) / one;
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), 6 + fit * one, &out), -PC_E_PROTO);
+	put_be(payload() + 4, fit, 2); /* the same bytes with the right count: fine */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), 6 + fit * one, &out), 0);
+	assert_int_equal(out.u.entries.count, fit);
+	put_be(payload() + 4, fit - 1, 2); /* one entry left over */
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), 6 + fit * one, &out), -PC_E_PROTO);
+	assert_true(fit < PROTO_MAX_BATCH); /* bytes, not the count, bound a real batch */
+}
+
+/* A full batch says -ENOSPC and is left as it was; the largest entries
+ * still fit a payload one by one. */
+static void test_batch_full(void **state)
+{
+	struct proto_msg m, out;
+	size_t len, plen, pos = 0;
+	unsigned n = 0;
+	int ret;
+
+	(void)state;
+	entry_of(PROTO_ENT_SYMLINK, 0, &ent_in);
+	for (size_t i = 0; i < PROTO_MAX_PATH; i++)
+		ent_in.path[i] = i % 100 == 99 ? '/' : 'p';
+	memset(ent_in.target, 't', PROTO_MAX_PATH);
+	memset(ent_in.user, 'u', PROTO_MAX_NAME);
+	memset(ent_in.group, 'g', PROTO_MAX_NAME);
+	proto_batch_init(&batch_in, 0);
+	while ((ret = proto_batch_add(&batch_in, &ent_in)) == 0)
+		n++;
+	assert_int_equal(ret, -ENOSPC);
+	assert_int_equal(batch_in.count, n);
+	len = batch_in.len;
+	assert_int_equal(len, n * (ENT_FIXED + 4 * 2 + 2 * PROTO_MAX_PATH + 2 * PROTO_MAX_NAME));
+	assert_true(6 + len + len / n > PROTO_MAX_PAYLOAD);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), -ENOSPC);
+	assert_int_equal(batch_in.len, len);
+	proto_batch_msg(&batch_in, &m);
+	plen = encode_ok(&m);
+	assert_true(plen <= PROTO_MAX_PAYLOAD);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	while ((ret = proto_entries_next(&out.u.entries, &pos, &ent_out)) == 1)
+		assert_string_equal(ent_out.target, ent_in.target);
+	assert_int_equal(ret, 0);
+	/* The message stays small whatever it carries. */
+	assert_true(sizeof(struct proto_msg) < 2048);
+}
+
+/* proto_entries_next on a batch nobody checked. */
+static void test_entries_next_unchecked(void **state)
+{
+	struct proto_entries es = { 0 };
+	size_t pos = 0;
+
+	(void)state;
+	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO); /* count 0 */
+	entry_of(PROTO_ENT_FIFO, 0, &ent_in);
+	proto_batch_init(&batch_in, 3);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	es = (struct proto_entries){ 3, 1, batch_in.body, batch_in.len + 1 }; /* a byte too many */
+	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), 1);
+	assert_int_equal(ent_out.id, 3);
+	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO);
+	es.body_len = batch_in.len - 1; /* a byte short */
+	pos = 0;
+	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO);
+	es.body_len = batch_in.len;
+	pos = (size_t)5 << 16; /* a cursor past the count */
+	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO);
+}
+
+/* REQUEST goes through the caller's storage both ways. */
+static void test_request_pointer(void **state)
+{
+	struct proto_msg m, out;
+	size_t plen;
+
+	(void)state;
+	sample(PROTO_REQUEST, &m);
+	plen = encode_ok(&m);
+	memset(&out, 0, sizeof(out)); /* u.request NULL: nowhere to put it */
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	memset(&req_out, 0xa5, sizeof(req_out));
+	out.u.request = &req_out;
+	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_ptr_equal(out.u.request, &req_out);
+	assert_memory_equal(&req_in, &req_out, sizeof(req_in)); /* all of it rewritten */
+	assert_int_equal(req_out.flags, PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS);
+	/* The flags are a u16 right after the role. */
+	assert_memory_equal(payload(), "\x02\x02\x01", 3);
 }
 
 /* ---- Data channels ----------------------------------------------------- */
@@ -827,7 +1413,7 @@ static void test_block_validation(void **state)
 
 	(void)state;
 	b = sample_block; b.type = 0;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
-	b = sample_block; b.type = 3;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = sample_block; b.type = 4;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.flags = 0x2;              assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.flags = 0x8000;           assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.codec = 1;                assert_int_equal(block_check(&b), -PC_E_PROTO);
@@ -871,6 +1457,48 @@ static void test_block_validation(void **state)
 	b = end; b.enc_len = 1;        assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = end; b.seq = 1;            assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = end; b.checksum = 1;       assert_int_equal(block_check(&b), -PC_E_PROTO);
+}
+
+/* PACK: n = offset ids from file_id, raw_len >= 4n, flags 0. */
+static void test_block_pack(void **state)
+{
+	struct proto_block b, base = { PROTO_BLK_PACK, PROTO_CODEC_NONE, 0, 10, 3, 100, 100, 5, 9 };
+	uint8_t buf[PROTO_BLOCK_HDR_LEN];
+	struct proto_block out;
+
+	(void)state;
+	proto_block_encode(&base, buf);
+	assert_int_equal(buf[0], 3);
+	assert_int_equal(proto_block_decode(buf, 1u << 20, &out), 0);
+	assert_memory_equal(&out, &base, sizeof(out));
+	b = base; b.offset = 0;                   assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.offset = 1; b.raw_len = b.enc_len = 4;
+	assert_int_equal(block_check(&b), 0);     /* one id, its status only */
+	b.raw_len = b.enc_len = 3;                assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.raw_len = b.enc_len = 11;     assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.raw_len = b.enc_len = 12;     assert_int_equal(block_check(&b), 0);
+	b = base; b.offset = PROTO_MAX_PACK; b.raw_len = b.enc_len = 4 * PROTO_MAX_PACK;
+	assert_int_equal(block_check(&b), 0);
+	b.offset = PROTO_MAX_PACK + 1;            assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.offset = 1ull << 62;                    assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.offset = UINT64_MAX;                    assert_int_equal(block_check(&b), -PC_E_PROTO);
+	/* file_id + n must not overflow u32. */
+	b = base; b.file_id = UINT32_MAX - 3;     assert_int_equal(block_check(&b), 0);
+	b.file_id = UINT32_MAX - 2;               assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.file_id = UINT32_MAX;                   assert_int_equal(block_check(&b), -PC_E_PROTO);
+	/* No flags (no HOLE), a known codec, DATA's encoding rules. */
+	b = base; b.flags = PROTO_BLK_HOLE;       assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.enc_len = 0;                            assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.flags = 0x100;                assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.codec = PROTO_CODEC_LZ4; b.enc_len = 99;
+	assert_int_equal(block_check(&b), 0);
+	b.enc_len = 100;                          assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.enc_len = 0;                            assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.codec = PROTO_CODEC_MAX; b.enc_len = 1;
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.enc_len = 99;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = base; b.raw_len = b.enc_len = (1u << 20) + 1;
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
 }
 
 static void test_block_max_block(void **state)
@@ -929,7 +1557,8 @@ int main(void)
 		cmocka_unit_test(test_layout_error),
 		cmocka_unit_test(test_layout_skip),
 		cmocka_unit_test(test_skip_in_order),
-		cmocka_unit_test(test_layout_file),
+		cmocka_unit_test(test_layout_entries),
+		cmocka_unit_test(test_layout_stats),
 		cmocka_unit_test(test_truncation_rejected),
 		cmocka_unit_test(test_trailing_byte_rejected),
 		cmocka_unit_test(test_decode_unknown_type),
@@ -945,8 +1574,18 @@ int main(void)
 		cmocka_unit_test(test_encode_small_buffer),
 		cmocka_unit_test(test_frame_header),
 		cmocka_unit_test(test_type_names),
+		cmocka_unit_test(test_entries_roundtrip),
+		cmocka_unit_test(test_relpath),
+		cmocka_unit_test(test_entry_path_rules),
+		cmocka_unit_test(test_entry_path_length),
+		cmocka_unit_test(test_entry_field_rules),
+		cmocka_unit_test(test_entries_batch_rules),
+		cmocka_unit_test(test_batch_full),
+		cmocka_unit_test(test_entries_next_unchecked),
+		cmocka_unit_test(test_request_pointer),
 		cmocka_unit_test(test_block_roundtrip),
 		cmocka_unit_test(test_block_validation),
+		cmocka_unit_test(test_block_pack),
 		cmocka_unit_test(test_block_max_block),
 		cmocka_unit_test(test_dhello),
 		cmocka_unit_test(test_checksum),
