@@ -15,6 +15,8 @@ static atomic_uint fault_countdown[FAULT_SITES];
 static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_ENCODER_NEW] = "encoder_new",
 	[FAULT_COMPRESS] = "compress",
+	[FAULT_WALK_OPENDIR] = "walk_opendir",
+	[FAULT_WALK_READDIR] = "walk_readdir",
 };
 
 void fault_arm(enum fault_site site, unsigned nth)

@@ -14,6 +14,11 @@
  *   encoder_new  encoder_new returns NULL (as on ENOMEM)
  *   compress     encoder_run's codec call fails with -ENOMEM (counted only
  *                for blocks it really tries to compress)
+ *   walk_opendir the walker's open of a directory fails with EACCES, as for
+ *                a directory root cannot read either (counted per directory
+ *                the walker tries to open, top-level sources included)
+ *   walk_readdir the walker's readdir fails with EIO (counted per readdir
+ *                call, the one that finds the end of a directory included)
  *
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
@@ -22,7 +27,13 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-enum fault_site { FAULT_ENCODER_NEW, FAULT_COMPRESS, FAULT_SITES };
+enum fault_site {
+	FAULT_ENCODER_NEW,
+	FAULT_COMPRESS,
+	FAULT_WALK_OPENDIR,
+	FAULT_WALK_READDIR,
+	FAULT_SITES
+};
 
 /* Sites armed and not yet fired; only fault.c writes it. */
 extern atomic_uint fault_armed;
