@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sys/crypto.h"
 #include "pipeline/decoder.h"
+#include "pipeline/tmpfile.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
 #include "sys/platform.h"
@@ -151,72 +151,24 @@ void sink_target_close(struct sink_target *t)
 
 /* ---- Files ------------------------------------------------------------ */
 
-/* A fresh ".NAME.pcopy-XXXXXX" in f->tmp. Returns 0 or a negative code. */
-static int sink_tmp_name(struct sink_file *f)
-{
-	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-	uint8_t rnd[6];
-	char sfx[7];
-	int ret = crypto_random(rnd, sizeof(rnd));
-
-	if (ret < 0)
-		return ret;
-	for (int i = 0; i < 6; i++)
-		sfx[i] = digits[rnd[i] % 36];
-	sfx[6] = '\0';
-	snprintf(f->tmp, sizeof(f->tmp), ".%.200s.pcopy-%s", f->name, sfx);
-	return 0;
-}
-
-/* Opens the file being received. Where the file system can, it is an
- * unnamed O_TMPFILE inode: if we die, even by SIGKILL, the kernel frees it
- * and nothing is left behind; it gets a name only when complete and
- * verified (sink_link_tmp). Elsewhere (NFS) it is ".NAME.pcopy-XXXXXX"
- * next to the final name, removed on any failure we live through. */
+/* Opens the file being received (pipeline/tmpfile.h): an unnamed O_TMPFILE
+ * inode where the file system can, so that nothing is left behind if we
+ * die; it gets a name only when complete and verified (sink_link_tmp).
+ * Elsewhere (NFS) ".NAME.pcopy-XXXXXX" next to the final name, removed on
+ * any failure we live through. */
 static int sink_create_tmp(struct sink *s, struct sink_file *f)
 {
-	f->fd = openat(s->t->dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
-	if (f->fd >= 0) {
-		f->tmp[0] = '\0';
-		return 0;
-	}
-	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-		return -errno;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		int ret = sink_tmp_name(f);
-		if (ret < 0)
-			return ret;
-		f->fd = openat(s->t->dirfd, f->tmp,
-			       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (f->fd >= 0)
-			return 0;
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
+	int fd = tmpfile_open(s->t->dirfd, f->name, f->tmp);
+
+	f->fd = fd >= 0 ? fd : -1;
+	return fd >= 0 ? 0 : fd;
 }
 
 /* Gives an unnamed (O_TMPFILE) file its temporary name, so that it can be
  * renamed over the final name atomically. Returns 0 or -errno. */
 static int sink_link_tmp(struct sink *s, struct sink_file *f)
 {
-	char proc[64];
-
-	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", f->fd);
-	for (int attempt = 0; attempt < 100; attempt++) {
-		int ret = sink_tmp_name(f);
-		if (ret < 0)
-			return ret;
-		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc does not. */
-		if (linkat(f->fd, "", s->t->dirfd, f->tmp, AT_EMPTY_PATH) == 0 ||
-		    (errno != EEXIST &&
-		     linkat(AT_FDCWD, proc, s->t->dirfd, f->tmp, AT_SYMLINK_FOLLOW) == 0))
-			return 0;
-		f->tmp[0] = '\0';
-		if (errno != EEXIST)
-			return -errno;
-	}
-	return -EEXIST;
+	return tmpfile_link_tmp(f->fd, s->t->dirfd, f->name, f->tmp);
 }
 
 static void sink_file_free(struct sink *s, struct sink_file *f)
