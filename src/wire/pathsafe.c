@@ -144,9 +144,11 @@ static int pathsafe_open_walk(int rootfd, const char *path, int flags, mode_t mo
 	return ret;
 }
 
-/* openat2 beneath rootfd. Returns an fd, or -errno; -ENOSYS (or -EPERM from
- * a seccomp filter that predates openat2) means "use the fallback". */
-static int pathsafe_openat2(int rootfd, const char *path, int flags, mode_t mode)
+/* openat2 beneath rootfd with the RESOLVE_* bits resolve. Returns an fd, or
+ * -errno; -ENOSYS (or -EPERM from a seccomp filter that predates openat2)
+ * means "use the fallback". */
+static int pathsafe_openat2(int rootfd, const char *path, int flags, mode_t mode,
+			    uint64_t resolve)
 {
 #ifdef SYS_openat2
 	struct open_how how;
@@ -158,7 +160,7 @@ static int pathsafe_openat2(int rootfd, const char *path, int flags, mode_t mode
 	 * contains O_DIRECTORY, so test all of its bits. */
 	if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
 		how.mode = mode;
-	how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+	how.resolve = resolve;
 	for (int i = 0; i < PATHSAFE_OPENAT2_TRIES; i++) {
 		fd = syscall(SYS_openat2, rootfd, path, &how, sizeof how);
 		if (fd >= 0 || errno != EAGAIN)
@@ -170,8 +172,21 @@ static int pathsafe_openat2(int rootfd, const char *path, int flags, mode_t mode
 	(void)path;
 	(void)flags;
 	(void)mode;
+	(void)resolve;
 	return -ENOSYS;
 #endif
+}
+
+/* path (checked) beneath rootfd: openat2 with resolve, else the walk, which
+ * refuses every symlink and so is at least as strict as any resolve. */
+static int pathsafe_open_beneath(int rootfd, const char *path, int flags, mode_t mode,
+				 uint64_t resolve)
+{
+	int fd = pathsafe_openat2(rootfd, path, flags, mode, resolve);
+
+	if (fd == -ENOSYS || fd == -EPERM)
+		fd = pathsafe_open_walk(rootfd, path, flags, mode);
+	return fd;
 }
 
 int pathsafe_open(int rootfd, const char *path, int flags, mode_t mode, bool beneath)
@@ -184,8 +199,14 @@ int pathsafe_open(int rootfd, const char *path, int flags, mode_t mode, bool ben
 	}
 	if (pathsafe_check_rel(path) != 0)
 		return -EINVAL;
-	fd = pathsafe_openat2(rootfd, path, flags, mode);
-	if (fd == -ENOSYS || fd == -EPERM)
-		fd = pathsafe_open_walk(rootfd, path, flags, mode);
-	return fd;
+	return pathsafe_open_beneath(rootfd, path, flags, mode,
+				     RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+}
+
+int pathsafe_open_nolinks(int rootfd, const char *path, int flags, mode_t mode)
+{
+	if (pathsafe_check_rel(path) != 0)
+		return -EINVAL;
+	return pathsafe_open_beneath(rootfd, path, flags, mode,
+				     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
 }

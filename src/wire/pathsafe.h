@@ -25,6 +25,16 @@ int pathsafe_check_rel(const char *path);
  * always added) or -errno (-EXDEV or -ELOOP for an escape). */
 int pathsafe_open(int rootfd, const char *path, int flags, mode_t mode, bool beneath);
 
+/* Like pathsafe_open(rootfd, path, flags, mode, true), but no symlink at
+ * all may be met, not even one that stays beneath rootfd, nor as the last
+ * component (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+ * RESOLVE_NO_MAGICLINKS, or the same O_NOFOLLOW walk): for creating
+ * entries that a peer names, where a symlink the peer itself created must
+ * not redirect a later path. Returns an fd (O_CLOEXEC added) or -errno:
+ * -ELOOP for a symlink, -EXDEV for an escape, -EINVAL if path fails
+ * pathsafe_check_rel. */
+int pathsafe_open_nolinks(int rootfd, const char *path, int flags, mode_t mode);
+
 /* Splits path into its parent directory and last component: "a/b/c" ->
  * "a/b" and "c"; "c" -> "." and "c". dir and base must have room for
  * strlen(path) + 2 bytes. Returns 0 or -PC_E_PROTO if path has no last

@@ -1,0 +1,805 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dest: tree entries created beneath a root, through a directory-fd cache. */
+#include "pipeline/dest.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipeline/tmpfile.h"
+#include "sys/sync.h"
+#include "wire/pathsafe.h"
+
+#define DEST_BUCKETS 256u  /* hash buckets of the directory table */
+#define DEST_IDS 64u       /* slots of each name -> id cache (direct-mapped) */
+#define DEST_TRIES 100     /* taken temporary names stepped over */
+/* A mapped path: rename_top may be longer than the component it replaces. */
+#define DEST_PATH_CAP (PROTO_MAX_PATH + NAME_MAX + 2)
+
+/* One directory dest knows about: an open fd, a pending "created by us", or
+ * both. Every field is guarded by d->lock. */
+struct dest_dir {
+	struct dest_dir *next;             /* hash chain */
+	struct dest_dir *older, *newer;    /* idle list links, when fd >= 0 && refs == 0 */
+	uint32_t hash;
+	int fd;                            /* O_PATH | O_DIRECTORY, or -1 */
+	unsigned refs;                     /* callers using fd: never closed while > 0 */
+	bool created;                      /* dest_mkdir made it; its dest_dir_end is pending */
+	char path[];                       /* the mapped path: the key */
+};
+
+/* A name -> id cache slot; guarded by d->idlock. */
+struct dest_id {
+	bool used;
+	uint32_t id;
+	char name[PROTO_MAX_NAME + 1];
+};
+
+struct dest {
+	int rootfd;                        /* borrowed; immutable */
+	struct dest_opts o;                /* immutable */
+	bool as_root;                      /* euid 0 at dest_new; immutable */
+	char *top;                         /* rename_top or NULL; immutable */
+	char *display;                     /* immutable */
+	pthread_mutex_t lock;              /* guards the table and the idle list */
+	struct dest_dir *table[DEST_BUCKETS];
+	struct dest_dir idle;              /* sentinel: idle.newer is the oldest idle entry */
+	unsigned nidle;
+	pthread_mutex_t idlock;            /* guards users and groups */
+	struct dest_id users[DEST_IDS];
+	struct dest_id groups[DEST_IDS];
+};
+
+struct dest_file {
+	struct dest_dir *dir;              /* reference on the parent; NULL: the root */
+	int dirfd;                         /* the parent's fd, kept open by dir */
+	int fd;                            /* owned */
+	const char *name;                  /* the last component, inside path */
+	char tmp[TMPFILE_NAME_CAP];        /* temporary name, or "" (unnamed or none) */
+	char path[];                       /* mapped path */
+};
+
+/* Where one entry goes: its mapped path, split, and its parent's fd. */
+struct dest_loc {
+	char path[DEST_PATH_CAP];          /* mapped path */
+	size_t parent_len;                 /* bytes of the parent in path; 0: the root */
+	const char *name;                  /* the last component, inside path */
+	struct dest_dir *dir;              /* reference held on the parent, or NULL */
+	int dirfd;
+};
+
+/* ---- Paths and messages ----------------------------------------------- */
+
+static uint32_t dest_hash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h;
+}
+
+/* The path as the user would see it: "DST/rest" (rename_top: the first
+ * component is DST itself), else "DST/path". */
+static const char *dest_display(const struct dest *d, const char *mapped, char *buf, size_t cap)
+{
+	size_t dl = strlen(d->display);
+	const char *rest = mapped;
+	const char *sep = dl > 0 && d->display[dl - 1] == '/' ? "" : "/";
+
+	if (d->top != NULL) {
+		rest = mapped + strcspn(mapped, "/");
+		sep = "";
+		if (dl > 1 && d->display[dl - 1] == '/' && rest[0] == '/')
+			rest++;
+	}
+	snprintf(buf, cap, "%s%s%s", d->display, sep, rest);
+	return buf;
+}
+
+/* Records "WHAT 'DST/path': reason" in err. Returns code. */
+static int dest_fail(const struct dest *d, const char *mapped, int code, const char *what,
+		     struct pc_err *err)
+{
+	char disp[PROTO_MAX_PATH + 1];
+
+	dest_display(d, mapped, disp, sizeof(disp));
+	if (code == -ELOOP || code == -EXDEV)
+		return pc_err_set(err, code, "'%s': a path component is a symlink", disp);
+	return pc_err_set(err, code, "%s '%s': %s", what, disp, pc_strerror(code));
+}
+
+/* Checks wire (a path from the peer) and writes its mapped form into l and
+ * splits it. Returns 0 or -PC_E_PROTO. */
+static int dest_map(const struct dest *d, const char *wire, struct dest_loc *l, struct pc_err *err)
+{
+	size_t len = strnlen(wire, PROTO_MAX_PATH + 1);
+	const char *slash;
+
+	l->path[0] = '\0';
+	l->parent_len = 0;
+	l->name = l->path;
+	l->dir = NULL;
+	l->dirfd = -1;
+	if (proto_check_relpath(wire, len) != 0)
+		return pc_err_set(err, -PC_E_PROTO, "the source sent an unsafe path '%.*s' for '%s'",
+				  (int)(len > 512 ? 512 : len), wire, d->display);
+	if (d->top != NULL)
+		snprintf(l->path, sizeof(l->path), "%s%s", d->top, wire + strcspn(wire, "/"));
+	else
+		memcpy(l->path, wire, len + 1);
+	slash = strrchr(l->path, '/');
+	l->parent_len = slash != NULL ? (size_t)(slash - l->path) : 0;
+	l->name = slash != NULL ? slash + 1 : l->path;
+	return 0;
+}
+
+/* ---- The directory table ---------------------------------------------- */
+
+/* The entry for path[0..n), or NULL. Caller holds d->lock. */
+static struct dest_dir *dest_find_locked(struct dest *d, const char *path, size_t n, uint32_t h)
+{
+	for (struct dest_dir *dd = d->table[h % DEST_BUCKETS]; dd != NULL; dd = dd->next)
+		if (dd->hash == h && strncmp(dd->path, path, n) == 0 && dd->path[n] == '\0')
+			return dd;
+	return NULL;
+}
+
+/* A new entry for path[0..n) in the table, fd -1, no refs. NULL on ENOMEM.
+ * Caller holds d->lock. */
+static struct dest_dir *dest_add_locked(struct dest *d, const char *path, size_t n, uint32_t h)
+{
+	struct dest_dir *dd = calloc(1, sizeof(*dd) + n + 1);
+
+	if (dd == NULL)
+		return NULL;
+	memcpy(dd->path, path, n);
+	dd->hash = h;
+	dd->fd = -1;
+	dd->next = d->table[h % DEST_BUCKETS];
+	d->table[h % DEST_BUCKETS] = dd;
+	return dd;
+}
+
+/* Unlinks dd from the table and frees it. Caller holds d->lock; dd has no
+ * fd and no refs. */
+static void dest_drop_locked(struct dest *d, struct dest_dir *dd)
+{
+	struct dest_dir **p = &d->table[dd->hash % DEST_BUCKETS];
+
+	while (*p != dd)
+		p = &(*p)->next;
+	*p = dd->next;
+	free(dd);
+}
+
+static void dest_idle_unlink_locked(struct dest *d, struct dest_dir *dd)
+{
+	dd->older->newer = dd->newer;
+	dd->newer->older = dd->older;
+	dd->older = dd->newer = NULL;
+	d->nidle--;
+}
+
+/* Takes a reference on dd's fd. Caller holds d->lock; dd->fd >= 0. */
+static void dest_ref_locked(struct dest *d, struct dest_dir *dd)
+{
+	if (dd->refs++ == 0)
+		dest_idle_unlink_locked(d, dd);
+}
+
+/* Gives back a reference from dest_dir_get. NULL is a no-op. The fd goes to
+ * the idle list; past DEST_CACHE_IDLE idle fds the oldest is closed. */
+static void dest_dir_put(struct dest *d, struct dest_dir *dd)
+{
+	int victim = -1;
+
+	if (dd == NULL)
+		return;
+	sync_lock(&d->lock);
+	if (--dd->refs == 0) {
+		dd->older = d->idle.older;
+		dd->newer = &d->idle;
+		d->idle.older->newer = dd;
+		d->idle.older = dd;
+		d->nidle++;
+		if (d->nidle > DEST_CACHE_IDLE) {
+			struct dest_dir *old = d->idle.newer;
+
+			dest_idle_unlink_locked(d, old);
+			victim = old->fd;
+			old->fd = -1;
+			if (!old->created)
+				dest_drop_locked(d, old);
+		}
+	}
+	sync_unlock(&d->lock);
+	if (victim >= 0)
+		close(victim);
+}
+
+/* Fills l->dirfd (and l->dir, holding a reference) with l's parent: the
+ * root, a cached fd, or one opened now beneath the root with no symlink
+ * allowed on the way. Returns 0 or -errno (message in err). */
+static int dest_dir_get(struct dest *d, struct dest_loc *l, const char *what, struct pc_err *err)
+{
+	size_t n = l->parent_len;
+	uint32_t h;
+	struct dest_dir *dd;
+	int fd, spare = -1;
+
+	l->dir = NULL;
+	l->dirfd = d->rootfd;
+	if (n == 0)
+		return 0;
+	h = dest_hash(l->path, n);
+	sync_lock(&d->lock);
+	dd = dest_find_locked(d, l->path, n, h);
+	if (dd != NULL && dd->fd >= 0) {
+		dest_ref_locked(d, dd);
+		sync_unlock(&d->lock);
+		l->dir = dd;
+		l->dirfd = dd->fd;
+		return 0;
+	}
+	sync_unlock(&d->lock);
+
+	l->path[n] = '\0';
+	fd = pathsafe_open_nolinks(d->rootfd, l->path, O_PATH | O_DIRECTORY, 0);
+	l->path[n] = '/';
+	if (fd < 0)
+		return dest_fail(d, l->path, fd, what, err);
+
+	sync_lock(&d->lock);
+	dd = dest_find_locked(d, l->path, n, h);
+	if (dd == NULL)
+		dd = dest_add_locked(d, l->path, n, h);
+	if (dd != NULL && dd->fd >= 0) {
+		spare = fd;          /* another thread opened it meanwhile */
+		dest_ref_locked(d, dd);
+	} else if (dd != NULL) {
+		dd->fd = fd;
+		dd->refs = 1;
+	}
+	sync_unlock(&d->lock);
+	if (spare >= 0)
+		close(spare);
+	if (dd == NULL) {
+		close(fd);
+		return dest_fail(d, l->path, -ENOMEM, what, err);
+	}
+	l->dir = dd;
+	l->dirfd = dd->fd;
+	return 0;
+}
+
+/* Marks l's own path (a directory) created by us (on true) or takes that
+ * mark away, returning whether it was there (on false). Returns -ENOMEM
+ * if the mark cannot be stored. */
+static int dest_mark_created(struct dest *d, const struct dest_loc *l, bool on)
+{
+	size_t n = strlen(l->path);
+	uint32_t h = dest_hash(l->path, n);
+	struct dest_dir *dd;
+	int was = 0;
+
+	sync_lock(&d->lock);
+	dd = dest_find_locked(d, l->path, n, h);
+	if (on && dd == NULL)
+		dd = dest_add_locked(d, l->path, n, h);
+	if (dd != NULL) {
+		was = dd->created;
+		dd->created = on;
+		if (!on && dd->fd < 0 && dd->refs == 0)
+			dest_drop_locked(d, dd);
+	} else if (on) {
+		was = -ENOMEM;
+	}
+	sync_unlock(&d->lock);
+	return was;
+}
+
+/* ---- Owners, modes, times --------------------------------------------- */
+
+/* The id of user (or group) name through the cache slots; fallback when
+ * the name is empty or unknown. */
+static uint32_t dest_id(struct dest *d, struct dest_id *slots, const char *name,
+			uint32_t fallback, bool group)
+{
+	struct dest_id *s = &slots[dest_hash(name, strlen(name)) % DEST_IDS];
+	uint32_t id = fallback;
+	bool found = false;
+	size_t cap = 16384;
+	char *buf = NULL;
+	int rc = ERANGE;
+
+	if (name[0] == '\0')
+		return fallback;
+	sync_lock(&d->idlock);
+	if (s->used && strcmp(s->name, name) == 0) {
+		id = s->id;
+		found = true;
+	}
+	sync_unlock(&d->idlock);
+	if (found)
+		return id;
+	while (rc == ERANGE && cap <= (1u << 20)) {
+		char *bigger = realloc(buf, cap);
+		struct passwd pw, *pwp = NULL;
+		struct group gr, *grp = NULL;
+
+		if (bigger == NULL)
+			break;
+		buf = bigger;
+		rc = group ? getgrnam_r(name, &gr, buf, cap, &grp)
+			   : getpwnam_r(name, &pw, buf, cap, &pwp);
+		if (rc == 0 && (group ? grp != NULL : pwp != NULL)) {
+			id = group ? (uint32_t)gr.gr_gid : (uint32_t)pw.pw_uid;
+			found = true;
+		}
+		cap *= 2;
+	}
+	free(buf);
+	if (!found)
+		return fallback;   /* unknown (or a lookup that failed): rsync's rule */
+	sync_lock(&d->idlock);
+	s->used = true;
+	s->id = id;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	sync_unlock(&d->idlock);
+	return id;
+}
+
+static bool dest_chowns(const struct dest *d)
+{
+	return d->o.preserve && d->as_root;
+}
+
+static uid_t dest_uid(struct dest *d, const struct proto_entry *e)
+{
+	return d->o.numeric_ids ? e->uid : dest_id(d, d->users, e->user, e->uid, false);
+}
+
+static gid_t dest_gid(struct dest *d, const struct proto_entry *e)
+{
+	return d->o.numeric_ids ? e->gid : dest_id(d, d->groups, e->group, e->gid, true);
+}
+
+/* The mode to give a file, special file or new directory. */
+static mode_t dest_mode(const struct dest *d, const struct proto_entry *e)
+{
+	mode_t m = (mode_t)e->mode & 07777;
+
+	if (!d->o.preserve)
+		return m & 0777 & ~d->o.umask;
+	if (d->o.strip_setid)
+		m &= ~(mode_t)(S_ISUID | S_ISGID);
+	return m;
+}
+
+/* e's atime and mtime; -PC_E_PROTO if a nanosecond field is out of range
+ * (which could also read as UTIME_NOW or UTIME_OMIT). */
+static int dest_times(const struct proto_entry *e, struct timespec ts[2])
+{
+	if (e->atime_ns >= 1000000000u || e->mtime_ns >= 1000000000u)
+		return -PC_E_PROTO;
+	ts[0].tv_sec = (time_t)e->atime_s;
+	ts[0].tv_nsec = (long)e->atime_ns;
+	ts[1].tv_sec = (time_t)e->mtime_s;
+	ts[1].tv_nsec = (long)e->mtime_ns;
+	return 0;
+}
+
+/* Owner (-p, root), mode, times (-p) on an open fd, in that order (chown
+ * clears set-ID bits). setmode false keeps the mode. Returns 0 or -errno. */
+static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, bool setmode,
+			 mode_t mode)
+{
+	struct timespec ts[2];
+	int ret;
+
+	if (dest_chowns(d) && fchown(fd, dest_uid(d, e), dest_gid(d, e)) != 0)
+		return -errno;
+	if (setmode && fchmod(fd, mode) != 0)
+		return -errno;
+	if (!d->o.preserve)
+		return 0;
+	ret = dest_times(e, ts);
+	if (ret == 0 && futimens(fd, ts) != 0)
+		ret = -errno;
+	return ret;
+}
+
+/* The same on name in dirfd, never following it (a symlink or a special
+ * file, which cannot be opened safely). setmode is false for symlinks. */
+static int dest_attrs_at(struct dest *d, int dirfd, const char *name,
+			 const struct proto_entry *e, bool setmode)
+{
+	struct timespec ts[2];
+	int ret;
+
+	if (dest_chowns(d) &&
+	    fchownat(dirfd, name, dest_uid(d, e), dest_gid(d, e), AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (setmode && fchmodat(dirfd, name, dest_mode(d, e), AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (!d->o.preserve)
+		return 0;
+	ret = dest_times(e, ts);
+	if (ret == 0 && utimensat(dirfd, name, ts, AT_SYMLINK_NOFOLLOW) != 0)
+		ret = -errno;
+	return ret;
+}
+
+/* ---- Entries ---------------------------------------------------------- */
+
+/* Maps e->path into l and gets its parent, after checking e's type is
+ * one of a or b. */
+static int dest_begin(struct dest *d, const struct proto_entry *e, int a, int b,
+		      struct dest_loc *l, const char *what, struct pc_err *err)
+{
+	int ret = dest_map(d, e->path, l, err);
+
+	if (ret < 0)
+		return ret;
+	if (e->type != a && e->type != b)
+		return dest_fail(d, l->path, -PC_E_PROTO, "wrong entry type for", err);
+	return dest_dir_get(d, l, what, err);
+}
+
+int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	struct dest_loc l;
+	struct stat st;
+	int ret = dest_begin(d, e, PROTO_ENT_DIR, PROTO_ENT_DIR, &l, "cannot create directory",
+			     err);
+
+	if (ret < 0)
+		goto out;
+	if (mkdirat(l.dirfd, l.name, 0700) == 0) {
+		ret = dest_mark_created(d, &l, true);
+		if (ret < 0)
+			ret = dest_fail(d, l.path, ret, "cannot create directory", err);
+	} else if (errno != EEXIST) {
+		ret = dest_fail(d, l.path, -errno, "cannot create directory", err);
+	} else if (fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		ret = dest_fail(d, l.path, -errno, "cannot create directory", err);
+	} else if (!S_ISDIR(st.st_mode)) {
+		char disp[PROTO_MAX_PATH + 1];
+
+		ret = pc_err_set(err, -EEXIST, "cannot create directory '%s': %s is in the way",
+				 dest_display(d, l.path, disp, sizeof(disp)),
+				 S_ISLNK(st.st_mode) ? "a symlink" : "a file that is not a directory");
+	}
+out:
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	struct dest_loc l;
+	struct stat st;
+	mode_t mode = 0;
+	bool created;
+	int fd = -1;
+	int ret = dest_begin(d, e, PROTO_ENT_DIR_END, PROTO_ENT_DIR, &l,
+			     "cannot set the attributes of directory", err);
+
+	if (ret < 0)
+		goto out;
+	created = dest_mark_created(d, &l, false) > 0;
+	if (!created && !d->o.preserve)
+		goto out;       /* an existing directory keeps what it has */
+	fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		ret = dest_fail(d, l.path, -errno, "cannot set the attributes of directory",
+				err);
+		goto out;
+	}
+	mode = dest_mode(d, e);
+	/* Without -p, a new directory keeps the set-group-ID bit it inherited,
+	 * as mkdir gives it. */
+	if (!d->o.preserve && fstat(fd, &st) == 0)
+		mode |= st.st_mode & S_ISGID;
+	ret = dest_attrs_fd(d, fd, e, true, mode);
+	if (ret < 0)
+		dest_fail(d, l.path, ret, "cannot set the attributes of directory", err);
+out:
+	if (fd >= 0)
+		close(fd);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+/* Renames tmp over l's final name, and removes tmp if that fails. */
+static int dest_rename_tmp(const struct dest_loc *l, const char *tmp)
+{
+	int ret = 0;
+
+	if (renameat(l->dirfd, tmp, l->dirfd, l->name) != 0) {
+		ret = -errno;
+		(void)unlinkat(l->dirfd, tmp, 0);
+	}
+	return ret;
+}
+
+/* Makes a symlink to target (not NULL) or a special file (mode, dev) under
+ * a fresh temporary name in l's parent, sets its attributes, and renames
+ * it over l's name; nothing is left under the temporary name on failure.
+ * Returns 0 or -errno, with the message in err. */
+static int dest_node(struct dest *d, const struct dest_loc *l, const struct proto_entry *e,
+		     const char *target, mode_t mode, dev_t dev, const char *what,
+		     struct pc_err *err)
+{
+	char tmp[TMPFILE_NAME_CAP];
+	int ret = -EEXIST;
+
+	for (int i = 0; i < DEST_TRIES && ret == -EEXIST; i++) {
+		ret = tmpfile_name(l->name, tmp);
+		if (ret < 0)
+			break;
+		if (target != NULL ? symlinkat(target, l->dirfd, tmp)
+				   : mknodat(l->dirfd, tmp, mode, dev))
+			ret = -errno;
+	}
+	if (ret == 0) {
+		ret = dest_attrs_at(d, l->dirfd, tmp, e, target == NULL);
+		if (ret < 0)
+			(void)unlinkat(l->dirfd, tmp, 0);
+		else
+			ret = dest_rename_tmp(l, tmp);
+	}
+	return ret < 0 ? dest_fail(d, l->path, ret, what, err) : 0;
+}
+
+int dest_symlink(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	struct dest_loc l;
+	size_t tlen = strnlen(e->target, PROTO_MAX_PATH + 1);
+	int ret = dest_begin(d, e, PROTO_ENT_SYMLINK, PROTO_ENT_SYMLINK, &l,
+			     "cannot create symlink", err);
+
+	if (ret == 0 && (tlen == 0 || tlen > PROTO_MAX_PATH))
+		ret = dest_fail(d, l.path, -PC_E_PROTO, "bad target for symlink", err);
+	if (ret == 0)
+		ret = dest_node(d, &l, e, e->target, 0, 0, "cannot create symlink", err);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+int dest_special(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	static const mode_t kinds[] = {
+		[PROTO_ENT_FIFO] = S_IFIFO, [PROTO_ENT_CHR] = S_IFCHR,
+		[PROTO_ENT_BLK] = S_IFBLK, [PROTO_ENT_SOCK] = S_IFSOCK,
+	};
+	bool device = e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK;
+	char disp[PROTO_MAX_PATH + 1];
+	struct dest_loc l;
+	int ret = dest_map(d, e->path, &l, err);
+
+	if (ret < 0)
+		return ret;
+	if (e->type >= sizeof(kinds) / sizeof(kinds[0]) || kinds[e->type] == 0)
+		return dest_fail(d, l.path, -PC_E_PROTO, "wrong entry type for", err);
+	if (device && (!d->as_root || d->o.strip_setid))
+		return pc_err_set(err, -EPERM, "cannot create device '%s': %s",
+				  dest_display(d, l.path, disp, sizeof(disp)),
+				  d->as_root ? "this server never creates devices"
+					     : "only root can create devices");
+	ret = dest_dir_get(d, &l, "cannot create special file", err);
+	if (ret == 0)
+		ret = dest_node(d, &l, e, NULL, kinds[e->type] | 0600,
+				device ? (dev_t)e->rdev : 0, "cannot create special file", err);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+int dest_hardlink(struct dest *d, const char *target_path, const struct proto_entry *e,
+		  struct pc_err *err)
+{
+	struct dest_loc l, t;
+	char tmp[TMPFILE_NAME_CAP];
+	int ret = dest_begin(d, e, PROTO_ENT_HARDLINK, PROTO_ENT_HARDLINK, &l,
+			     "cannot create hard link", err);
+
+	t.dir = NULL;
+	if (ret == 0)
+		ret = dest_map(d, target_path, &t, err);
+	if (ret == 0)
+		ret = dest_dir_get(d, &t, "cannot create hard link to", err);
+	if (ret < 0)
+		goto out;
+	/* Straight to the final name when nothing is there. Else a temporary
+	 * name renamed over it; if the final name already was this same
+	 * file, rename does nothing and the temporary name must go. */
+	if (linkat(t.dirfd, t.name, l.dirfd, l.name, 0) == 0)
+		goto out;
+	ret = -errno;
+	for (int i = 0; i < DEST_TRIES && ret == -EEXIST; i++) {
+		ret = tmpfile_name(l.name, tmp);
+		if (ret == 0 && linkat(t.dirfd, t.name, l.dirfd, tmp, 0) != 0)
+			ret = -errno;
+		if (ret == 0) {
+			ret = dest_rename_tmp(&l, tmp);
+			(void)unlinkat(l.dirfd, tmp, 0);
+			break;
+		}
+	}
+	if (ret < 0)
+		dest_fail(d, l.path, ret, "cannot create hard link", err);
+out:
+	dest_dir_put(d, t.dir);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+/* ---- Regular files ---------------------------------------------------- */
+
+int dest_file_open(struct dest *d, const char *path, struct dest_file **out, struct pc_err *err)
+{
+	struct dest_loc l;
+	struct dest_file *f = NULL;
+	size_t n;
+	int ret = dest_map(d, path, &l, err);
+
+	*out = NULL;
+	if (ret == 0)
+		ret = dest_dir_get(d, &l, "cannot create", err);
+	if (ret < 0)
+		return ret;
+	n = strlen(l.path);
+	f = malloc(sizeof(*f) + n + 1);
+	if (f == NULL) {
+		dest_dir_put(d, l.dir);
+		return dest_fail(d, l.path, -ENOMEM, "cannot create", err);
+	}
+	memcpy(f->path, l.path, n + 1);
+	f->name = f->path + (size_t)(l.name - l.path);
+	f->dir = l.dir;
+	f->dirfd = l.dirfd;
+	f->fd = tmpfile_open(f->dirfd, f->name, f->tmp);
+	if (f->fd < 0) {
+		ret = dest_fail(d, f->path, f->fd, "cannot create", err);
+		dest_dir_put(d, f->dir);
+		free(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
+int dest_file_fd(const struct dest_file *f)
+{
+	return f->fd;
+}
+
+/* Gives f (attributes set) its final name. Returns 0 or -errno; on
+ * failure f->tmp may still name it. */
+static int dest_file_name(struct dest_file *f)
+{
+	const struct dest_loc l = { .dirfd = f->dirfd, .name = f->name };
+	int ret;
+
+	if (f->tmp[0] == '\0') {
+		ret = tmpfile_link(f->fd, f->dirfd, f->name);
+		if (ret != -EEXIST)
+			return ret;
+		ret = tmpfile_link_tmp(f->fd, f->dirfd, f->name, f->tmp);
+		if (ret < 0)
+			return ret;
+	}
+	ret = dest_rename_tmp(&l, f->tmp);
+	f->tmp[0] = '\0';   /* renamed, or removed by dest_rename_tmp */
+	return ret;
+}
+
+int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_entry *e,
+		     uint64_t size, struct pc_err *err)
+{
+	const char *what = "cannot finish";
+	int ret = 0;
+
+	if (e->type != PROTO_ENT_REG)
+		ret = -PC_E_PROTO;
+	else if (size > (uint64_t)INT64_MAX)
+		ret = -EFBIG;
+	else if (size > 0 && ftruncate(f->fd, (off_t)size) != 0)
+		ret = -errno;
+	if (ret == 0) {
+		ret = dest_attrs_fd(d, f->fd, e, true, dest_mode(d, e));
+		what = "cannot set the attributes of";
+	}
+	if (ret == 0) {
+		ret = dest_file_name(f);
+		what = "cannot finish";
+	}
+	if (close(f->fd) != 0 && ret == 0)
+		ret = -errno;
+	f->fd = -1;
+	if (ret < 0)
+		dest_fail(d, f->path, ret, what, err);
+	dest_file_abort(d, f);
+	return ret;
+}
+
+void dest_file_abort(struct dest *d, struct dest_file *f)
+{
+	if (f == NULL)
+		return;
+	if (f->fd >= 0)
+		close(f->fd);
+	if (f->tmp[0] != '\0')
+		(void)unlinkat(f->dirfd, f->tmp, 0);
+	dest_dir_put(d, f->dir);
+	free(f);
+}
+
+/* ---- Life ------------------------------------------------------------- */
+
+struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts *o,
+		      const char *display)
+{
+	struct dest *d;
+
+	if (rename_top != NULL && pathsafe_check_name(rename_top) != 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return NULL;
+	d->rootfd = rootfd;
+	d->o = *o;
+	d->as_root = geteuid() == 0;
+	d->idle.older = d->idle.newer = &d->idle;
+	d->display = strdup(display);
+	d->top = rename_top != NULL ? strdup(rename_top) : NULL;
+	if (d->display == NULL || (rename_top != NULL && d->top == NULL) ||
+	    pthread_mutex_init(&d->lock, NULL) != 0) {
+		free(d->display);
+		free(d->top);
+		free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (pthread_mutex_init(&d->idlock, NULL) != 0) {
+		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->lock));
+		free(d->display);
+		free(d->top);
+		free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return d;
+}
+
+void dest_free(struct dest *d)
+{
+	if (d == NULL)
+		return;
+	for (unsigned i = 0; i < DEST_BUCKETS; i++) {
+		while (d->table[i] != NULL) {
+			struct dest_dir *dd = d->table[i];
+
+			d->table[i] = dd->next;
+			if (dd->fd >= 0)
+				close(dd->fd);
+			free(dd);
+		}
+	}
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->lock));
+	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->idlock));
+	free(d->display);
+	free(d->top);
+	free(d);
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* dest: the sink's side of a tree (pcopy -r). Creates the entries a source
+ * announces (directories, files, symlinks, hard links, special files)
+ * beneath a destination directory, safely and with their attributes.
+ *
+ * The sink never trusts the wire. Every path must pass proto_check_relpath;
+ * its parent directory is opened beneath the root with openat2
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS (or an
+ * O_NOFOLLOW component walk where openat2 is missing:
+ * pathsafe_open_nolinks), so a symlink anywhere on the way, even one this
+ * session created, fails the entry with -ELOOP and nothing is written
+ * outside. Every final-name operation (mkdirat, symlinkat, mknodat, linkat,
+ * renameat) works on the last component relative to that parent fd, so the
+ * last component is never followed either. Names appear complete: a file,
+ * symlink, special file or hard link is made under an unnamed O_TMPFILE
+ * inode or a ".NAME.pcopy-XXXXXX" temporary name first and renamed over
+ * the final name (or linked straight to it when nothing is there), and a
+ * failure leaves no temporary name behind.
+ *
+ * Directory fds are kept in a cache keyed by the parent's path (after
+ * rename_top): at most DEST_CACHE_IDLE fds not in use stay open (least
+ * recently used closed first); an fd in use by any caller is never closed
+ * under it, so the cache may hold more while many are in use. A directory
+ * removed or replaced behind our back is reached again through openat2 on
+ * the next miss; an fd already held keeps pointing at the directory it
+ * was opened on, never through a new symlink.
+ *
+ * Attributes. Without preserve, files and new directories get mode & 0777 &
+ * ~umask (cp's rule; a new directory keeps the set-group-ID bit it
+ * inherited), existing directories keep their mode, times and owner are
+ * not set. With preserve: mode & 07777 (without S_ISUID/S_ISGID if
+ * strip_setid), times with nanoseconds, and, when the process runs as root
+ * (euid 0 at dest_new), the owner: the user and group names mapped to ids
+ * here (getpwnam_r/getgrnam_r, cached), falling back to the numeric id
+ * when a name is empty or unknown (rsync's rule), or the numeric ids
+ * alone with numeric_ids.
+ *
+ * Thread safety: after dest_new, every function may be called from any
+ * number of threads at once, on different entries. The caller orders what
+ * depends on order: a directory's dest_mkdir before anything in it, its
+ * dest_dir_end after everything in it is finished, a hard link after its
+ * target's dest_file_commit.
+ *
+ * Assumption: the process umask leaves the owner's bits alone (u=rwx), so
+ * that the 0700 directories and 0600 files made here are ours to fill. */
+#ifndef PCOPY_DEST_H
+#define PCOPY_DEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sys/err.h"
+#include "pipeline/entry.h"
+
+/* Idle directory fds the cache keeps open. */
+#define DEST_CACHE_IDLE 64u
+
+struct dest_opts {
+	bool preserve;       /* -p: modes exactly (07777), times, and owner/group when root */
+	bool numeric_ids;    /* with preserve as root: use uid/gid, not the names */
+	bool strip_setid;    /* daemon: never apply S_ISUID/S_ISGID even with -p, and never
+	                        create a device (CHR/BLK), whatever the euid */
+	mode_t umask;        /* without -p: new files and dirs get mode & 0777 & ~umask */
+};
+
+struct dest;
+struct dest_file;
+
+/* rootfd: the directory the top-level names go in (borrowed: it must stay
+ * open until dest_free). rename_top: NULL keeps the first path component;
+ * else it replaces the first component of every path (the copy of source X
+ * becomes DST itself: `cp -r X DST` when DST does not exist); it must be a
+ * single name (pathsafe_check_name). display: the destination as the user
+ * wrote it, for messages ("DST/..."); copied. Returns NULL with errno
+ * ENOMEM, or EINVAL for a bad rename_top. */
+struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts *o,
+		      const char *display);
+
+/* Closes the cached fds and frees d. Every dest_file must have been
+ * committed or aborted. dest_free(NULL) is a no-op. */
+void dest_free(struct dest *d);
+
+/* Each of the functions below returns 0, or a negative code with a message
+ * in err naming the destination path ("'DST/a/x': ..."): -PC_E_PROTO for an
+ * entry that breaks the wire's rules (bad path, wrong type, bad times),
+ * -ELOOP for a symlink on the path, -EPERM for a device a non-root
+ * process cannot create, -errno otherwise. */
+
+/* e: a DIR entry. Creates the directory 0700, so that it can be filled
+ * whatever its final mode (dest_dir_end sets that). An existing directory
+ * (not a symlink to one) is fine: the copy merges into it. Anything else
+ * under that name is an error (-EEXIST). */
+int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
+/* e: the DIR_END entry of a directory (a DIR entry is taken too). Applies
+ * the final mode (new directories: mode & 0777 & ~umask without -p;
+ * existing ones keep theirs without -p), owner (-p, root) and times (-p).
+ * Call it once everything inside is finished: its times would change
+ * otherwise, and a final mode such as 0555 would keep us out. */
+int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
+/* e: a SYMLINK entry. symlinkat(e->target) to a temporary name, attributes
+ * (-p: owner as root, times, both without following it), renameat over
+ * the final name (replacing a file or symlink there; not a directory).
+ * The target is stored verbatim and never followed here. */
+int dest_symlink(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
+/* e: a FIFO, SOCK, CHR or BLK entry. mknodat to a temporary name,
+ * attributes, renameat over the final name. FIFO and SOCK for anyone;
+ * CHR/BLK only as root (else -EPERM with a message) and never with
+ * strip_setid. */
+int dest_special(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
+/* e: a HARDLINK entry; target_path: the wire path of an earlier REG that
+ * this session created (mapped like every path, opened beneath the root,
+ * never through a symlink). Links it straight to the final name when
+ * nothing is there, else to a temporary name renamed over the final name. */
+int dest_hardlink(struct dest *d, const char *target_path, const struct proto_entry *e,
+		  struct pc_err *err);
+
+/* Opens a new regular file to be named path (a wire path): an unnamed
+ * O_TMPFILE in its parent directory (or ".NAME.pcopy-XXXXXX" where that is
+ * unsupported), mode 0600. *out is owned by the caller until
+ * dest_file_commit or dest_file_abort, which every opened file must reach;
+ * it holds its parent's directory fd. */
+int dest_file_open(struct dest *d, const char *path, struct dest_file **out, struct pc_err *err);
+
+/* The fd to write the file's contents to (pwrite at any offset, from any
+ * thread); owned by f. */
+int dest_file_fd(const struct dest_file *f);
+
+/* Finishes f: ftruncate to size (skipped when size is 0: nothing may have
+ * been written past size), attributes from e (a REG entry; its path is not
+ * used: f's is), then gives it its final name atomically: linkat straight
+ * to the final name when nothing is there, else a temporary name renamed
+ * over it (a file or symlink there is replaced; a directory is an error).
+ * Closes and frees f, whatever the outcome; on failure nothing of f is
+ * left under any name. */
+int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_entry *e,
+		     uint64_t size, struct pc_err *err);
+
+/* Drops f: closes it, removes its temporary name if it has one, frees it.
+ * dest_file_abort(d, NULL) is a no-op. */
+void dest_file_abort(struct dest *d, struct dest_file *f);
+
+#endif
