@@ -102,8 +102,8 @@ struct sink {
 	struct proto_entry *scratch;
 	struct buf *job;               /* entries without contents, not yet handed out */
 	unsigned next_writer;
-	struct sink_link *links;       /* sorted by id (they arrive in order) */
-	size_t nlinks, links_cap;
+	struct sink_link *linked;      /* sorted by id (they arrive in order) */
+	size_t nlinked, linked_cap;
 	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
 };
 
@@ -1004,32 +1004,32 @@ static int sink_on_skip(struct sink *s, const struct proto_skip *k)
 /* The path of a LINKED file that arrived well, by id; NULL if none. */
 static const char *sink_link_path(const struct sink *s, uint32_t id)
 {
-	size_t lo = 0, hi = s->nlinks;
+	size_t lo = 0, hi = s->nlinked;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (s->links[mid].id < id)
+		if (s->linked[mid].id < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < s->nlinks && s->links[lo].id == id ? s->links[lo].path : NULL;
+	return lo < s->nlinked && s->linked[lo].id == id ? s->linked[lo].path : NULL;
 }
 
 static int sink_keep_link(struct sink *s, const struct sink_ent *r)
 {
-	if (s->nlinks == s->links_cap) {
-		size_t cap = s->links_cap ? s->links_cap * 2 : 64;
-		struct sink_link *p = realloc(s->links, cap * sizeof(*p));
+	if (s->nlinked == s->linked_cap) {
+		size_t cap = s->linked_cap ? s->linked_cap * 2 : 64;
+		struct sink_link *p = realloc(s->linked, cap * sizeof(*p));
 		if (p == NULL)
 			return -ENOMEM;
-		s->links = p;
-		s->links_cap = cap;
+		s->linked = p;
+		s->linked_cap = cap;
 	}
 	char *path = strdup(r->path);
 	if (path == NULL)
 		return -ENOMEM;
-	s->links[s->nlinks++] = (struct sink_link){ r->id, path };
+	s->linked[s->nlinked++] = (struct sink_link){ r->id, path };
 	return 0;
 }
 
@@ -1071,7 +1071,7 @@ static int sink_advance(struct sink *s)
 				break;
 			sink_apply(s, r);
 		}
-		if (r->ok && r->type == PROTO_ENT_REG && (r->flags & PROTO_ENTF_LINKED) &&
+		if (r->ok && r->type == PROTO_ENT_REG && (r->flags & PROTO_ENT_LINKED) &&
 		    sink_keep_link(s, r) < 0)
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
 		sync_lock(&s->lock);
@@ -1240,9 +1240,9 @@ static void sink_stop(struct sink *s)
 	bufpool_free(s->pool);
 	for (uint32_t id = s->low; s->table != NULL && id < s->announced; id++)
 		sink_drop(s, s->table[id % SINK_TABLE]);
-	for (size_t i = 0; i < s->nlinks; i++)
-		free(s->links[i].path);
-	free(s->links);
+	for (size_t i = 0; i < s->nlinked; i++)
+		free(s->linked[i].path);
+	free(s->linked);
 	free(s->table);
 	free(s->done);
 	free(s->scratch);

@@ -45,7 +45,7 @@ struct sink_ent *sink_ent_new(const struct proto_entry *e)
 	r->user = sink_ent_str(&at, e->user);
 	r->group = sink_ent_str(&at, e->group);
 	r->fd = -1;
-	r->size_known = !(e->flags & PROTO_ENTF_SIZE_UNKNOWN);
+	r->size_known = !(e->flags & PROTO_ENT_SIZE_UNKNOWN);
 	r->size = e->size;
 	r->data = e->type == PROTO_ENT_REG && (e->size > 0 || !r->size_known);
 	atomic_init(&r->refs, 1);

@@ -360,24 +360,6 @@ static const struct codec_choice *source_choice(struct source *s, uint64_t seq, 
 
 /* Encodes b with choice (encoder_run). A failure is a local one, of the
  * codec on this machine (out of memory, in practice), not of the network:
- * it is recorded as -PC_E_CODEC, naming the codec and the file, before the
- * caller lets go of anything whose failure would say less. Returns 0 or
- * -PC_E_CODEC (the transfer is aborted then). */
-static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
-			 const struct codec_choice *choice, struct src_file *f)
-{
-	char name[32];
-	int ret = encoder_run(enc, b, choice, &f->enc);
-
-	if (ret == 0)
-		return 0;
-	codec_format(choice, name, sizeof(name));
-	return xfer_fail(s->x, -PC_E_CODEC, "compressing '%s' with %s failed: %s", f->display,
-			 name, pc_strerror(ret));
-}
-
-/* Encodes b with choice (encoder_run). A failure is a local one, of the
- * codec on this machine (out of memory, in practice), not of the network:
  * it is recorded as -PC_E_CODEC, naming the codec and what was being
  * compressed, before the caller lets go of anything whose failure would
  * say less. Returns 0 or -PC_E_CODEC (the transfer is aborted then). */
@@ -600,7 +582,7 @@ static void source_stream_item(struct source *s, const struct src_file *f)
 
 	memset(e, 0, offsetof(struct proto_entry, path));
 	e->type = PROTO_ENT_REG;
-	e->flags = PROTO_ENTF_SIZE_UNKNOWN;
+	e->flags = PROTO_ENT_SIZE_UNKNOWN;
 	e->mode = f->mode & 07777;
 	e->mtime_s = f->mtime_s;
 	e->mtime_ns = f->mtime_ns;
@@ -719,7 +701,7 @@ static int source_announce(struct source *s)
 	s->files += e->type == PROTO_ENT_REG;
 	s->dirs += e->type == PROTO_ENT_DIR;
 	s->links += e->type == PROTO_ENT_SYMLINK || e->type == PROTO_ENT_HARDLINK;
-	if (e->type != PROTO_ENT_REG || (e->size == 0 && !(e->flags & PROTO_ENTF_SIZE_UNKNOWN)))
+	if (e->type != PROTO_ENT_REG || (e->size == 0 && !(e->flags & PROTO_ENT_SIZE_UNKNOWN)))
 		return 0;
 	struct src_rec *f = src_rec_new(e->id, e->size, it->base_fd,
 					s->item_stream ? NULL : it->open_path, it->display);
@@ -742,7 +724,7 @@ static int source_announce(struct source *s)
 /* Produces and announces entries while the window has room; the plan is
  * finished once every source has been produced. Returns 0 or a negative
  * code. */
-static int source_fill(struct source *s)
+static int source_fill_window(struct source *s)
 {
 	struct walk_skip k;
 	int ret = 0;
@@ -992,7 +974,7 @@ static void source_control(struct source *s)
 
 	proto_batch_init(s->batch, 0);
 	while (!xfer_aborted(x) && !(s->end_sent && s->acked == s->announced)) {
-		if (source_fill(s) < 0)
+		if (source_fill_window(s) < 0)
 			return;
 		if (ctl_pending(x->ctl)) { /* only a confused sink speaks first */
 			(void)source_on_message(s);
