@@ -90,6 +90,9 @@ struct source {
 	atomic_uint local_failed;  /* files we gave up on ourselves (FILE_FAIL, PACK status) */
 	/* control thread only: */
 	struct walk *walk;         /* the source being walked, or NULL */
+	struct walk **walked;      /* [nwalked] walks done: their base fds serve the readers
+	                              until the end */
+	unsigned nwalked;
 	unsigned cur;              /* index of the source being produced */
 	uint32_t walk_base;        /* id of the current walk's first item */
 	bool walk_done;            /* every source produced */
@@ -623,7 +626,7 @@ static int source_produce(struct source *s, struct walk_skip *k)
 			k->src_index = s->cur;
 			if (ret != 0)
 				return ret;
-			walk_free(s->walk);
+			s->walked[s->nwalked++] = s->walk;
 			s->walk = NULL;
 			s->cur++;
 			continue;
@@ -1051,8 +1054,10 @@ static int source_start(struct source *s)
 	s->plan = plan_new(x->block_size, !x->ordered);
 	s->pool = bufpool_new(count, s->buf_cap);
 	s->item = malloc(sizeof(*s->item));
+	s->walked = calloc(s->in->npaths ? s->in->npaths : 1, sizeof(*s->walked));
 	s->batch = malloc(sizeof(*s->batch));
-	if (s->plan == NULL || s->pool == NULL || s->item == NULL || s->batch == NULL)
+	if (s->plan == NULL || s->pool == NULL || s->item == NULL || s->batch == NULL ||
+	    s->walked == NULL)
 		return xfer_fail(x, -ENOMEM, "out of memory for %u buffers of %zu bytes", count,
 				 s->buf_cap);
 	for (unsigned i = 0; i < s->nq; i++) {
@@ -1154,6 +1159,9 @@ static void source_stop(struct source *s, struct source_result *r)
 		src_rec_put(f);
 	}
 	walk_free(s->walk);
+	for (unsigned i = 0; i < s->nwalked; i++)
+		walk_free(s->walked[i]);
+	free(s->walked);
 	free(s->item);
 	free(s->batch);
 	if (s->open_lock_ok)
