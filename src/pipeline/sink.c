@@ -592,8 +592,11 @@ static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t 
 	int ret = 0;
 
 	*took = 0;
+	/* Finished already: an entry without contents in the range (a
+	 * directory, a link) may be, once the files before it are done. A file
+	 * this pack carries cannot be, and its bytes would then be left over. */
 	if (r == NULL)
-		return -PC_E_PROTO; /* finished already, or never announced */
+		return st == 0 ? 0 : -PC_E_PROTO;
 	if (!r->data || st == 1) {
 		if (!r->data && st != 0)
 			ret = -PC_E_PROTO;
