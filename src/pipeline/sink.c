@@ -30,6 +30,7 @@
 #include "pipeline/decoder.h"
 #include "pipeline/dest.h"
 #include "pipeline/sinkent.h"
+#include "sys/fault.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
 #include "sys/platform.h"
@@ -445,6 +446,8 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 								? b->len - off : sizeof(zeros));
 		return ret;
 	}
+	if (!hole && fault_fire(FAULT_SINK_WRITE))
+		return -ENOSPC;
 	for (size_t off = 0; !hole && off < b->len;) {
 		ssize_t n = pwrite(r->fd, b->data + off, b->len - off, (off_t)(h->offset + off));
 		if (n < 0 && errno != EINTR)
@@ -563,7 +566,8 @@ static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r,
 	sink_ent_entry(r, &w->e);
 	ret = dest_file_open(s->dest, r->path, &r->df, &e);
 	if (ret == 0) {
-		ret = platform_write_full(dest_file_fd(r->df), p, r->size);
+		ret = fault_fire(FAULT_SINK_WRITE) ? -ENOSPC
+						   : platform_write_full(dest_file_fd(r->df), p, r->size);
 		if (ret < 0) {
 			char name[PROTO_MAX_PATH + 64];
 			sink_display(s, r, name, sizeof(name));
@@ -580,51 +584,61 @@ static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r,
 	pc_err_destroy(&e);
 }
 
-/* One id of a PACK: checks the status against the entry, and writes the
- * file if its contents are here. Returns the bytes of contents it took
- * (*took), 0, or -PC_E_PROTO. */
+/* One id of a PACK: checks its status against the entry. With apply,
+ * also claims the file for this pack and writes it if its contents are
+ * here. *took gets the bytes of contents it stands for. Returns 0 or
+ * -PC_E_PROTO. */
 static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t st,
-			 const uint8_t *p, uint64_t left, uint64_t *took)
+			 const uint8_t *p, uint64_t left, bool apply, uint64_t *took)
 {
 	char name[PROTO_MAX_PATH + 64], msg[PROTO_MAX_MSG + 1];
 	struct sink_ent *r = sink_ref(s, id);
-	unsigned want = SINK_CARRY_NONE;
+	unsigned carry = st == 1 ? SINK_CARRY_DATA : SINK_CARRY_PACK, want = SINK_CARRY_NONE;
 	int ret = 0;
 
 	*took = 0;
 	/* Finished already: an entry without contents in the range (a
 	 * directory, a link) may be, once the files before it are done. A file
-	 * this pack carries cannot be, and its bytes would then be left over. */
+	 * this pack carries cannot be. */
 	if (r == NULL)
 		return st == 0 ? 0 : -PC_E_PROTO;
-	if (!r->data || st == 1) {
-		if (!r->data && st != 0)
-			ret = -PC_E_PROTO;
+	if (!r->data) {
 		sink_ent_put(r);
-		return ret;
+		return st == 0 ? 0 : -PC_E_PROTO;
 	}
-	if (st > 1 || !r->size_known ||
-	    !atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_PACK)) {
+	unsigned now = atomic_load(&r->carry);
+	if (st > 1 || !r->size_known || (now != SINK_CARRY_NONE && now != carry) ||
+	    (carry == SINK_CARRY_PACK && now == SINK_CARRY_PACK)) {
 		sink_ent_put(r);
 		return -PC_E_PROTO;
 	}
-	if (st < 0) {
+	if (st == 0 && r->size > left)
+		ret = -PC_E_PROTO;
+	else if (st == 0)
+		*took = r->size;
+	if (ret < 0 || !apply) {
+		sink_ent_put(r);
+		return ret;
+	}
+	if (!atomic_compare_exchange_strong(&r->carry, &want, carry) && want != SINK_CARRY_DATA) {
+		ret = -PC_E_PROTO; /* another pack took it meanwhile */
+	} else if (st < 0) {
 		sink_display(s, r, name, sizeof(name));
 		snprintf(msg, sizeof(msg), "cannot copy '%.900s': the source could not read it: %s",
 			 name, pc_strerror(st));
 		sink_finished(s, r, st, msg);
-	} else if (r->size > left) {
-		ret = -PC_E_PROTO;
-	} else {
+	} else if (st == 0) {
 		sink_pack_file(s, w, r, p);
-		*took = r->size;
 	}
 	sink_ent_put(r);
 	return ret;
 }
 
-/* Unpacks a verified PACK block into its files. */
-static void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b)
+/* Walks a PACK's ids; with apply, writes the files. Returns 0, or
+ * -PC_E_PROTO with *bad the id at fault (first + span when only the sizes
+ * do not add up). */
+static int sink_pack_walk(struct sink *s, struct writer *w, const struct buf *b, bool apply,
+			  uint32_t *bad)
 {
 	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset;
 	uint64_t off = 4 * (uint64_t)span, len = b->len;
@@ -632,18 +646,25 @@ static void sink_write_pack(struct sink *s, struct writer *w, const struct buf *
 	for (uint32_t i = 0; i < span && !xfer_aborted(s->x); i++) {
 		uint64_t took;
 		int32_t st = (int32_t)sink_be32(b->data + 4 * (size_t)i);
-		if (sink_pack_one(s, w, first + i, st, b->data + off, len - off, &took) < 0) {
-			xfer_fail(s->x, -PC_E_PROTO, "%s sent a malformed pack of files %u to %u "
-				  "(at file %u)", s->x->peer, (unsigned)first,
-				  (unsigned)(first + span - 1), (unsigned)(first + i));
-			return;
-		}
+		*bad = first + i;
+		if (sink_pack_one(s, w, first + i, st, b->data + off, len - off, apply, &took) < 0)
+			return -PC_E_PROTO;
 		off += took;
 	}
-	if (off != len && !xfer_aborted(s->x))
-		xfer_fail(s->x, -PC_E_PROTO, "%s sent a pack of files %u to %u with %llu bytes "
-			  "too many", s->x->peer, (unsigned)first, (unsigned)(first + span - 1),
-			  (unsigned long long)(len - off));
+	*bad = first + span;
+	return off == len ? 0 : -PC_E_PROTO;
+}
+
+/* Unpacks a verified PACK block into its files, once the whole pack has
+ * been checked against the entries: a malformed pack writes nothing. */
+static void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b)
+{
+	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset, bad;
+
+	if (sink_pack_walk(s, w, b, false, &bad) < 0 || sink_pack_walk(s, w, b, true, &bad) < 0)
+		xfer_fail(s->x, -PC_E_PROTO, "%s sent a malformed pack of entries %u to %u (at "
+			  "entry %u, or its sizes do not add up)", s->x->peer, (unsigned)first,
+			  (unsigned)(first + span - 1), (unsigned)bad);
 }
 
 /* ---- Threads ---------------------------------------------------------- */
@@ -1133,8 +1154,10 @@ static int sink_on_message(struct sink *s, struct sink_result *res)
 static void sink_control(struct sink *s, struct sink_result *r)
 {
 	struct xfer *x = s->x;
-	struct pollfd p[3] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+	/* The abort switch too: a thread that fails wakes us at once. */
+	struct pollfd p[4] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
 			       { .fd = s->efd, .events = POLLIN },
+			       { .fd = x->abort_efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
 	while (!xfer_aborted(x) && !(s->end && s->low == s->announced)) {
@@ -1142,12 +1165,12 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			(void)sink_on_message(s, r);
 			continue;
 		}
-		int n = poll(p, x->sigfd >= 0 ? 3 : 2, xfer_poll_timeout(x));
+		int n = poll(p, x->sigfd >= 0 ? 4 : 3, xfer_poll_timeout(x));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (p[2].revents & POLLIN)) {
+		if (n > 0 && (p[3].revents & POLLIN)) {
 			xfer_on_signal(x);
 		} else if (n > 0 && (p[1].revents & POLLIN)) {
 			int ret = platform_event_drain(s->efd);

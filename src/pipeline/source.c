@@ -15,6 +15,7 @@
 
 #include "wire/auth.h"
 #include "wire/pathsafe.h"
+#include "sys/fault.h"
 #include "sys/log.h"
 #include "sys/net.h"
 #include "sys/sync.h"
@@ -143,6 +144,8 @@ static void source_give_up(struct source *s, struct src_rec *f, bool tell, int c
  * we copy it. Returns an fd or -errno. */
 static int source_open_path(struct source *s, const struct src_rec *f)
 {
+	if (fault_fire(FAULT_SOURCE_OPEN))
+		return -EACCES;
 	if (s->in->walk.deref)
 		return pathsafe_open(f->base_fd, f->open_path, O_RDONLY, 0, false);
 	return pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NOFOLLOW, 0, true);
@@ -971,8 +974,10 @@ static int source_send_end(struct source *s)
 static void source_control(struct source *s)
 {
 	struct xfer *x = s->x;
-	struct pollfd p[3] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+	/* The abort switch too: a thread that fails wakes us at once. */
+	struct pollfd p[4] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
 			       { .fd = s->efd, .events = POLLIN },
+			       { .fd = x->abort_efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
 	proto_batch_init(s->batch, 0);
@@ -983,12 +988,12 @@ static void source_control(struct source *s)
 			(void)source_on_message(s);
 			continue;
 		}
-		int n = poll(p, x->sigfd >= 0 ? 3 : 2, source_poll_timeout(s));
+		int n = poll(p, x->sigfd >= 0 ? 4 : 3, source_poll_timeout(s));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (p[2].revents & POLLIN))
+		if (n > 0 && (p[3].revents & POLLIN))
 			xfer_on_signal(x);
 		else if (n > 0 && (p[1].revents & POLLIN))
 			(void)source_send_end(s);

@@ -77,10 +77,14 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 	}
 	bool from_src = from == rl->src;
 	switch (m.type) {
-	case PROTO_FILE:
+	case PROTO_ENTRIES:
+	case PROTO_FILE_FAIL:
 		if (!from_src)
 			break;
-		rl->total += m.u.file.size;
+		return relay_forward(rl, to, &m);
+	case PROTO_ACK:
+		if (from_src)
+			break;
 		return relay_forward(rl, to, &m);
 	case PROTO_FILE_END:
 		if (!from_src)

@@ -78,7 +78,9 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		memcpy(m.u.key.key, key, sizeof(key));
 		ret = session_send(c, &m, e);
 	}
-	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = *req };
+	static _Thread_local struct proto_request rq;
+	rq = *req;
+	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = &rq };
 	if (ret == 0)
 		ret = session_send(c, &m, e);
 	if (ret == 0)
@@ -155,7 +157,7 @@ int session_server_open(struct ctl *c, enum session_transport t,
 	if (ret == 0)
 		ret = ctl_expect(c, PROTO_REQUEST, m, e);
 	if (ret == 0)
-		*req = m->u.request;
+		*req = *m->u.request;
 	/* Our proof goes first: it is no use to anyone without K, and the
 	 * client need not wait for us to check its own. */
 	if (ret == 0 && t == SESSION_DAEMON) {

@@ -17,6 +17,8 @@ static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_COMPRESS] = "compress",
 	[FAULT_WALK_OPENDIR] = "walk_opendir",
 	[FAULT_WALK_READDIR] = "walk_readdir",
+	[FAULT_SOURCE_OPEN] = "source_open",
+	[FAULT_SINK_WRITE] = "sink_write",
 };
 
 void fault_arm(enum fault_site site, unsigned nth)

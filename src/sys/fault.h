@@ -19,6 +19,10 @@
  *                the walker tries to open, top-level sources included)
  *   walk_readdir the walker's readdir fails with EIO (counted per readdir
  *                call, the one that finds the end of a directory included)
+ *   source_open  the source's open of a file it is about to read fails with
+ *                EACCES, as if it had become unreadable after the walk
+ *   sink_write   the sink's write of a block or of a small file fails with
+ *                ENOSPC, as on a full disk
  *
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
@@ -32,6 +36,8 @@ enum fault_site {
 	FAULT_COMPRESS,
 	FAULT_WALK_OPENDIR,
 	FAULT_WALK_READDIR,
+	FAULT_SOURCE_OPEN,
+	FAULT_SINK_WRITE,
 	FAULT_SITES
 };
 

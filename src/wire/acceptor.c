@@ -140,7 +140,7 @@ static unsigned acc_in_flight(const struct acceptor *a)
 
 /* The peer spoke on the control channel while no handshake was in flight.
  * A source that opened its connections starts the transfer at once, so its
- * first FILE may overtake the last of them: keep it for the transfer and
+ * first ENTRIES (or SKIP) may overtake the last of them: keep it for the transfer and
  * go on waiting (returns 0). The peer's ERROR or a closed channel means it
  * gave up: -PC_E_ABORTED with its reason and code in e. Anything else is
  * our own failure to report (-PC_E_PROTO, -ENOMEM). */
@@ -152,11 +152,20 @@ static int acc_hear(struct ctl *watch, struct pc_err *e)
 	if (m == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	m->type = 0;
-	ret = ctl_expect(watch, PROTO_FILE, m, e);
-	if (ret == 0)
+	ret = ctl_recv(watch, m);
+	if (ret == 0 && (m->type == PROTO_ENTRIES || m->type == PROTO_SKIP)) {
 		ctl_unread(watch, m);
-	else if (m->type == PROTO_ERROR || ret == -PC_E_NET)
-		ret = -PC_E_ABORTED;
+	} else {
+		if (ret == 0)
+			ret = ctl_check(watch, m, PROTO_ENTRIES, e);
+		else if (ret == -PC_E_NET)
+			pc_err_set(e, ret, "%s closed the control connection", ctl_peer(watch));
+		else
+			pc_err_set(e, ret, "control channel from %s: %s", ctl_peer(watch),
+				   pc_strerror(ret));
+		if (m->type == PROTO_ERROR || ret == -PC_E_NET)
+			ret = -PC_E_ABORTED;
+	}
 	free(m);
 	return ret;
 }

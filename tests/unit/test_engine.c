@@ -1,0 +1,625 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for the transfer engine: source_run and sink_run against each
+ * other in one process, over socketpairs (the sink on a thread of its own),
+ * and each of them against a peer this test plays by hand: a reader that
+ * fails, a writer that fails, a peer that vanishes, and a lying peer. Run
+ * under ASan (leaks, the records' reference counts) and TSan. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipeline/sink.h"
+#include "pipeline/source.h"
+#include "pipeline/xfer.h"
+#include "sys/err.h"
+#include "sys/fault.h"
+#include "sys/platform.h"
+#include "wire/ctl.h"
+#include "wire/proto.h"
+
+#define STREAMS 2u
+#define BLOCK (64u << 10)
+
+struct side {
+	struct xfer x;
+	struct pc_err e;
+	struct ctl *ctl;
+	int fds[STREAMS];
+	int ret;
+};
+
+struct fixture {
+	char base[64];            /* mkdtemp: src/, dst/, outside/ */
+	char src[96], dst[96], outside[96];
+	struct side so, si;       /* the source's and the sink's side */
+	int data[STREAMS][2];     /* [i][0] the source's end, [i][1] the sink's */
+	struct sink_target t;
+	struct sink_opts sopts;
+	struct sink_result sr;
+	struct source_result rr;
+	struct source_path paths[4];
+	struct source_input in;
+	pthread_t sink_tid;
+	bool sink_running;
+};
+
+static void write_file(const char *path, size_t len, unsigned seed)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+	uint8_t buf[4096];
+
+	assert_true(fd >= 0);
+	for (size_t off = 0; off < len;) {
+		size_t n = len - off < sizeof(buf) ? len - off : sizeof(buf);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = (uint8_t)((off + i) * 31u + seed * 7u + (off + i) / 251u);
+		assert_int_equal(write(fd, buf, n), (ssize_t)n);
+		off += n;
+	}
+	assert_int_equal(close(fd), 0);
+}
+
+static void side_init(struct side *sd, int ctlfd, const char *peer, int *fds)
+{
+	pc_err_init(&sd->e);
+	sd->ctl = ctl_new(ctlfd, ctlfd, peer, false);
+	assert_non_null(sd->ctl);
+	for (unsigned i = 0; i < STREAMS; i++)
+		sd->fds[i] = fds[i];
+	sd->x = (struct xfer){ .streams = STREAMS, .block_size = BLOCK, .timeout_s = 10,
+			       .peer = peer, .ctl = sd->ctl, .sigfd = -1, .err = &sd->e,
+			       .data_fds = sd->fds, .nchoices = 1 };
+	sd->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
+	assert_int_equal(xfer_init(&sd->x), 0);
+}
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	int cs[2], sfds[STREAMS], kfds[STREAMS];
+
+	assert_non_null(f);
+	snprintf(f->base, sizeof(f->base), "/tmp/pcopy-test-engine.XXXXXX");
+	assert_non_null(mkdtemp(f->base));
+	snprintf(f->src, sizeof(f->src), "%s/src", f->base);
+	snprintf(f->dst, sizeof(f->dst), "%s/dst", f->base);
+	snprintf(f->outside, sizeof(f->outside), "%s/outside", f->base);
+	assert_int_equal(mkdir(f->src, 0755), 0);
+	assert_int_equal(mkdir(f->dst, 0755), 0);
+	assert_int_equal(mkdir(f->outside, 0755), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cs), 0);
+	for (unsigned i = 0; i < STREAMS; i++) {
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->data[i]), 0);
+		sfds[i] = f->data[i][0];
+		kfds[i] = f->data[i][1];
+	}
+	side_init(&f->so, cs[0], "test sink", sfds);
+	side_init(&f->si, cs[1], "test source", kfds);
+	f->si.x.skip_paths = 4;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	fault_arm(FAULT_SOURCE_OPEN, 0);
+	fault_arm(FAULT_SINK_WRITE, 0);
+	for (int i = 0; i < 2; i++) {
+		struct side *sd = i ? &f->si : &f->so;
+		xfer_destroy(&sd->x);
+		ctl_free(sd->ctl);
+		pc_err_destroy(&sd->e);
+	}
+	for (unsigned i = 0; i < STREAMS; i++) {
+		close(f->data[i][0]);
+		close(f->data[i][1]);
+	}
+	sink_target_close(&f->t);
+	assert_int_equal(testutil_rm_rf(f->base), 0);
+	free(f);
+	return 0;
+}
+
+static void *sink_thread(void *arg)
+{
+	struct fixture *f = arg;
+
+	f->si.ret = sink_run(&f->si.x, &f->t, &f->sopts, &f->sr);
+	return NULL;
+}
+
+/* Starts the sink on a thread, receiving into dst (one source). */
+static void start_sink(struct fixture *f)
+{
+	assert_int_equal(sink_target_open(&f->t, AT_FDCWD, f->dst, false, 1, false, f->dst,
+					  &f->si.e), 0);
+	assert_int_equal(pthread_create(&f->sink_tid, NULL, sink_thread, f), 0);
+	f->sink_running = true;
+}
+
+static int join_sink(struct fixture *f)
+{
+	assert_true(f->sink_running);
+	assert_int_equal(pthread_join(f->sink_tid, NULL), 0);
+	f->sink_running = false;
+	return f->si.ret;
+}
+
+/* Runs the source over src/NAME (a tree) against the sink. */
+static void run_both(struct fixture *f, const char *name)
+{
+	f->paths[0] = (struct source_path){ .path = name };
+	f->in = (struct source_input){ .dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+				       .paths = f->paths, .npaths = 1,
+				       .walk = { .recursive = true, .specials = true } };
+	assert_true(f->in.dirfd >= 0);
+	start_sink(f);
+	f->so.ret = source_run(&f->so.x, &f->in, &f->rr);
+	(void)join_sink(f);
+	close(f->in.dirfd);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+	if (system(cmd) != 0)
+		fail_msg("%s and %s differ", a, b);
+}
+
+/* Regular files anywhere under dir. */
+static unsigned count_files(const char *dir)
+{
+	char cmd[256], out[32] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", dir);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(out, sizeof(out), p));
+	pclose(p);
+	return (unsigned)atoi(out);
+}
+
+static void make_tree(struct fixture *f)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/t/d", f->src);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/t/d/e", f->src);
+	assert_int_equal(mkdir(p, 0555), 0);
+	snprintf(p, sizeof(p), "%s/t/void", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	for (unsigned i = 0; i < 50; i++) {
+		snprintf(p, sizeof(p), "%s/t/small%u", f->src, i);
+		write_file(p, 100 + i, i);
+	}
+	snprintf(p, sizeof(p), "%s/t/empty", f->src);
+	write_file(p, 0, 0);
+	snprintf(p, sizeof(p), "%s/t/d/big", f->src);
+	write_file(p, 3 * BLOCK + 123, 99);
+	snprintf(p, sizeof(p), "%s/t/d/e/inner", f->src);
+	write_file(p, 5000, 7);
+	snprintf(p, sizeof(p), "%s/t/link", f->src);
+	assert_int_equal(symlink("d/e", p), 0);
+}
+
+/* A tree of every kind of entry arrives whole, in DATA blocks and packs. */
+static void test_tree_roundtrip(void **state)
+{
+	struct fixture *f = *state;
+	char a[256], b[256], target[64] = "";
+	struct stat st;
+
+	make_tree(f);
+	run_both(f, "t");
+	assert_int_equal(f->so.ret, 0);
+	assert_int_equal(f->si.ret, 0);
+	for (unsigned i = 0; i < 50; i++) {
+		snprintf(a, sizeof(a), "%s/t/small%u", f->src, i);
+		snprintf(b, sizeof(b), "%s/t/small%u", f->dst, i);
+		assert_same_file(a, b);
+	}
+	snprintf(a, sizeof(a), "%s/t/d/big", f->src);
+	snprintf(b, sizeof(b), "%s/t/d/big", f->dst);
+	assert_same_file(a, b);
+	snprintf(a, sizeof(a), "%s/t/d/e/inner", f->src);
+	snprintf(b, sizeof(b), "%s/t/d/e/inner", f->dst);
+	assert_same_file(a, b);
+	snprintf(b, sizeof(b), "%s/t/empty", f->dst);
+	assert_int_equal(stat(b, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	snprintf(b, sizeof(b), "%s/t/void", f->dst);
+	assert_int_equal(stat(b, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	snprintf(b, sizeof(b), "%s/t/link", f->dst);
+	assert_int_equal(readlink(b, target, sizeof(target) - 1), 3);
+	assert_string_equal(target, "d/e");
+	/* The 0555 directory got its mode once filled. */
+	snprintf(b, sizeof(b), "%s/t/d/e", f->dst);
+	assert_int_equal(stat(b, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0555 & ~(mode_t)022);
+	assert_int_equal(f->sr.self.files, 53);
+	assert_int_equal(f->sr.self.dirs, 4);
+	assert_int_equal(f->sr.self.links, 1);
+	assert_int_equal(f->rr.files, 53);
+	assert_int_equal(f->rr.dirs, 4);
+	assert_int_equal(f->rr.links, 1);
+	assert_int_equal(count_files(f->dst), 53);
+}
+
+/* A small file the source cannot read (its PACK status), and a big one
+ * (FILE_FAIL): each is reported, nothing is left under its name, the rest
+ * arrives, and both sides end with -PC_E_PARTIAL. */
+static void reader_fails(struct fixture *f, size_t len)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/t/bad", f->src);
+	write_file(p, len, 1);
+	snprintf(p, sizeof(p), "%s/t/dir", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	fault_arm(FAULT_SOURCE_OPEN, 1);
+	run_both(f, "t");
+	assert_int_equal(f->so.ret, -PC_E_PARTIAL);
+	assert_int_equal(f->si.ret, -PC_E_PARTIAL);
+	assert_int_equal(f->rr.failed, 1);
+	assert_int_equal(f->sr.failed, 1);
+	snprintf(p, sizeof(p), "%s/t/bad", f->dst);
+	assert_int_equal(access(p, F_OK), -1);
+	snprintf(p, sizeof(p), "%s/t/dir", f->dst);
+	assert_int_equal(access(p, F_OK), 0);
+	assert_int_equal(count_files(f->dst), 0);
+	char msg[PROTO_MAX_MSG + 1];
+	(void)pc_err_get(&f->so.e, msg, sizeof(msg));
+}
+
+static void test_reader_fails_small(void **state)
+{
+	reader_fails(*state, 1000);
+}
+
+static void test_reader_fails_big(void **state)
+{
+	reader_fails(*state, 2 * BLOCK + 1);
+}
+
+/* The destination fills up: the session fails with the sink's ENOSPC on
+ * both sides, and no file is left under a final name. */
+static void writer_fails(struct fixture *f, size_t len)
+{
+	char p[256];
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(p, sizeof(p), "%s/t/f%u", f->src, i);
+		write_file(p, len, i);
+	}
+	fault_arm(FAULT_SINK_WRITE, 2);
+	run_both(f, "t");
+	assert_int_equal(f->si.ret, -ENOSPC);
+	assert_int_equal(f->so.ret, -ENOSPC);
+	assert_true(count_files(f->dst) <= 1); /* the one written before, whole */
+	for (unsigned i = 0; i < 4; i++) {
+		char a[256];
+		snprintf(p, sizeof(p), "%s/t/f%u", f->dst, i);
+		snprintf(a, sizeof(a), "%s/t/f%u", f->src, i);
+		if (access(p, F_OK) == 0)
+			assert_same_file(a, p);
+	}
+}
+
+static void test_writer_fails_pack(void **state)
+{
+	writer_fails(*state, 3000);
+}
+
+static void test_writer_fails_data(void **state)
+{
+	writer_fails(*state, 2 * BLOCK);
+}
+
+/* ---- The test plays one side by hand ------------------------------------ */
+
+static void send_entries(struct ctl *c, uint32_t first, const struct proto_entry *e, unsigned n)
+{
+	struct proto_batch *b = malloc(sizeof(*b));
+	struct proto_msg m;
+
+	assert_non_null(b);
+	proto_batch_init(b, first);
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(proto_batch_add(b, &e[i]), 0);
+	proto_batch_msg(b, &m);
+	assert_int_equal(ctl_send(c, &m), 0);
+	free(b);
+}
+
+static struct proto_entry *entry(struct proto_entry *e, uint32_t id, uint8_t type,
+				 const char *path, uint64_t size, const char *target)
+{
+	memset(e, 0, sizeof(*e));
+	e->id = id;
+	e->type = type;
+	e->mode = type == PROTO_ENT_DIR || type == PROTO_ENT_DIR_END ? 0755 : 0644;
+	e->size = size;
+	snprintf(e->path, sizeof(e->path), "%s", path);
+	snprintf(e->target, sizeof(e->target), "%s", target ? target : "");
+	return e;
+}
+
+/* Writes a block. Errors are ignored: a sink that refused what came
+ * before has shut its data channels, and its verdict is what counts. */
+static void send_block(int fd, const struct proto_block *h, const void *p)
+{
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(h, hdr);
+	if (platform_write_full(fd, hdr, sizeof(hdr)) == 0 && h->enc_len > 0)
+		(void)platform_write_full(fd, p, h->enc_len);
+}
+
+/* A PACK of the given raw bytes (statuses and contents) covering span ids. */
+static void send_pack(struct fixture *f, uint32_t first, uint32_t span, const uint8_t *raw,
+		      uint32_t len)
+{
+	struct proto_block h = { .type = PROTO_BLK_PACK, .file_id = first, .offset = span,
+				 .raw_len = len, .enc_len = len,
+				 .checksum = proto_checksum(raw, len) };
+
+	send_block(f->data[0][0], &h, raw);
+}
+
+static void send_end(struct fixture *f)
+{
+	struct proto_msg m = { .type = PROTO_END };
+	struct proto_block end = { .type = PROTO_BLK_END };
+
+	for (unsigned i = 0; i < STREAMS; i++)
+		send_block(f->data[i][0], &end, NULL);
+	(void)ctl_send(f->so.ctl, &m); /* see send_block */
+}
+
+/* The source vanishes after announcing a file: the sink fails with a
+ * network error and leaves nothing behind. */
+static void test_source_vanishes(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e;
+
+	start_sink(f);
+	send_entries(f->so.ctl, 0, entry(&e, 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL), 1);
+	uint8_t *p = calloc(1, BLOCK);
+	assert_non_null(p);
+	p[0] = 1;
+	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 0, .offset = 0,
+				 .raw_len = BLOCK, .enc_len = BLOCK,
+				 .checksum = proto_checksum(p, BLOCK) };
+	send_block(f->data[0][0], &h, p);
+	free(p);
+	ctl_free(f->so.ctl);
+	f->so.ctl = NULL;
+	for (unsigned i = 0; i < STREAMS; i++)
+		shutdown(f->data[i][0], SHUT_RDWR);
+	assert_int_equal(join_sink(f), -PC_E_NET);
+	assert_int_equal(count_files(f->dst), 0);
+}
+
+/* The sink vanishes after the first ENTRIES: the source fails with a
+ * network error. */
+static void test_sink_vanishes(void **state)
+{
+	struct fixture *f = *state;
+	char p[256];
+	struct proto_msg m;
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/t/f", f->src);
+	write_file(p, 5 * BLOCK, 3);
+	f->paths[0] = (struct source_path){ .path = "t" };
+	f->in = (struct source_input){ .dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+				       .paths = f->paths, .npaths = 1,
+				       .walk = { .recursive = true } };
+	/* Nobody reads the data channels: the sink is gone. */
+	for (unsigned i = 0; i < STREAMS; i++)
+		shutdown(f->data[i][1], SHUT_RDWR);
+	ctl_free(f->si.ctl);
+	f->si.ctl = NULL;
+	f->so.ret = source_run(&f->so.x, &f->in, &f->rr);
+	close(f->in.dirfd);
+	assert_int_equal(f->so.ret, -PC_E_NET);
+	(void)m;
+}
+
+/* Runs the sink against what the caller sends, and expects it to fail
+ * with -PC_E_PROTO leaving no file behind. */
+static void expect_refused(struct fixture *f)
+{
+	assert_int_equal(join_sink(f), -PC_E_PROTO);
+	assert_int_equal(count_files(f->dst), 0);
+	assert_int_equal(count_files(f->outside), 0);
+}
+
+/* A pack whose sizes do not add up. */
+static void test_lying_pack(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e;
+	uint8_t raw[4 + 11] = { 0 };
+
+	start_sink(f);
+	send_entries(f->so.ctl, 0, entry(&e, 0, PROTO_ENT_REG, "a", 10, NULL), 1);
+	memset(raw + 4, 'x', 11);
+	send_pack(f, 0, 1, raw, sizeof(raw));
+	send_end(f);
+	expect_refused(f);
+}
+
+/* A file said to travel in DATA blocks (status 1), then carried by a
+ * second pack. */
+static void test_pack_twice(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e[2];
+	uint8_t raw[8 + 4] = { 0 };
+	uint8_t *two = calloc(1, 4 + 5000);
+
+	assert_non_null(two);
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "a", 4, NULL);
+	entry(&e[1], 1, PROTO_ENT_REG, "b", 5000, NULL);
+	send_entries(f->so.ctl, 0, e, 2);
+	memcpy(raw + 8, "abcd", 4);
+	raw[7] = 1; /* b travels in DATA blocks */
+	send_pack(f, 0, 2, raw, sizeof(raw));
+	send_pack(f, 1, 1, two, 4 + 5000);
+	free(two);
+	send_end(f);
+	assert_int_equal(join_sink(f), -PC_E_PROTO);
+}
+
+/* A DATA block for a directory (still in the table: the file announced
+ * before it holds the watermark back). */
+static void test_block_for_dir(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e[2];
+	uint8_t p[16] = { 0 };
+
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "f", 100, NULL);
+	entry(&e[1], 1, PROTO_ENT_DIR, "d", 0, NULL);
+	send_entries(f->so.ctl, 0, e, 2);
+	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 1, .offset = 0,
+				 .raw_len = 16, .enc_len = 16, .checksum = proto_checksum(p, 16) };
+	send_block(f->data[0][0], &h, p);
+	send_end(f);
+	expect_refused(f);
+}
+
+/* ENTRIES that skip an id. */
+static void test_entries_out_of_order(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e;
+
+	start_sink(f);
+	send_entries(f->so.ctl, 1, entry(&e, 1, PROTO_ENT_REG, "a", 10, NULL), 1);
+	send_end(f);
+	expect_refused(f);
+}
+
+/* More entries in flight than PROTO_MAX_INFLIGHT: the files never finish
+ * (no block comes), so the sink's table would have to grow. */
+static void test_inflight_bound(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_batch *b = malloc(sizeof(*b));
+	struct proto_entry e;
+	struct proto_msg m;
+	uint32_t id = 0;
+
+	assert_non_null(b);
+	start_sink(f);
+	proto_batch_init(b, 0);
+	while (id <= PROTO_MAX_INFLIGHT) {
+		char name[32];
+		snprintf(name, sizeof(name), "f%u", (unsigned)id);
+		int ret = proto_batch_add(b, entry(&e, id, PROTO_ENT_REG, name, 1000, NULL));
+		if (ret == -ENOSPC) {
+			proto_batch_msg(b, &m);
+			assert_int_equal(ctl_send(f->so.ctl, &m), 0);
+			proto_batch_init(b, id);
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		id++;
+	}
+	proto_batch_msg(b, &m);
+	assert_int_equal(ctl_send(f->so.ctl, &m), 0);
+	free(b);
+	expect_refused(f);
+	char msg[PROTO_MAX_MSG + 1];
+	(void)pc_err_get(&f->si.e, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "ahead of what is finished"));
+}
+
+/* A symlink the tree itself carries, then a file, a directory and a link
+ * through it: each fails, nothing is written outside. */
+static void test_symlink_escape(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e[6];
+	uint8_t raw[4 * 4 + 5] = { 0 };
+
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_DIR, "t", 0, NULL);
+	entry(&e[1], 1, PROTO_ENT_SYMLINK, "t/a", 0, f->outside);
+	entry(&e[2], 2, PROTO_ENT_REG, "t/a/passwd", 5, NULL);
+	entry(&e[3], 3, PROTO_ENT_DIR, "t/a/sub", 0, NULL);
+	entry(&e[4], 4, PROTO_ENT_SYMLINK, "t/a/l", 0, "/etc");
+	entry(&e[5], 5, PROTO_ENT_DIR_END, "t", 0, NULL);
+	send_entries(f->so.ctl, 0, e, 6);
+	memcpy(raw + 16, "owned", 5);
+	send_pack(f, 1, 4, raw, sizeof(raw));
+	send_end(f);
+	assert_int_equal(join_sink(f), -PC_E_PARTIAL);
+	assert_int_equal(f->sr.failed, 3);
+	assert_int_equal(count_files(f->outside), 0);
+	DIR *d = opendir(f->outside);
+	struct dirent *de;
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			fail_msg("'%s' appeared outside the destination", de->d_name);
+	closedir(d);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error code, not a death */
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_tree_roundtrip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader_fails_small, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reader_fails_big, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_fails_pack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writer_fails_data, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_source_vanishes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_vanishes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lying_pack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pack_twice, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_for_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_out_of_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symlink_escape, setup, teardown),
+	};
+
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
+}
