@@ -1142,6 +1142,8 @@ static int sink_on_message(struct sink *s, struct sink_result *res)
 		sync_broadcast(&s->cond);
 		sync_unlock(&s->lock);
 		res->peer = m.u.stats;
+		for (unsigned i = 0; !s->x->ordered && i < s->nq; i++)
+			queue_close(s->wq[i]); /* no more jobs */
 		return 0;
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
@@ -1206,7 +1208,9 @@ static int sink_start(struct sink *s)
 		/* Ordered: each stream's queue holds at most 2, so the pool
 		 * (3 per stream) always has a buffer for the stream the
 		 * writer waits on. */
-		s->wq[i] = queue_new(x->ordered ? 2 : count, x->ordered ? 1 : x->streams);
+		/* Unordered, the control thread feeds the writers too (jobs of
+		 * entries without contents): it closes its share at END. */
+		s->wq[i] = queue_new(x->ordered ? 2 : count, x->ordered ? 1 : x->streams + 1);
 		if (s->wq[i] == NULL || xfer_watch_queue(x, s->wq[i]) < 0)
 			return xfer_fail(x, -ENOMEM, "out of memory");
 	}

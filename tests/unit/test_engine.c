@@ -325,7 +325,8 @@ static void writer_fails(struct fixture *f, size_t len)
 	run_both(f, "t");
 	assert_int_equal(f->si.ret, -ENOSPC);
 	assert_int_equal(f->so.ret, -ENOSPC);
-	assert_true(count_files(f->dst) <= 1); /* the one written before, whole */
+	assert_true(count_files(f->dst) < 4);
+	/* What was finished before the failure is whole; nothing else is there. */
 	for (unsigned i = 0; i < 4; i++) {
 		char a[256];
 		snprintf(p, sizeof(p), "%s/t/f%u", f->dst, i);
