@@ -894,6 +894,10 @@ int walk_next(struct walk *w, struct walk_item *it, struct walk_skip *sk, struct
 
 	if (w->fatal < 0)
 		return w->fatal;
+	/* Ids are u32 on the wire, and each call yields at most one. */
+	if (w->next_id == UINT32_MAX)
+		return w->fatal = pc_err_set(e, -EOVERFLOW, "walking '%s': more than %u entries; "
+					     "copy the tree in parts", w->arg, UINT32_MAX - 1);
 	for (;;) {
 		if (w->depth > 0)
 			ret = walk_step(w, it, sk, e);

@@ -97,9 +97,10 @@ struct walk_item {
 				 pathsafe_open(..., O_RDONLY, 0, beneath) then, without
 				 O_NOFOLLOW. Empty (and base_fd -1) for non-REG. */
 	bool sparse;          /* REG: st_blocks * 512 < size */
-	char display[PROTO_MAX_PATH + 1]; /* for messages: the source argument (trailing
-				 '/' stripped) joined with the path below it; cut short
-				 if longer */
+	char display[PROTO_MAX_PATH + 1]; /* for messages: the source argument as given
+				 for the source itself; below it, the argument (trailing
+				 '/' stripped) joined with the path below ("src/d/x");
+				 cut short if longer */
 };
 
 struct walk_skip {
@@ -130,7 +131,8 @@ struct walk *walk_new(const struct walk_opts *o, int dirfd, bool beneath,
 /* The next step of the walk. Returns 1 with *it filled (the next entry), 2
  * with *sk filled (something that cannot be sent; the walk goes on), 0 when
  * the walk is done (and on every later call), or < 0 on a fatal error
- * (-ENOMEM...) with the message in e; then only walk_free may follow.
+ * (-ENOMEM, -EOVERFLOW past UINT32_MAX - 1 entries...) with the message in
+ * e; then only walk_free may follow (walk_next returns the same code).
  * Never blocks on a FIFO (fstatat only, never opens one). */
 int walk_next(struct walk *w, struct walk_item *it, struct walk_skip *sk, struct pc_err *e);
 
