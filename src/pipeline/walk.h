@@ -9,7 +9,9 @@
  * first (pre-order), then its entries in readdir order (no sort), each
  * subdirectory walked completely before the next entry, then a DIR_END with
  * the same path. Every entry yielded, DIR_END included, takes the next id:
- * 0, 1, 2, ... with no gap; skips take none.
+ * 0, 1, 2, ... with no gap; skips take none. A DIR_END carries the
+ * directory's attributes as read when the walk entered it (fstat of the
+ * open directory), the same as its DIR.
  *
  * Memory. One open directory stream (and its fd) per level of the current
  * path and the directory's attributes for its DIR_END, so O(depth), at most

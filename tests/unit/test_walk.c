@@ -404,6 +404,18 @@ static void test_tree_order(void **state)
 	assert_int_equal(r[1].mode, 0705);
 	assert_int_equal(fx->run.stats.max_open_dirs, 2);
 
+	/* An absolute argument, as a local client gives it. */
+	char abs[128];
+	const char *absp[] = { abs };
+	snprintf(abs, sizeof(abs), "%s/src", fx->dir);
+	run_walk(fx, &OPT_R, AT_FDCWD, false, absp, 1);
+	assert_int_equal(fx->run.n, 8);
+	assert_string_equal(fx->run.r[0].path, "src");
+	assert_string_equal(fx->run.r[0].display, abs);
+	assert_non_null(r = find(fx, "src/a", PROTO_ENT_REG));
+	assert_string_equal(r->open_path, "src/a");
+	assert_string_equal(r->display + strlen(abs), "/a");
+
 	/* A trailing '/' changes nothing but the display. */
 	const char *slash[] = { "src//" };
 	run_walk(fx, &OPT_R, fx->dfd, false, slash, 1);
