@@ -630,6 +630,27 @@ static void test_symlinks(void **state)
 	assert_string_equal(r->target, "src");
 	assert_int_equal(r->src_index, 1);
 	assert_int_equal(count(fx, 1, PROTO_ENT_DIR), 2);
+
+	/* "ln/" names the directory the link points to (path resolution
+	 * follows a symlink before a trailing '/'), even without -L; its
+	 * items open from the directory itself, through no symlink. "a/"
+	 * is not a directory. */
+	const char *slash[] = { "ln/", "src/a/", "src/dangling/" };
+	run_walk(fx, &OPT_R, fx->dfd, false, slash, 3);
+	assert_non_null(r = find(fx, "ln", PROTO_ENT_DIR));
+	assert_string_equal(r->display, "ln/");
+	assert_non_null(r = find(fx, "ln/d/x", PROTO_ENT_REG));
+	assert_string_equal(r->open_path, "d/x");
+	assert_string_equal(r->display, "ln/d/x");
+	assert_non_null(find(fx, "ln/todir", PROTO_ENT_SYMLINK));
+	assert_non_null(r = find_skip(fx, "cannot access source 'src/a/': Not a directory"));
+	assert_int_equal(r->code, -ENOTDIR);
+	assert_int_equal(r->src_index, 1);
+	assert_non_null(r = find_skip(fx, "cannot follow symlink 'src/dangling/': No such file or "
+				      "directory"));
+	assert_int_equal(r->src_index, 2);
+	assert_int_equal(count(fx, 2, 0), 2);
+	assert_int_equal(fx->run.stats.base_fds, 1);
 }
 
 static void test_deref(void **state)
@@ -1137,6 +1158,23 @@ static void test_beneath(void **state)
 				      "served directory"));
 	assert_int_equal(r->code, -EXDEV);
 	assert_null(find(fx, "src/out/secret", 0));
+	/* "lnk/" follows lnk beneath the root; its items open from the
+	 * directory itself. */
+	assert_int_equal(symlinkat("src", fx->dfd, "root/lnk"), 0);
+	const char *lnk[] = { "lnk/" };
+	run_walk(fx, &OPT_R, root, true, lnk, 1);
+	assert_int_equal(count(fx, 2, 0), 0);
+	assert_non_null(find(fx, "lnk", PROTO_ENT_DIR));
+	assert_non_null(r = find(fx, "lnk/a", PROTO_ENT_REG));
+	assert_string_equal(r->open_path, "a");
+	assert_int_equal(fx->run.stats.base_fds, 1);
+
+	/* "esc/" would follow esc: outside, so a skip even without -L. */
+	const char *esc_slash[] = { "esc/" };
+	run_walk(fx, &OPT_R, root, true, esc_slash, 1);
+	assert_int_equal(fx->run.n, 1);
+	assert_non_null(find_skip(fx, "cannot follow symlink 'esc/': it leads outside the served "
+				  "directory"));
 	const char *esc[] = { "esc" };
 	run_walk(fx, &(struct walk_opts){ .recursive = true, .deref = true }, root, true, esc, 1);
 	assert_int_equal(fx->run.n, 1);
