@@ -1108,12 +1108,10 @@ static void test_many_files(void **state)
 
 /* ---- beneath a daemon's root -------------------------------------------------------- */
 
-static void test_beneath(void **state)
+/* base/outside/secret, and the daemon's root base/root: src/{a, in -> a,
+ * out -> ../../outside}, esc -> ../outside, lnk -> src. Returns root's fd. */
+static int make_root(struct fixture *fx)
 {
-	struct fixture *fx = *state;
-	const char *escapes[] = { "../outside", "/etc", "esc/secret", "src/./a", "esc" };
-	const char *srcs[] = { "src/", "." };
-	const struct rec *r;
 	int root;
 
 	mkdir_at(fx->dfd, "outside");
@@ -1124,8 +1122,20 @@ static void test_beneath(void **state)
 	assert_int_equal(symlinkat("a", fx->dfd, "root/src/in"), 0);
 	assert_int_equal(symlinkat("../../outside", fx->dfd, "root/src/out"), 0);
 	assert_int_equal(symlinkat("../outside", fx->dfd, "root/esc"), 0);
+	assert_int_equal(symlinkat("src", fx->dfd, "root/lnk"), 0);
 	root = openat(fx->dfd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	assert_true(root >= 0);
+	return root;
+}
+
+/* Beneath a daemon's root: sources that lead outside it are skips. */
+static void test_beneath_escapes(void **state)
+{
+	struct fixture *fx = *state;
+	const char *escapes[] = { "../outside", "/etc", "esc/secret", "src/./a", "esc" };
+	const char *esc_slash[] = { "esc/" }, *esc[] = { "esc" };
+	const struct rec *r;
+	int root = make_root(fx);
 
 	/* Sources that lead outside the root, or are not clean relative paths. */
 	run_walk(fx, &OPT_R, root, true, escapes, 5);
@@ -1139,7 +1149,28 @@ static void test_beneath(void **state)
 	assert_non_null(r = find(fx, "esc", PROTO_ENT_SYMLINK));
 	assert_string_equal(r->target, "../outside");
 
-	/* Items open beneath the root itself. */
+	/* "esc/" would follow esc: outside, so a skip even without -L; so is
+	 * esc with -L. */
+	run_walk(fx, &OPT_R, root, true, esc_slash, 1);
+	assert_int_equal(fx->run.n, 1);
+	assert_non_null(find_skip(fx, "cannot follow symlink 'esc/': it leads outside the served "
+				  "directory"));
+	run_walk(fx, &(struct walk_opts){ .recursive = true, .deref = true }, root, true, esc, 1);
+	assert_int_equal(fx->run.n, 1);
+	assert_non_null(r = find_skip(fx, "cannot follow symlink 'esc': it leads outside the "
+				      "served directory"));
+	assert_int_equal(r->code, -EXDEV);
+	close(root);
+}
+
+/* Beneath a daemon's root: items open beneath it, and -L stays in it. */
+static void test_beneath_items(void **state)
+{
+	struct fixture *fx = *state;
+	const char *srcs[] = { "src/", "." }, *lnk[] = { "lnk/" };
+	const struct rec *r;
+	int root = make_root(fx);
+
 	run_walk(fx, &OPT_R, root, true, srcs, 2);
 	assert_int_equal(count(fx, 2, 0), 0);
 	assert_non_null(r = find(fx, "src/a", PROTO_ENT_REG));
@@ -1158,28 +1189,15 @@ static void test_beneath(void **state)
 				      "served directory"));
 	assert_int_equal(r->code, -EXDEV);
 	assert_null(find(fx, "src/out/secret", 0));
+
 	/* "lnk/" follows lnk beneath the root; its items open from the
 	 * directory itself. */
-	assert_int_equal(symlinkat("src", fx->dfd, "root/lnk"), 0);
-	const char *lnk[] = { "lnk/" };
 	run_walk(fx, &OPT_R, root, true, lnk, 1);
 	assert_int_equal(count(fx, 2, 0), 0);
 	assert_non_null(find(fx, "lnk", PROTO_ENT_DIR));
 	assert_non_null(r = find(fx, "lnk/a", PROTO_ENT_REG));
 	assert_string_equal(r->open_path, "a");
 	assert_int_equal(fx->run.stats.base_fds, 1);
-
-	/* "esc/" would follow esc: outside, so a skip even without -L. */
-	const char *esc_slash[] = { "esc/" };
-	run_walk(fx, &OPT_R, root, true, esc_slash, 1);
-	assert_int_equal(fx->run.n, 1);
-	assert_non_null(find_skip(fx, "cannot follow symlink 'esc/': it leads outside the served "
-				  "directory"));
-	const char *esc[] = { "esc" };
-	run_walk(fx, &(struct walk_opts){ .recursive = true, .deref = true }, root, true, esc, 1);
-	assert_int_equal(fx->run.n, 1);
-	assert_non_null(find_skip(fx, "cannot follow symlink 'esc': it leads outside the served "
-				  "directory"));
 	close(root);
 }
 
@@ -1273,7 +1291,8 @@ int main(void)
 		FX_TEST(test_deep_60),
 		FX_TEST(test_depth_cap),
 		FX_TEST(test_many_files),
-		FX_TEST(test_beneath),
+		FX_TEST(test_beneath_escapes),
+		FX_TEST(test_beneath_items),
 		FX_TEST(test_owner_names),
 		FX_TEST(test_empty_and_free),
 	};
