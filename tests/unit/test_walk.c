@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -917,6 +918,85 @@ static void test_readdir_fails(void **state)
 	assert_int_equal(fx->run.r[fx->run.n - 1].type, PROTO_ENT_DIR_END);
 }
 
+/* Walks "src" in fx->dfd and writes one line per step to fd: "I <type>
+ * <path>" or "S <code> <msg>". For a child process. Returns 0 or -1. */
+static int walk_to_fd(struct fixture *fx, int fd)
+{
+	const char *paths[] = { "src" };
+	struct walk_item *it = malloc(sizeof(*it));
+	struct walk_skip sk;
+	struct pc_err e;
+	struct walk *w;
+	int ret;
+
+	pc_err_init(&e);
+	w = walk_new(&OPT_R, fx->dfd, false, paths, 1);
+	if (it == NULL || w == NULL)
+		return -1;
+	while ((ret = walk_next(w, it, &sk, &e)) > 0) {
+		if (ret == 1)
+			dprintf(fd, "I %u %s\n", it->e.type, it->e.path);
+		else
+			dprintf(fd, "S %d %s\n", sk.code, sk.msg);
+	}
+	walk_free(w);
+	free(it);
+	return ret;
+}
+
+/* Real permission errors, not injected: a directory nobody may open (000)
+ * and one that may be read but not searched (0444). Root ignores mode
+ * bits, so as root the walk runs in a child that became nobody. */
+static void test_permissions(void **state)
+{
+	struct fixture *fx = *state;
+	char out[4096] = "";
+	int p[2], status;
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	mkdir_at(fx->dfd, "src");
+	mkdir_at(fx->dfd, "src/closed");
+	mkfile(fx->dfd, "src/closed/x", 1, 0644);
+	mkdir_at(fx->dfd, "src/noexec");
+	mkfile(fx->dfd, "src/noexec/y", 1, 0644);
+	mkfile(fx->dfd, "src/ok", 1, 0644);
+	assert_int_equal(fchmodat(fx->dfd, "src/closed", 0, 0), 0);
+	assert_int_equal(fchmodat(fx->dfd, "src/noexec", 0444, 0), 0);
+	assert_int_equal(fchmod(fx->dfd, 0755), 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close(p[0]);
+		if (geteuid() == 0 && (setgroups(0, NULL) != 0 || setgid(65534) != 0 ||
+				       setuid(65534) != 0))
+			_exit(2);
+		_exit(walk_to_fd(fx, p[1]) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	while ((n = read(p[0], out + got, sizeof(out) - 1 - (size_t)got)) > 0)
+		got += n;
+	close(p[0]);
+	out[got] = '\0';
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	/* restore, so that teardown can remove them */
+	assert_int_equal(fchmodat(fx->dfd, "src/closed", 0755, 0), 0);
+	assert_int_equal(fchmodat(fx->dfd, "src/noexec", 0755, 0), 0);
+
+	assert_non_null(strstr(out, "S -13 cannot open directory 'src/closed': Permission "
+				    "denied\n"));
+	assert_null(strstr(out, "src/closed\n"));
+	assert_null(strstr(out, "src/closed/x"));
+	assert_non_null(strstr(out, "I 2 src/noexec\n"));
+	assert_non_null(strstr(out, "S -13 cannot access 'src/noexec/y': Permission denied\n"));
+	assert_non_null(strstr(out, "I 9 src/noexec\n"));
+	assert_non_null(strstr(out, "I 1 src/ok\n"));
+	assert_non_null(strstr(out, "I 9 src\n"));
+}
+
 /* Entries that vanish between readdir and fstatat are dropped silently. */
 static void test_vanished(void **state)
 {
@@ -1287,6 +1367,7 @@ int main(void)
 		FX_TEST(test_devices),
 		FX_TEST(test_opendir_fails),
 		FX_TEST(test_readdir_fails),
+		FX_TEST(test_permissions),
 		FX_TEST(test_vanished),
 		FX_TEST(test_deep_60),
 		FX_TEST(test_depth_cap),
