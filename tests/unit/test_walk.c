@@ -5,8 +5,8 @@
  * dangling, to a directory and in a loop with -L, hard links with and
  * without -H, FIFOs, sockets and devices with and without -p, directories
  * that cannot be opened or read (through the walk_opendir and walk_readdir
- * fault sites: root ignores mode bits), entries that vanish during the
- * walk, daemon-style walks beneath a root, and 20,000 files with the
+ * fault sites, and for real in a child that drops root, which ignores mode
+ * bits), entries that vanish during the walk, daemon-style walks beneath a root, and 20,000 files with the
  * walker's own accounting of open directories and memory).
  *
  * Every walk goes through run_walk, which checks what holds for any walk:
