@@ -73,6 +73,7 @@ struct walk {
 	char arg[PROTO_MAX_PATH + 1];  /* its argument without trailing '/' (for display) */
 	int base_fd;                   /* borrowed from bases[] or dirfd: items' base_fd */
 	char prefix[PROTO_MAX_PATH + 1]; /* path from base_fd to the source ("" = itself) */
+	char rel[PROTO_MAX_PATH + 1];  /* beneath: path from dirfd to the source ("" = it) */
 	size_t top_len;                /* length of its wire name, path's first component */
 	char path[PROTO_MAX_PATH + 1]; /* wire path of the top frame's directory */
 
@@ -352,16 +353,18 @@ static void walk_display(struct walk *w, struct walk_item *it)
 	walk_join(it->display, w->arg, below, strlen(below), NULL);
 }
 
-/* out (PROTO_MAX_PATH + 1 bytes): the path from base_fd to it->e.path.
+/* out (PROTO_MAX_PATH + 1 bytes): prefix (w->prefix: from base_fd; w->rel:
+ * from dirfd) joined with the part of it->e.path below the source.
  * Returns 0 or -ENAMETOOLONG. */
-static int walk_open_path(struct walk *w, const struct walk_item *it, char *out)
+static int walk_path_from(const char *prefix, const struct walk *w, const struct walk_item *it,
+			  char *out)
 {
 	const char *below = it->e.path + w->top_len;
 	int n;
 
-	if (w->prefix[0] == '\0' && below[0] == '/')
+	if (prefix[0] == '\0' && below[0] == '/')
 		below++;
-	n = snprintf(out, PROTO_MAX_PATH + 1, "%s%s", w->prefix, below);
+	n = snprintf(out, PROTO_MAX_PATH + 1, "%s%s", prefix, below);
 	return n < 0 || (size_t)n > PROTO_MAX_PATH ? -ENAMETOOLONG : 0;
 }
 
@@ -375,7 +378,7 @@ static int walk_follow(struct walk *w, int fd, const char *name, struct walk_ite
 
 	if (!w->beneath)
 		return fstatat(fd, name, st, 0) == 0 ? 0 : -errno;
-	ret = walk_open_path(w, it, it->open_path);
+	ret = walk_path_from(w->rel, w, it, it->open_path);
 	if (ret < 0)
 		return ret;
 	pfd = pathsafe_open(w->dirfd, it->open_path, O_PATH, 0, true);
@@ -395,7 +398,7 @@ static int walk_reg(struct walk *w, struct walk_item *it, struct walk_skip *sk,
 
 	if (ret < 0)
 		return pc_err_set(e, ret, "walking '%s': out of memory", w->arg);
-	if (walk_open_path(w, it, it->open_path) < 0)
+	if (walk_path_from(w->prefix, w, it, it->open_path) < 0)
 		return walk_skip_set(w, sk, -ENAMETOOLONG, "'%s': its path is too long to open",
 				     walk_cut(w, 0, it->display));
 	if (w->o.hardlinks && st->st_nlink > 1) {
@@ -473,7 +476,7 @@ static int walk_opendir(struct walk *w, int fd, const char *name, bool via_link,
 	if (fault_fire(FAULT_WALK_OPENDIR))
 		return -EACCES;
 	if (w->beneath && (via_link || w->depth == 0)) {
-		ret = walk_open_path(w, it, it->open_path);
+		ret = walk_path_from(w->rel, w, it, it->open_path);
 		if (ret < 0)
 			return ret;
 		return pathsafe_open(w->dirfd, it->open_path[0] != '\0' ? it->open_path : ".",
@@ -745,16 +748,16 @@ static int walk_source_dir(struct walk *w, struct walk_item *it, struct walk_ski
 			w->top_len = strlen(real);
 		}
 	}
-	if (ret == 0 && !w->beneath) {
-		/* The base: the source's parent, or the directory itself when
-		 * its name is "." or "..". */
-		int bfd = pfd;
-		if (dots) {
-			close(pfd);
-			bfd = openat(dfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-		}
-		pfd = -1;
+	if (ret == 0 && ((dots && !w->beneath) || (via_link && !w->o.deref))) {
+		/* The base: the directory itself, so that open paths go through
+		 * no symlink (a "link/" source) and no "." or "..". */
+		int bfd = openat(dfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		ret = bfd >= 0 ? walk_set_base(w, bfd) : -errno;
+		w->prefix[0] = '\0';
+	} else if (ret == 0 && !w->beneath) {
+		/* The base: the source's parent. */
+		ret = walk_set_base(w, pfd);
+		pfd = -1;
 	}
 	if (pfd >= 0)
 		close(pfd);
@@ -786,16 +789,17 @@ static const char *walk_split(struct walk *w, char *parent)
 	return slash + 1;
 }
 
-/* Starts source i: yields its first entry, or a skip. */
-static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct walk_skip *sk,
-		       struct pc_err *e)
+/* Source i's argument: sets w->src and w->arg (trailing '/' stripped:
+ * *slash says there was one), opens the directory that holds it as *pfd
+ * (O_PATH) and points *name at its last component. Returns 0, or 2 with
+ * *sk filled. */
+static int walk_source_locate(struct walk *w, unsigned i, struct walk_item *it,
+			      struct walk_skip *sk, int *pfd, const char **name, bool *slash)
 {
-	const char *arg = w->paths[i], *name;
+	const char *arg = w->paths[i];
 	char parent[PROTO_MAX_PATH + 1];
 	size_t len = strlen(arg);
-	bool via_link = false;
-	struct stat st;
-	int pfd, ret;
+	int ret;
 
 	w->src = i;
 	w->top_len = 0;
@@ -806,6 +810,7 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 				     "%u bytes", walk_cut(w, 0, it->display), PROTO_MAX_PATH);
 	while (len > 1 && arg[len - 1] == '/')
 		len--;
+	*slash = arg[len] == '/';
 	memcpy(w->arg, arg, len);
 	w->arg[len] = '\0';
 	if (strcmp(w->arg, "/") == 0)
@@ -814,44 +819,73 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 	if (w->beneath && pathsafe_check_rel(w->arg) != 0)
 		return walk_skip_set(w, sk, -EXDEV, "source '%s' leads outside the served "
 				     "directory", walk_cut(w, 0, it->display));
-	name = walk_split(w, parent);
-	pfd = w->beneath ? pathsafe_open(w->dirfd, parent, O_PATH | O_DIRECTORY, 0, true) :
+	*name = walk_split(w, parent);
+	*pfd = w->beneath ? pathsafe_open(w->dirfd, parent, O_PATH | O_DIRECTORY, 0, true) :
 		openat(w->dirfd, parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0) {
-		ret = w->beneath ? pfd : -errno;
-		if (w->beneath && (ret == -EXDEV || ret == -ELOOP))
-			return walk_skip_set(w, sk, -EXDEV, "source '%s' leads outside the "
-					     "served directory", walk_cut(w, 0, it->display));
-		return walk_skip_err(w, sk, ret, "access source", it->display);
+	if (*pfd >= 0)
+		return 0;
+	ret = w->beneath ? *pfd : -errno;
+	if (w->beneath && (ret == -EXDEV || ret == -ELOOP))
+		return walk_skip_set(w, sk, -EXDEV, "source '%s' leads outside the served "
+				     "directory", walk_cut(w, 0, it->display));
+	return walk_skip_err(w, sk, ret, "access source", it->display);
+}
+
+/* The checks on a source that pfd/name holds and *st describes (lstat):
+ * follows a symlink with -L, and also when the argument ends in '/' (as
+ * path resolution does: "link/" names the directory; *via_link is set
+ * then); refuses a non-directory named with a trailing '/' and a directory
+ * without -r. Returns 0, or 2 with *sk filled. */
+static int walk_source_check(struct walk *w, int pfd, const char *name, bool slash,
+			     struct walk_item *it, struct walk_skip *sk, struct stat *st,
+			     bool *via_link)
+{
+	int ret;
+
+	if (S_ISLNK(st->st_mode) && (w->o.deref || slash)) {
+		ret = walk_follow(w, pfd, name, it, st);
+		if (ret == -EXDEV)
+			return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it leads "
+					     "outside the served directory",
+					     walk_cut(w, 0, it->display));
+		if (ret < 0)
+			return walk_skip_err(w, sk, ret, "follow symlink", it->display);
+		*via_link = true;
 	}
+	if (slash && !S_ISDIR(st->st_mode))
+		return walk_skip_err(w, sk, -ENOTDIR, "access source", it->display);
+	if (S_ISDIR(st->st_mode) && !w->o.recursive)
+		return walk_skip_set(w, sk, -EISDIR, "omitting directory '%s' (use -r to copy "
+				     "it)", walk_cut(w, 0, it->display));
+	return 0;
+}
+
+/* Starts source i: yields its first entry, or a skip. */
+static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct walk_skip *sk,
+		       struct pc_err *e)
+{
+	const char *name = NULL;
+	bool via_link = false, slash = false, dots;
+	struct stat st;
+	int pfd = -1, ret = walk_source_locate(w, i, it, sk, &pfd, &name, &slash);
+
+	if (ret != 0)
+		return ret;
 	/* The wire path starts as the last component ("." and ".." get their
 	 * real name once open); the open path from the base. */
 	snprintf(it->e.path, sizeof(it->e.path), "%s", name);
 	w->top_len = strlen(name);
-	bool dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+	dots = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
 	w->base_fd = w->dirfd;
 	snprintf(w->prefix, sizeof(w->prefix), "%s", dots ? "" : w->beneath ? w->arg : name);
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-		ret = -errno;
+	snprintf(w->rel, sizeof(w->rel), "%s", dots ? "" : w->arg);
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		ret = walk_skip_err(w, sk, -errno, "access source", it->display);
+	else
+		ret = walk_source_check(w, pfd, name, slash, it, sk, &st, &via_link);
+	if (ret != 0) {
 		close(pfd);
-		return walk_skip_err(w, sk, ret, "access source", it->display);
-	}
-	if (S_ISLNK(st.st_mode) && w->o.deref) {
-		ret = walk_follow(w, pfd, name, it, &st);
-		if (ret < 0) {
-			close(pfd);
-			if (ret == -EXDEV)
-				return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it "
-						     "leads outside the served directory",
-						     walk_cut(w, 0, it->display));
-			return walk_skip_err(w, sk, ret, "follow symlink", it->display);
-		}
-		via_link = true;
-	}
-	if (S_ISDIR(st.st_mode) && !w->o.recursive) {
-		close(pfd);
-		return walk_skip_set(w, sk, -EISDIR, "omitting directory '%s' (use -r to copy "
-				     "it)", walk_cut(w, 0, it->display));
+		return ret;
 	}
 	if (S_ISDIR(st.st_mode))
 		return walk_source_dir(w, it, sk, pfd, name, via_link, e);
@@ -894,6 +928,10 @@ int walk_next(struct walk *w, struct walk_item *it, struct walk_skip *sk, struct
 
 	if (w->fatal < 0)
 		return w->fatal;
+	/* Ids are u32 on the wire, and each call yields at most one. */
+	if (w->next_id == UINT32_MAX)
+		return w->fatal = pc_err_set(e, -EOVERFLOW, "walking '%s': more than %u entries; "
+					     "copy the tree in parts", w->arg, UINT32_MAX - 1);
 	for (;;) {
 		if (w->depth > 0)
 			ret = walk_step(w, it, sk, e);

@@ -9,20 +9,26 @@
  * first (pre-order), then its entries in readdir order (no sort), each
  * subdirectory walked completely before the next entry, then a DIR_END with
  * the same path. Every entry yielded, DIR_END included, takes the next id:
- * 0, 1, 2, ... with no gap; skips take none.
+ * 0, 1, 2, ... with no gap; skips take none. A DIR_END carries the
+ * directory's attributes as read when the walk entered it (fstat of the
+ * open directory), the same as its DIR.
  *
  * Memory. One open directory stream (and its fd) per level of the current
  * path and the directory's attributes for its DIR_END, so O(depth), at most
- * WALK_MAX_DEPTH levels; one O_PATH fd per distinct directory holding a
- * source (the items' base_fd); the -H map, which holds only regular files
+ * WALK_MAX_DEPTH levels; one O_PATH fd per distinct base directory (the
+ * items' base_fd: a source's parent, or the source itself, see open_path;
+ * at most one per source, shared when equal); the -H map, which holds only regular files
  * with st_nlink > 1 and forgets one once all its links have been seen; and
  * two fixed 64-slot caches of user and group names. Nothing grows with the
  * number of files. walk_stats reports the walker's own accounting.
  *
  * Resolution. Every lookup is relative to a directory fd: fstatat, openat,
- * readlinkat on the parent's fd, never a path from the top. Without -L no
+ * readlinkat on the parent's fd, never a path from the top (but for a
+ * followed symlink beneath a daemon's root, below). Without -L no
  * symlink inside a tree is followed (a symlink is an entry); a symlink that
- * is a top-level source is a SYMLINK entry too (as cp -rP). With -L every
+ * is a top-level source is a SYMLINK entry too (as cp -rP), unless the
+ * argument ends in '/': "link/" names the directory link points to, as path
+ * resolution has it (and "file/" is a skip, ENOTDIR). With -L every
  * symlink is followed; when `beneath` is set (a daemon), a followed symlink
  * is resolved beneath the daemon's root (pathsafe_open), so it can never
  * lead outside it: one that would is a skip. A FIFO is never opened, so the
@@ -30,7 +36,8 @@
  *
  * Skips (walk_next returns 2, the walk goes on), each with a message that
  * names the path as the user would write it (walk_item.display):
- *   - a top-level source that cannot be found or accessed (ENOENT included);
+ *   - a top-level source that cannot be found or accessed (ENOENT included),
+ *     or a non-directory named with a trailing '/';
  *     in beneath mode one that is not a clean relative path or leads outside
  *     the root ("source 'X' leads outside the served directory");
  *   - "/" itself, or a "."/".." source that is "/" ("cannot copy the root
@@ -92,14 +99,19 @@ struct walk_item {
 	char open_path[PROTO_MAX_PATH + 1]; /* ... and the relative path to open the REG
 				 beneath it: pathsafe_open(base_fd, open_path,
 				 O_RDONLY | O_NOFOLLOW, 0, true), or openat2 with
-				 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS. With -L the path
-				 may go through symlinks the walk followed: open it with
-				 pathsafe_open(..., O_RDONLY, 0, beneath) then, without
-				 O_NOFOLLOW. Empty (and base_fd -1) for non-REG. */
+				 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS: without -L it
+				 goes through no symlink, "." or "..". With -L it may go
+				 through symlinks the walk followed: open it then with
+				 pathsafe_open(..., O_RDONLY, 0, beneath) (the walk's
+				 beneath), without O_NOFOLLOW. base_fd is the source's
+				 parent, or the source directory itself when it was named
+				 ".", ".." or "link/" (then open_path is "" + below), or a
+				 daemon's root (beneath). Empty (base_fd -1) for non-REG. */
 	bool sparse;          /* REG: st_blocks * 512 < size */
-	char display[PROTO_MAX_PATH + 1]; /* for messages: the source argument (trailing
-				 '/' stripped) joined with the path below it; cut short
-				 if longer */
+	char display[PROTO_MAX_PATH + 1]; /* for messages: the source argument as given
+				 for the source itself; below it, the argument (trailing
+				 '/' stripped) joined with the path below ("src/d/x");
+				 cut short if longer */
 };
 
 struct walk_skip {
@@ -130,7 +142,8 @@ struct walk *walk_new(const struct walk_opts *o, int dirfd, bool beneath,
 /* The next step of the walk. Returns 1 with *it filled (the next entry), 2
  * with *sk filled (something that cannot be sent; the walk goes on), 0 when
  * the walk is done (and on every later call), or < 0 on a fatal error
- * (-ENOMEM...) with the message in e; then only walk_free may follow.
+ * (-ENOMEM, -EOVERFLOW past UINT32_MAX - 1 entries...) with the message in
+ * e; then only walk_free may follow (walk_next returns the same code).
  * Never blocks on a FIFO (fstatat only, never opens one). */
 int walk_next(struct walk *w, struct walk_item *it, struct walk_skip *sk, struct pc_err *e);
 
