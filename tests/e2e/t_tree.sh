@@ -16,7 +16,9 @@
 # Then: destination naming (cp -r / scp -r rules), a copy without -p (modes
 # masked by the umask, the copier's own times and owner, the FIFO skipped
 # with exit 3), -L, a copy without -H, 20,000 small files from tools/mktree
-# (local and ssh push and pull), and a directory without -r.
+# (local, and an ssh pull: the two directions of the walk and the sink; an
+# ssh push would add nothing a local copy does not, for 10 s or more), and
+# a directory without -r.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root, and checks owners that only root can give"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -191,9 +193,6 @@ case_no_hardlinks() {
 case_bulk() {
     expect_exit 0 "$PCOPY" -r -s 4 "$BULK" "$T/local"
     diff -r "$BULK" "$T/local" >/dev/null || fail "the local copy of 20,000 files differs (diff -r)"
-    mkdir "$T/remote"
-    expect_exit 0 "$PCOPY" -r -s 4 "$BULK" "pctest:$T/remote"
-    diff -r "$BULK" "$T/remote/t" >/dev/null || fail "the ssh push of 20,000 files differs (diff -r)"
     expect_exit 0 "$PCOPY" -r -s 4 "pctest:$BULK" "$T/back"
     diff -r "$BULK" "$T/back" >/dev/null || fail "the ssh pull of 20,000 files differs (diff -r)"
 }
