@@ -75,6 +75,7 @@ enum {
 static const char *prog = "evil_source";
 
 /* die FMT...: print why on stderr and exit 1. */
+__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...);
 static void die(const char *fmt, ...)
 {
 	va_list ap;
