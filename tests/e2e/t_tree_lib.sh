@@ -8,7 +8,9 @@
 # entry, a missing empty directory, a FIFO turned into a file. Each
 # mutation keeps the directories' mtimes as they were, so that it is the
 # change itself that is caught. No pcopy runs here: this test passes before
-# `pcopy -r` exists, and proves that the tree tests are not no-ops.
+# `pcopy -r` exists, and proves that the tree tests are not no-ops. It also
+# checks that evil_source, the hostile peer of t_tree_hostile, speaks the
+# protocol as the contract lays it out (with a client of its own in Python).
 source "$PCOPY_TEST_LIB"
 needs_root "make_odd_tree gives entries to nobody:nogroup"
 
@@ -71,6 +73,107 @@ mutated() {
     sed 's/^/  (expected) /' "$T/check.err" >&2
 }
 
+# case_evil_source: tests/e2e/evil_source (t_tree_hostile's hostile peer)
+# speaks protocol version 3 as the contract lays it out, checked by an
+# independent client written here in Python: the handshake (HELLO, KEY,
+# REQUEST; HELLO, READY), the data channels' MACs both ways (mac_l checked
+# with Python's own HMAC), every ENTRIES batch decoded field by field to
+# exactly its end, END blocks on every stream and END. So a failure of
+# t_tree_hostile's benign case points at pcopy, not at the hostile peer.
+case_evil_source() {
+    local s out
+    [[ -n ${PCOPY_EVIL_SOURCE-} && -x $PCOPY_EVIL_SOURCE ]] ||
+        fail "PCOPY_EVIL_SOURCE ('${PCOPY_EVIL_SOURCE-}') is not an executable (ctest sets it)"
+    command -v python3 >/dev/null || fail "python3 is needed for this case"
+    for s in benign symlink dotdot absolute empty dot trailing; do
+        out=$(timeout 60 python3 - "$PCOPY_EVIL_SOURCE" "$s" "$T/outside" <<'EOF'
+import hashlib, hmac, os, socket, struct, subprocess, sys
+evil, scenario, outside = sys.argv[1:4]
+p = subprocess.Popen([evil, scenario, outside, "--server", "-q"],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def send(t, pl):
+    p.stdin.write(struct.pack(">BBHI", t, 0, 0, len(pl)) + pl)
+    p.stdin.flush()
+def recv():
+    h = p.stdout.read(8)
+    if len(h) < 8:
+        return None, b""
+    t, f, r, n = struct.unpack(">BBHI", h)
+    assert f == 0 and r == 0 and n <= 65536, "bad frame header"
+    return t, p.stdout.read(n)
+nc, K, streams = os.urandom(32), os.urandom(32), 3
+send(1, struct.pack(">IHHI", 0x50435059, 3, 3, 0) + nc)
+send(3, K)
+paths = [b"dir/a", b"b"]
+req = struct.pack(">BHHIIIIHHB", 2, 0x20 | 0x40 | 0x200, streams, 1 << 20, 0, 0, 2, 0, 0, 0)
+req += bytes(32) + struct.pack(">HHHH", 0, 0, 0, len(paths))
+req += b"".join(struct.pack(">H", len(x)) + x for x in paths)
+send(4, req)
+t, hello = recv()
+assert t == 1 and len(hello) == 44, f"HELLO expected, got {t}"
+assert struct.unpack(">IHHI", hello[:12]) == (0x50435059, 3, 3, 0), "HELLO fields"
+k = hmac.new(K, b"pcopy session" + nc + hello[12:44], hashlib.sha256).digest()
+t, ready = recv()
+assert t == 5, f"READY expected, got {t}"
+port, hl = struct.unpack(">HH", ready[:4])
+assert ready[4:] == b"127.0.0.1" and hl == 9 and port != 0, "READY fields"
+conns = []
+for i in range(streams):
+    c = socket.create_connection(("127.0.0.1", port))
+    n, st = os.urandom(32), struct.pack(">H", i)
+    c.sendall(struct.pack(">IHH", 0x50434454, 3, i) + n +
+              hmac.new(k, b"pcopy data C" + n + st, hashlib.sha256).digest())
+    mac_l = c.recv(32, socket.MSG_WAITALL)
+    assert mac_l == hmac.new(k, b"pcopy data L" + n + st, hashlib.sha256).digest(), "mac_l"
+    conns.append(c)
+next_id, seen = 0, []
+while True:
+    t, pl = recv()
+    assert t is not None, "EOF before END"
+    if t == 9:
+        assert len(pl) == 80, "END payload"
+        break
+    assert t == 6, f"ENTRIES expected, got {t}"
+    first, count = struct.unpack(">IH", pl[:6])
+    assert first == next_id and 1 <= count <= 4096, "ENTRIES ids"
+    off = 6
+    for i in range(count):
+        f = struct.unpack(">BBIIIqIqIQQI", pl[off:off + 58])
+        off += 58
+        strs = []
+        for j in range(4):
+            (n,) = struct.unpack(">H", pl[off:off + 2])
+            strs.append(pl[off + 2:off + 2 + n].decode("latin-1"))
+            off += 2 + n
+        typ, flags, mode, size, rdev, link_id = f[0], f[1], f[2], f[9], f[10], f[11]
+        assert typ in (1, 2, 3, 4, 9) and mode <= 0o7777 and size == 0 and rdev == 0
+        assert f[6] < 10**9 and f[8] < 10**9, "ns"
+        assert (link_id < first + i) if typ == 4 else link_id == 0, "link_id"
+        assert (strs[1] != "") == (typ == 3), "target only on a symlink"
+        seen.append(f"{typ}:{strs[0]}")
+    assert off == len(pl), "ENTRIES has bytes left over"
+    next_id += count
+for c in conns:
+    assert c.recv(40, socket.MSG_WAITALL) == bytes([2]) + bytes(39), "END block"
+    assert c.recv(1) == b"", "bytes after the END block"
+send(10, bytes(80))
+assert p.wait() == 0, "evil_source failed"
+print(" ".join(seen))
+EOF
+        ) || fail "evil_source $s does not speak version 3 as the contract says"
+        log "evil_source $s: $out"
+        case $s in
+        benign) [[ $out == "2:a 1:a/f 3:a/l 2:a/d 9:a/d 9:a" ]] ;;
+        symlink) [[ $out == "3:a 1:a/passwd 2:a/sub 9:a/sub 3:a/l 4:a/h 4:b" ]] ;;
+        dotdot) [[ $out == "2:a 1:a/../../escape 9:a" ]] ;;
+        absolute) [[ $out == "2:a 1:$T/outside/abs 9:a" ]] ;;
+        empty) [[ $out == "2:a 1:a//x 9:a" ]] ;;
+        dot) [[ $out == "2:a 1:a/./x 9:a" ]] ;;
+        trailing) [[ $out == "2:a 1:a/x/ 9:a" ]] ;;
+        esac || fail "evil_source $s sent other entries than t_tree_hostile expects: $out"
+    done
+}
+
 # NAME and a shell command run in the copy; $S is the source.
 # shellcheck disable=SC2016 # the commands expand $S when they run
 MUTATIONS=(
@@ -95,4 +198,5 @@ for ((i = 0; i < ${#MUTATIONS[@]}; i += 2)); do
 done
 run_case odd_tree case_odd_tree
 run_case cp_a_passes case_cp_a_passes
+run_case evil_source case_evil_source
 finish
