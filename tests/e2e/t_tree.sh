@@ -10,15 +10,18 @@
 #   third party  pcopy -r -p -H h1:SRC h2:NEW
 #   daemon push  pcopy -r -p -H SRC pcopy://127.0.0.1:PORT/odd
 #   daemon pull  pcopy -r -p -H pcopy://127.0.0.1:PORT/odd NEW
-# Every sink here runs as root (the local client, the remote pcopy that
+# Every sink of these runs as root (the local client, the remote pcopy that
 # sshd starts as root, a daemon started by this root test), so owners and
-# groups are compared too (by name: both ends share /etc/passwd).
+# groups are compared too (by name: both ends share /etc/passwd). One more
+# local copy runs as the user nobody: an unprivileged sink keeps modes and
+# times with -p but cannot give files away, so that one is compared without
+# owners (check_tree --no-owner).
 # Then: destination naming (cp -r / scp -r rules), a copy without -p (modes
 # masked by the umask, the copier's own times and owner, the FIFO skipped
 # with exit 3), -L, a copy without -H, 20,000 small files from tools/mktree
 # (local, and an ssh pull: the two directions of the walk and the sink; an
-# ssh push would add nothing a local copy does not, for 10 s or more), and
-# a directory without -r.
+# ssh push would add nothing a local copy does not, for 10 s or more), the
+# -v summary's counts, and a directory without -r.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root, and checks owners that only root can give"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -53,6 +56,22 @@ case_local() {
     # The same with owners by number.
     expect_exit 0 "$PCOPY" -r -p -H --numeric-ids "$ODD" "$T/numeric"
     check_tree --numeric "$ODD" "$T/numeric"
+}
+
+# An unprivileged sink with -p: modes and times are kept, owners cannot be
+# given away, and that is no error. pcopy runs as nobody, on a copy of the
+# odd tree that nobody may read (u+r, a+rX: private/ and files/secret lose
+# their 0700 and 0600), into a directory nobody owns; compared without
+# owners (check_tree --no-owner: rsync -rlptDHn, no -o/-g).
+case_local_unprivileged() {
+    cp -a "$ODD" "$T/readable"
+    chmod -R a+rX "$T/readable"
+    mkdir "$T/out"
+    chown nobody:nogroup "$T/out"
+    expect_exit 0 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$PCOPY" -r -p -H "$T/readable" "$T/out/copy"
+    check_tree --no-owner "$T/readable" "$T/out/copy"
+    [[ $(stat -c %U "$T/out/copy/files/one") == nobody ]] || fail "files/one is not owned by nobody, the copier"
 }
 
 case_ssh_push() {
@@ -197,6 +216,27 @@ case_bulk() {
     diff -r "$BULK" "$T/back" >/dev/null || fail "the ssh pull of 20,000 files differs (diff -r)"
 }
 
+# The -v summary counts files, directories, links, bytes and skipped
+# entries. Its exact wording is the integrator's choice: this checks each
+# count next to its noun (singular or plural) on the summary lines.
+case_summary() {
+    local re
+    small_tree "$T/t"
+    : >"$T/t/c"
+    ln -s a "$T/t/l"
+    mkfifo "$T/t/fifo"
+    # 3 files (a, sub/b, c) of 71000 bytes, 2 directories (t, sub), 1 link,
+    # 1 skipped (the FIFO, without -p).
+    expect_exit 3 "$PCOPY" -r -v "$T/t" "$T/copy"
+    for re in '(^|[^0-9])71000 bytes' '(^|[^0-9])3 files?([^a-z]|$)' '(^|[^0-9])2 director(y|ies)' \
+        '(^|[^0-9])1 (symbolic )?links?([^a-z]|$)' '(^|[^0-9])1 skipped|skipped:? 1([^0-9]|$)'; do
+        grep '^pcopy: ' "$LAST_STDERR" | grep -qE -- "$re" || {
+            sed 's/^/  stderr: /' "$LAST_STDERR" >&2
+            fail "the -v summary has no count matching /$re/"
+        }
+    done
+}
+
 case_no_recursive() {
     small_tree "$T/d"
     expect_exit 3 "$PCOPY" "$T/d" "$T/dst"
@@ -206,6 +246,7 @@ case_no_recursive() {
 }
 
 run_case local case_local
+run_case local_unprivileged case_local_unprivileged
 run_case ssh_push case_ssh_push
 run_case ssh_pull case_ssh_pull
 run_case third_party case_third_party
@@ -216,5 +257,6 @@ run_case no_preserve case_no_preserve
 run_case deref case_deref
 run_case no_hardlinks case_no_hardlinks
 run_case bulk case_bulk
+run_case summary case_summary
 run_case no_recursive case_no_recursive
 finish
