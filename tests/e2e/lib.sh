@@ -437,6 +437,152 @@ dir_is_empty() {
     [[ -z $(find "$1" -mindepth 1 -print -quit) ]]
 }
 
+# ------------------------------------------------------------------- trees
+
+# ODD_TREE_255: a 255-byte file name (the longest one component may have).
+ODD_TREE_255=$(printf 'n%.0s' {1..255})
+
+# make_odd_tree DIR: make DIR (it must not exist) holding one of every kind
+# of entry a tree copy has to get right:
+#   files/    regular files of 0, 1, 4095 and 1 MiB + 1 bytes, modes 0600
+#             and 0755, and `sparse`: 64 MiB with 4 KiB of data at each end
+#   empty/    an empty directory, and empty/inner/ another one in it
+#   deep/     60 nested directories d1/d2/.../d60, a file at the bottom
+#   names/    "with space", "new<LF>line", "-dash", $'\xff\xfe' (not
+#             UTF-8), and a 255-byte name ($ODD_TREE_255)
+#   links/    symlinks: rel -> ../files/one, abs -> /etc/hostname,
+#             dangling -> no-such-target, todir -> ../deep (a directory)
+#   hard/     two.a + sub/two.b (2 names of one file), three.a, three.b
+#             and sub/three.c (3 names of another)
+#   special/  fifo, a FIFO
+#   ro/       mode 0555 with a file in it; private/: mode 0700
+#   owned/    a directory, a file and a symlink owned by nobody:nogroup
+#             (when run as root; otherwise left as they are)
+# Every entry, DIR itself included, gets its own mtime with nanoseconds
+# (from @1234567890.123456789 on, set last, deepest first, on the links
+# themselves).
+make_odd_tree() {
+    local d=$1 p i t
+    [[ ! -e $d ]] || fail "make_odd_tree: '$d' already exists"
+    mkdir -p "$d"/{files,empty/inner,names,links,hard/sub,special,ro,private,owned}
+    : >"$d/files/empty"
+    mkfile "$d/files/one" 1
+    mkfile "$d/files/f4095" 4095
+    mkfile "$d/files/mib1" $((1048576 + 1))
+    mkfile "$d/files/secret" 100
+    chmod 0600 "$d/files/secret"
+    printf '#!/bin/sh\necho odd\n' >"$d/files/script"
+    chmod 0755 "$d/files/script"
+    # 64 MiB, 4 KiB of data at offset 0 and 4 KiB at the end, a hole between.
+    truncate -s 64M "$d/files/sparse"
+    head -c 4096 /dev/urandom | dd of="$d/files/sparse" conv=notrunc status=none
+    head -c 4096 /dev/urandom |
+        dd of="$d/files/sparse" bs=4096 seek=$((64 * 256 - 1)) conv=notrunc status=none
+
+    p=$d/deep
+    for ((i = 1; i <= 60; i++)); do
+        p=$p/d$i
+    done
+    mkdir -p "$p"
+    echo bottom >"$p/leaf"
+
+    echo space >"$d/names/with space"
+    echo newline >"$d/names/new"$'\n'"line"
+    echo dash >"$d/names/-dash"
+    echo latin1 >"$d/names/"$'\xff\xfe'
+    echo long >"$d/names/$ODD_TREE_255"
+
+    ln -s ../files/one "$d/links/rel"
+    ln -s /etc/hostname "$d/links/abs"
+    ln -s no-such-target "$d/links/dangling"
+    ln -s ../deep "$d/links/todir"
+
+    mkfile "$d/hard/two.a" 3000
+    ln "$d/hard/two.a" "$d/hard/sub/two.b"
+    mkfile "$d/hard/three.a" 5000
+    ln "$d/hard/three.a" "$d/hard/three.b"
+    ln "$d/hard/three.a" "$d/hard/sub/three.c"
+
+    mkfifo "$d/special/fifo"
+
+    echo inside >"$d/ro/inside"
+    chmod 0555 "$d/ro"
+    echo private >"$d/private/file"
+    chmod 0700 "$d/private"
+
+    mkdir "$d/owned/dir"
+    echo owned >"$d/owned/file"
+    ln -s file "$d/owned/link"
+    if [[ $(id -u) -eq 0 ]]; then
+        chown -h nobody:nogroup "$d/owned/dir" "$d/owned/file" "$d/owned/link"
+    fi
+
+    # Times last: creating an entry changes its directory's mtime.
+    i=0
+    find "$d" -depth -print0 | while IFS= read -r -d '' p; do
+        i=$((i + 1))
+        t=$((1234567890 + i * 3607)).$(printf '%09d' $(((123456789 + i * 7919) % 1000000000)))
+        touch -h -d "@$t" -- "$p"
+    done
+}
+
+# tree_listing DIR [OWNER]: one NUL-terminated record per entry of DIR (DIR
+# itself as ""): type, permission bits, mtime with nanoseconds, size for
+# regular files, link count for non-directories, and with OWNER=1 the
+# numeric owner and group, then the path. Sorted, so that two listings of
+# the same tree compare equal with cmp.
+tree_listing() {
+    local fmt='%y %m %T@ %U:%G %s %n %P\0'
+    [[ ${2-} == 1 ]] || fmt='%y %m %T@ %s %n %P\0'
+    # The size and link count of a directory depend on the file system.
+    find "$1" \( -type d -printf "${fmt/ %s %n/ - -}" \) -o -printf "$fmt" |
+        sort -z
+}
+
+# check_tree [--no-owner] [--numeric] SRC DST: DST is an exact copy of SRC:
+#   - `rsync -aHn --itemize-changes SRC/ DST/` prints nothing: the same
+#     entries, types, contents (by size and mtime), permission bits,
+#     mtimes (whole seconds), owner and group, symlink texts, and hard links
+#     (rsync -H) ... With --no-owner `rsync -rlptDHn` (no -o, -g), for a
+#     copy made by an unprivileged sink, which cannot give files away;
+#     with --numeric, owners compare by number (--numeric-ids);
+#   - `diff -r --no-dereference SRC DST` finds no difference in contents
+#     (two FIFOs or two sockets at one path are the same to us);
+#   - tree_listing: the mtimes agree to the nanosecond (rsync compares whole
+#     seconds only), and so do the link counts.
+# Prints what differs and fails otherwise.
+check_tree() {
+    local owner=1 rsync_opts=(-aHn) out
+    while [[ $1 == --* ]]; do
+        case $1 in
+        --no-owner) owner=0 rsync_opts=(-rlptDHn) ;;
+        --numeric) rsync_opts+=(--numeric-ids) ;;
+        *) fail "check_tree: unknown option '$1'" ;;
+        esac
+        shift
+    done
+    local src=$1 dst=$2
+    [[ -d $src ]] || fail "check_tree: the source '$src' is not a directory"
+    [[ -d $dst ]] || fail "check_tree: the copy '$dst' is not a directory"
+    out=$(rsync "${rsync_opts[@]}" --itemize-changes -- "$src/" "$dst/" 2>&1) ||
+        fail "check_tree: rsync ${rsync_opts[*]} '$src/' '$dst/' failed: $out"
+    if [[ -n $out ]]; then
+        printf '%s\n' "$out" | head -n 50 | sed 's/^/  rsync: /' >&2
+        fail "'$dst' differs from '$src' (rsync ${rsync_opts[*]} --itemize-changes, above)"
+    fi
+    out=$(diff -r --no-dereference -- "$src" "$dst" 2>&1 |
+        grep -vE '^File .* is a (fifo|socket) while file .* is a (fifo|socket)$' || true)
+    if [[ -n $out ]]; then
+        printf '%s\n' "$out" | head -n 50 | sed 's/^/  diff: /' >&2
+        fail "'$dst' differs from '$src' (diff -r --no-dereference, above)"
+    fi
+    if ! cmp -s <(tree_listing "$src" "$owner") <(tree_listing "$dst" "$owner"); then
+        diff <(tree_listing "$src" "$owner" | tr '\0' '\n') \
+            <(tree_listing "$dst" "$owner" | tr '\0' '\n') | head -n 50 | sed 's/^/  listing: /' >&2
+        fail "'$dst' differs from '$src' in mtimes (ns), modes, owners or link counts (above)"
+    fi
+}
+
 # ------------------------------------------------------------------ mounts
 
 # mount_tmpfs DIR OPTIONS: mount a tmpfs on DIR (created if needed); it is
