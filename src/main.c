@@ -234,7 +234,7 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
 			r->sink.dirs == 1 ? "y" : "ies", r->sink.links, r->sink.links == 1 ? "" : "s");
 	if (r->files_failed > 0)
-		fprintf(stderr, ", %u not copied", r->files_failed);
+		fprintf(stderr, ", %u skipped", r->files_failed);
 	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
 		r->streams == 1 ? "" : "s");
 	if (c->o.codec != NULL && r->source.wire_bytes > 0)

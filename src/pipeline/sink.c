@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "pipeline/decoder.h"
+#include "pipeline/encoder.h"
 #include "pipeline/dest.h"
 #include "pipeline/sinkent.h"
 #include "sys/fault.h"
@@ -143,7 +144,8 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 	if (fd != -ENOENT && fd != -ENOTDIR)
 		return pc_err_set(e, fd, "cannot open destination '%s': %s", display, pc_strerror(fd));
 	if (nsources != 1)
-		return pc_err_set(e, -ENOTDIR, "target '%s' is not a directory", display);
+		return pc_err_set(e, -PC_E_USAGE, "target '%s' is not a directory, and there are "
+				  "%u sources", display, (unsigned)nsources);
 	if (pathsafe_split(path, dir, base) < 0 || pathsafe_check_name(base) < 0)
 		return pc_err_set(e, -EINVAL, "destination '%s' has no file name", display);
 	fd = pathsafe_open(rootfd, dir, O_RDONLY | O_DIRECTORY, 0, beneath);
@@ -428,6 +430,26 @@ static int sink_settle(struct sink *s, struct sink_ent *r, const struct proto_bl
 	return next;
 }
 
+#define SINK_PAGE 4096u
+
+/* True if the page at p (or what is left of it, len bytes) is all zeros. */
+static bool sink_zero_page(const uint8_t *p, size_t len)
+{
+	return encoder_is_zero(p, len < SINK_PAGE ? len : SINK_PAGE);
+}
+
+static int sink_pwrite(int fd, const uint8_t *p, size_t len, uint64_t at)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = pwrite(fd, p + off, len - off, (off_t)(at + off));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			off += (size_t)n;
+	}
+	return 0;
+}
+
 static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf *b)
 {
 	const struct proto_block *h = &b->hdr;
@@ -448,12 +470,18 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	}
 	if (!hole && fault_fire(FAULT_SINK_WRITE))
 		return -ENOSPC;
+	/* Pages of zeros are not written: the new file reads zeros there
+	 * anyway, and a sparse source stays sparse finer than a block. */
 	for (size_t off = 0; !hole && off < b->len;) {
-		ssize_t n = pwrite(r->fd, b->data + off, b->len - off, (off_t)(h->offset + off));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n > 0)
-			off += (size_t)n;
+		size_t run = 0;
+		while (off < b->len && sink_zero_page(b->data + off, b->len - off))
+			off += SINK_PAGE < b->len - off ? SINK_PAGE : b->len - off;
+		while (off + run < b->len && !sink_zero_page(b->data + off + run, b->len - off - run))
+			run += SINK_PAGE < b->len - off - run ? SINK_PAGE : b->len - off - run;
+		ret = run > 0 ? sink_pwrite(r->fd, b->data + off, run, h->offset + off) : 0;
+		if (ret < 0)
+			return ret;
+		off += run;
 	}
 	return 0;
 }
