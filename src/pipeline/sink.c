@@ -782,13 +782,20 @@ static int sink_receive_one(struct receiver *rc, int fd)
 		ret = decoder_verify(rc->dec, b);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
+		if (ret == -PC_E_INTEGRITY && r != NULL) {
+			char name[PROTO_MAX_PATH + 64];
+			sink_display(s, r, name, sizeof(name));
+			sink_ent_put(r);
+			return xfer_fail(x, ret, "block at offset %llu of '%s' failed its checksum "
+					 "or did not decode: data corrupted in transit from %s",
+					 (unsigned long long)h.offset, name, x->peer);
+		}
 		if (r != NULL)
 			sink_ent_put(r);
 		if (ret == -PC_E_INTEGRITY)
-			return xfer_fail(x, ret, "a block at offset %llu of entry %u failed its "
+			return xfer_fail(x, ret, "a block of %u small files from entry %u failed its "
 					 "checksum or did not decode: data corrupted in transit "
-					 "from %s", (unsigned long long)h.offset,
-					 (unsigned)h.file_id, x->peer);
+					 "from %s", (unsigned)h.offset, (unsigned)h.file_id, x->peer);
 		if (ret == -PC_E_PROTO)
 			return xfer_fail(x, ret, "malformed block from %s", x->peer);
 		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
@@ -938,6 +945,10 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	case PROTO_ENT_REG:
 		if (r->data)
 			return 0; /* when its blocks are in */
+		if (s->t->to_stdout) {
+			sink_finished(s, r, 0, ""); /* nothing to write */
+			return 0;
+		}
 		/* fall through */
 	default:
 		return sink_add_job(s, e->id) < 0 ? -PC_E_ABORTED : 0;

@@ -146,8 +146,10 @@ static int source_open_path(struct source *s, const struct src_rec *f)
 {
 	if (fault_fire(FAULT_SOURCE_OPEN))
 		return -EACCES;
-	if (s->in->walk.deref)
-		return pathsafe_open(f->base_fd, f->open_path, O_RDONLY, 0, false);
+	/* -L, or a source symlink followed without -r: through symlinks,
+	 * still beneath a daemon's root. */
+	if (s->in->walk.deref || !s->in->walk.recursive)
+		return pathsafe_open(f->base_fd, f->open_path, O_RDONLY, 0, s->in->beneath);
 	return pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NOFOLLOW, 0, true);
 }
 

@@ -832,7 +832,7 @@ static int walk_source_locate(struct walk *w, unsigned i, struct walk_item *it,
 }
 
 /* The checks on a source that pfd/name holds and *st describes (lstat):
- * follows a symlink with -L, and also when the argument ends in '/' (as
+ * follows a symlink with -L or without -r, and also when the argument ends in '/' (as
  * path resolution does: "link/" names the directory; *via_link is set
  * then); refuses a non-directory named with a trailing '/' and a directory
  * without -r. Returns 0, or 2 with *sk filled. */
@@ -842,7 +842,8 @@ static int walk_source_check(struct walk *w, int pfd, const char *name, bool sla
 {
 	int ret;
 
-	if (S_ISLNK(st->st_mode) && (w->o.deref || slash)) {
+	/* Without -r a source symlink is followed, as cp and scp do. */
+	if (S_ISLNK(st->st_mode) && (w->o.deref || slash || !w->o.recursive)) {
 		ret = walk_follow(w, pfd, name, it, st);
 		if (ret == -EXDEV)
 			return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it leads "

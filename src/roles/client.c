@@ -671,7 +671,10 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
 	api_result(r, &e, ret);
 	/* Each file that failed was reported as it failed; sum them up. */
-	if (ret == -PC_E_PARTIAL && r->files_failed > 0)
+	if (ret == -PC_E_PARTIAL && r->files_failed > 0 && !o->recursive)
+		snprintf(r->msg, sizeof(r->msg), "%u of %d files were not copied", r->files_failed,
+			 nsrc);
+	else if (ret == -PC_E_PARTIAL && r->files_failed > 0)
 		snprintf(r->msg, sizeof(r->msg), "%u %s not copied", r->files_failed,
 			 r->files_failed == 1 ? "entry was" : "entries were");
 	free(c);
