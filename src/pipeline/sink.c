@@ -50,6 +50,7 @@ struct sink_file {
 	bool finishing;                /* claimed by whoever finishes it */
 	bool failed;
 	bool renamed;
+	atomic_bool finished;          /* set once, after its FILE_DONE if it failed */
 };
 
 struct sink;
@@ -87,6 +88,8 @@ struct sink {
 	atomic_uint done;              /* files finished, well or not */
 	atomic_uint failed;            /* files that failed */
 	bool end;                      /* control thread: END received */
+	uint32_t acked;                /* control thread: the last ACK sent (ids below are done) */
+	struct proto_entry ent;        /* control thread: the entry being handled */
 	unsigned skipped;              /* control thread: SKIPs received */
 	uint32_t next_skip;            /* control thread: lowest index the next SKIP may have */
 	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
@@ -238,6 +241,7 @@ static void sink_notify(struct sink *s)
 		xfer_fail(s->x, ret, "eventfd: %s", strerror(-ret));
 }
 
+/* Reports a failed file (status < 0): success is reported by ACK alone. */
 static void sink_send_done(struct sink *s, struct sink_file *f, int status, const char *msg)
 {
 	struct proto_msg m = { .type = PROTO_FILE_DONE };
@@ -269,6 +273,7 @@ static void sink_file_fail(struct sink *s, struct sink_file *f, int code, const 
 		log_error("%s", msg);
 	atomic_fetch_add(&s->failed, 1);
 	sink_send_done(s, f, code, msg);
+	atomic_store(&f->finished, true); /* after its FILE_DONE: the ACK comes later */
 	atomic_fetch_add(&s->done, 1);
 	sink_notify(s);
 }
@@ -296,7 +301,7 @@ static void sink_file_finish(struct sink *s, struct sink_file *f)
 		}
 		f->renamed = true;
 	}
-	sink_send_done(s, f, 0, "");
+	atomic_store(&f->finished, true);
 	atomic_fetch_add(&s->done, 1);
 	sink_notify(s);
 }
@@ -561,21 +566,40 @@ static void *sink_writer_ordered(void *arg)
 
 /* ---- Control loop ----------------------------------------------------- */
 
-static int sink_on_file(struct sink *s, const struct proto_file *m)
+/* Sends ACK once the lowest unfinished id has moved up. Control thread. */
+static void sink_ack(struct sink *s)
+{
+	struct proto_msg m = { .type = PROTO_ACK };
+	uint32_t upto = s->acked;
+
+	while (upto < s->nfiles && atomic_load(&s->files[upto]->finished))
+		upto++;
+	if (upto == s->acked || xfer_aborted(s->x))
+		return;
+	m.u.ack.upto = upto;
+	if (ctl_send(s->x->ctl, &m) < 0) {
+		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+		return;
+	}
+	s->acked = upto;
+}
+
+/* One regular file with a one-component name: all this sink takes yet. */
+static int sink_on_file(struct sink *s, const struct proto_entry *m)
 {
 	struct xfer *x = s->x;
 	struct sink_file *f;
 	const char *name;
 	int ret;
 
-	if (m->id != s->nfiles)
-		return xfer_fail(x, -PC_E_PROTO, "%s announced file id %u out of order", x->peer,
-				 (unsigned)m->id);
-	if (pathsafe_check_name(m->name) < 0)
+	if (m->type != PROTO_ENT_REG || strchr(m->path, '/') != NULL)
+		return xfer_fail(x, -PC_E_PROTO, "%s sent a tree entry (type %u, '%.200s'): "
+				 "not supported yet", x->peer, (unsigned)m->type, m->path);
+	if (pathsafe_check_name(m->path) < 0)
 		return xfer_fail(x, -PC_E_PROTO, "%s sent an unsafe file name", x->peer);
 	if (!s->t->is_dir && s->nfiles > 0)
 		return xfer_fail(x, -PC_E_PROTO, "%s sent more files than announced", x->peer);
-	name = s->t->is_dir ? m->name : s->t->name;
+	name = s->t->is_dir ? m->path : s->t->name;
 	f = calloc(1, sizeof(*f));
 	if (f == NULL || pthread_mutex_init(&f->lock, NULL) != 0) {
 		free(f);
@@ -584,7 +608,8 @@ static int sink_on_file(struct sink *s, const struct proto_file *m)
 	f->id = m->id;
 	f->fd = -1;
 	f->mode = m->mode;
-	f->size_known = !(m->flags & PROTO_FILE_SIZE_UNKNOWN);
+	f->size_known = !(m->flags & PROTO_ENT_SIZE_UNKNOWN);
+	atomic_init(&f->finished, false);
 	f->size = m->size;
 	snprintf(f->name, sizeof(f->name), "%.*s", NAME_MAX, name);
 	if (s->t->to_stdout)
@@ -622,6 +647,28 @@ static int sink_on_file(struct sink *s, const struct proto_file *m)
 		sync_unlock(&f->lock);
 		sink_file_finish(s, f);
 	}
+	return 0;
+}
+
+/* A batch of entries: ids must follow on, and the batch must not leave more
+ * than PROTO_MAX_INFLIGHT entries announced and not acknowledged. */
+static int sink_on_entries(struct sink *s, const struct proto_entries *es)
+{
+	struct xfer *x = s->x;
+	size_t pos = 0;
+	int ret;
+
+	if (es->first_id != s->nfiles)
+		return xfer_fail(x, -PC_E_PROTO, "%s announced entry id %u out of order (%u expected)",
+				 x->peer, (unsigned)es->first_id, s->nfiles);
+	if ((uint64_t)s->nfiles + es->count - s->acked > PROTO_MAX_INFLIGHT)
+		return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u entries ahead of the "
+				 "last ACK", x->peer, PROTO_MAX_INFLIGHT);
+	while ((ret = proto_entries_next(es, &pos, &s->ent)) == 1)
+		if (sink_on_file(s, &s->ent) < 0)
+			return -PC_E_PROTO;
+	if (ret < 0)
+		return xfer_fail(x, ret, "%s sent a malformed ENTRIES", x->peer);
 	return 0;
 }
 
@@ -680,11 +727,14 @@ static int sink_on_message(struct sink *s, struct sink_result *r)
 		return xfer_fail(s->x, ret == -PC_E_PROTO ? ret : -PC_E_NET,
 				 "lost control connection to %s: %s", s->x->peer, pc_strerror(ret));
 	switch (m.type) {
-	case PROTO_FILE:
-		return s->end ? xfer_fail(s->x, -PC_E_PROTO, "%s sent FILE after END", s->x->peer)
-			      : sink_on_file(s, &m.u.file);
+	case PROTO_ENTRIES:
+		return s->end ? xfer_fail(s->x, -PC_E_PROTO, "%s sent ENTRIES after END", s->x->peer)
+			      : sink_on_entries(s, &m.u.entries);
 	case PROTO_FILE_END:
 		return sink_on_file_end(s, &m.u.file_end);
+	case PROTO_FILE_FAIL:
+		return xfer_fail(s->x, -PC_E_PROTO, "%s sent FILE_FAIL: not supported yet",
+				 s->x->peer);
 	case PROTO_SKIP:
 		return sink_on_skip(s, &m.u.skip);
 	case PROTO_END:
@@ -707,8 +757,9 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			       { .fd = x->sigfd, .events = POLLIN } };
 
 	while (!xfer_aborted(x) && !(s->end && atomic_load(&s->done) == s->nfiles)) {
-		if (ctl_pending(x->ctl)) { /* a FILE that came while we accepted */
+		if (ctl_pending(x->ctl)) { /* an ENTRIES that came while we accepted */
 			(void)sink_on_message(s, r);
+			sink_ack(s);
 			continue;
 		}
 		int n = poll(p, x->sigfd >= 0 ? 3 : 2, xfer_poll_timeout(x));
@@ -725,8 +776,10 @@ static void sink_control(struct sink *s, struct sink_result *r)
 		} else if (n > 0 && p[0].revents) {
 			(void)sink_on_message(s, r);
 		}
+		sink_ack(s);
 		xfer_progress(x);
 	}
+	sink_ack(s); /* every file finished: this ACK covers them all, before DONE */
 }
 
 static int sink_start(struct sink *s)

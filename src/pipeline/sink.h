@@ -4,10 +4,11 @@
  * block has arrived exactly once with a good checksum and the size is
  * right.
  *
- * Threads: the calling thread runs the control loop (FILE, FILE_END, END;
- * sends FILE_DONE for failed files; progress; signals); one receiver thread
+ * Threads: the calling thread runs the control loop (ENTRIES, FILE_END,
+ * END; sends ACK as files finish; progress; signals); one receiver thread
  * per data stream reads and verifies blocks into pool buffers; writer
- * threads pwrite them at their offsets and finish files (rename, FILE_DONE).
+ * threads pwrite them at their offsets and finish files (rename, or
+ * FILE_DONE for a failed one).
  * In ordered mode (stdout) a single writer takes block k from stream k % N
  * and writes sequentially. */
 #ifndef PCOPY_SINK_H

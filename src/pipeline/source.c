@@ -59,7 +59,7 @@ struct source {
 	struct xfer *x;
 	struct src_file *files;    /* [n], borrowed */
 	unsigned n;
-	const struct source_skip *skips; /* [nskips], borrowed: sent before any FILE */
+	const struct source_skip *skips; /* [nskips], borrowed: sent before any ENTRIES */
 	unsigned nskips;
 	struct plan *plan;
 	struct bufpool *pool;
@@ -77,9 +77,12 @@ struct source {
 	int efd;                   /* eventfd: the last sender finished */
 	/* control thread only: */
 	bool end_sent;
-	unsigned announced, done, failed;
+	unsigned announced, failed;
+	unsigned done;             /* the sink's last ACK: ids below it are finished */
 	uint64_t codec_cpu_us;     /* summed from the readers after join */
-	bool *finished;            /* [n] FILE_DONE seen */
+	bool *finished;            /* [n] FILE_DONE (a failure) seen */
+	struct proto_entry ent;    /* the entry being announced */
+	struct proto_batch batch;  /* its ENTRIES (one entry each, for now) */
 };
 
 /* True if [off, off+len) of f holds no data (a hole). */
@@ -336,17 +339,25 @@ static void *source_sender(void *arg)
 static int source_announce(struct source *s)
 {
 	struct src_file *f = &s->files[s->announced];
-	struct proto_msg m = { .type = PROTO_FILE };
+	struct proto_entry *e = &s->ent;
+	struct proto_msg m;
 	int ret;
 
 	f->id = s->announced;
-	m.u.file.id = f->id;
-	m.u.file.flags = f->stream ? PROTO_FILE_SIZE_UNKNOWN : 0;
-	m.u.file.size = f->size;
-	m.u.file.mode = f->mode;
-	m.u.file.mtime_s = f->mtime_s;
-	m.u.file.mtime_ns = f->mtime_ns;
-	memcpy(m.u.file.name, f->name, sizeof(m.u.file.name));
+	memset(e, 0, sizeof(*e));
+	e->type = PROTO_ENT_REG;
+	e->flags = f->stream ? PROTO_ENT_SIZE_UNKNOWN : 0;
+	e->size = f->size;
+	e->mode = f->mode;
+	e->mtime_s = f->mtime_s;
+	e->mtime_ns = f->mtime_ns;
+	memcpy(e->path, f->name, sizeof(e->path));
+	proto_batch_init(&s->batch, f->id);
+	ret = proto_batch_add(&s->batch, e);
+	if (ret < 0)
+		return xfer_fail(s->x, -PC_E_PROTO, "cannot announce '%s': its name or "
+				 "attributes cannot be sent", f->display);
+	proto_batch_msg(&s->batch, &m);
 	ret = ctl_send(s->x->ctl, &m);
 	if (ret < 0)
 		return xfer_fail(s->x, ret, "lost control connection to %s", s->x->peer);
@@ -356,22 +367,34 @@ static int source_announce(struct source *s)
 	return 0;
 }
 
+/* A failed file. It comes before the ACK that covers its id. */
 static int source_on_file_done(struct source *s, const struct proto_file_done *d)
 {
 	struct xfer *x = s->x;
+	struct src_file *f;
 
-	if (d->id >= s->announced || s->finished[d->id])
+	if (d->id >= s->announced || d->id < s->done || s->finished[d->id])
 		return xfer_fail(x, -PC_E_PROTO, "%s reported an unknown file id %u", x->peer,
 				 (unsigned)d->id);
 	s->finished[d->id] = true;
-	s->done++;
-	if (d->status < 0) {
-		struct src_file *f = &s->files[d->id];
-		atomic_store(&f->failed, true);
-		s->failed++;
-		if (x->report)
-			log_error("%s", d->msg[0] ? d->msg : pc_strerror(d->status));
-	}
+	f = &s->files[d->id];
+	atomic_store(&f->failed, true);
+	s->failed++;
+	if (x->report)
+		log_error("%s", d->msg[0] ? d->msg : pc_strerror(d->status));
+	return 0;
+}
+
+/* Every file below a->upto is finished: it frees the in-flight window. */
+static int source_on_ack(struct source *s, const struct proto_ack *a)
+{
+	struct xfer *x = s->x;
+
+	if (a->upto < s->done || a->upto > s->announced)
+		return xfer_fail(x, -PC_E_PROTO, "%s acknowledged files up to id %u, %s", x->peer,
+				 (unsigned)a->upto, a->upto < s->done ? "below its last ACK"
+				 : "more than were announced");
+	s->done = a->upto;
 	return 0;
 }
 
@@ -386,6 +409,8 @@ static int source_on_message(struct source *s)
 	switch (m.type) {
 	case PROTO_FILE_DONE:
 		return source_on_file_done(s, &m.u.file_done);
+	case PROTO_ACK:
+		return source_on_ack(s, &m.u.ack);
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
 	default:
@@ -512,8 +537,8 @@ static uint64_t source_codec_cpu_ns(const struct source *s)
 }
 
 /* Every sender wrote its END block and confirmed its listener: send END
- * now, without waiting for the last FILE_DONEs, so that the sink's DONE
- * follows its last FILE_DONE at once instead of a round trip later. */
+ * now, without waiting for the last ACK, so that the sink's DONE
+ * follows its last ACK at once instead of a round trip later. */
 static int source_send_end(struct source *s)
 {
 	struct xfer *x = s->x;
@@ -533,7 +558,7 @@ static int source_send_end(struct source *s)
 }
 
 /* Tells the sink about every source that could not be opened, before the
- * first FILE. Returns 0 or a negative code (the transfer has failed). */
+ * first ENTRIES. Returns 0 or a negative code (the transfer has failed). */
 static int source_send_skips(struct source *s)
 {
 	struct proto_msg m = { .type = PROTO_SKIP };
@@ -550,7 +575,7 @@ static int source_send_skips(struct source *s)
 }
 
 /* Reports the skipped sources, announces files within the in-flight
- * window, sends END once every stream is done, and waits for FILE_DONEs
+ * window, sends END once every stream is done, and waits for ACKs and FILE_DONEs
  * until every file is done or the transfer aborts. */
 static void source_control(struct source *s)
 {
