@@ -437,6 +437,9 @@ static int sink_receive_one(struct receiver *r, int fd)
 		return xfer_fail(x, -PC_E_PROTO, "malformed block header from %s", x->peer);
 	if (h.type == PROTO_BLK_END)
 		return 1;
+	if (h.type != PROTO_BLK_DATA) /* PACK: read as DATA, its id count would be an offset */
+		return xfer_fail(x, -PC_E_PROTO, "%s sent a PACK block: not supported yet",
+				 x->peer);
 	f = sink_lookup(s, h.file_id);
 	b = f ? bufpool_acquire(s->pool) : NULL;
 	if (b == NULL)

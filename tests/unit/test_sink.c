@@ -256,6 +256,28 @@ static void test_entries_id_gap(void **state)
 	expect_refused(f, "out of order");
 }
 
+/* A PACK block is refused until the sink learns it: read as a DATA block,
+ * its id count would pass for an offset. */
+static void test_pack_block_not_supported(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+	uint8_t raw[12] = { 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h' };
+	struct proto_block b = { .type = PROTO_BLK_PACK, .file_id = 0, .offset = 1,
+				 .raw_len = sizeof(raw), .enc_len = sizeof(raw), .seq = 0 };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	testentries_reg(&e, "a", 8, 0644, 0);
+	send_entry(f, &e, 0);
+	b.checksum = proto_checksum(raw, sizeof(raw));
+	proto_block_encode(&b, hdr);
+	assert_int_equal(platform_write_full(f->data[0], hdr, sizeof(hdr)), 0);
+	assert_int_equal(platform_write_full(f->data[0], raw, sizeof(raw)), 0);
+	send_end(f);
+	expect_refused(f, "PACK");
+	assert_true(dir_empty(f->dir));
+}
+
 static void test_file_fail_not_supported(void **state)
 {
 	static struct proto_entry e;
@@ -309,6 +331,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_entries_subdir_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_id_gap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_fail_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pack_block_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_backwards, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_not_allowed, setup, teardown),
