@@ -2,7 +2,7 @@
 /* source: reads files and sends them as blocks over the data channels.
  *
  * Threads: the calling thread runs the control loop (announces files with
- * FILE, receives FILE_DONE, prints progress, watches signals, steers
+ * ENTRIES, receives ACK and FILE_DONE, prints progress, watches signals, steers
  * -c auto); R reader threads, as many as the CPU has cores, pread blocks
  * into pool buffers, checksum and encode them (holes, compression); one
  * sender thread per data stream writes them to its socket. Readers hand buffers to
@@ -16,7 +16,7 @@
 #include "pipeline/xfer.h"
 
 /* A source the server could not open: reported to the client with SKIP
- * instead of a FILE (docs/PROTOCOL.md, section 4.11). */
+ * instead of an entry (docs/PROTOCOL.md, section 4.11). */
 struct source_skip {
 	uint32_t index;              /* its position in the REQUEST's paths */
 	int code;                    /* why: a negative code */

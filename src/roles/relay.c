@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -18,11 +19,19 @@ struct relay {
 	struct relay_result *r;
 	struct pc_err *e;
 	uint64_t total, done;      /* announced and finished bytes, for progress */
+	uint64_t *sizes;           /* [PROTO_MAX_INFLIGHT], by id % PROTO_MAX_INFLIGHT: the
+	                              size of each entry announced and not acknowledged,
+	                              RELAY_FAILED once its FILE_DONE came */
+	uint32_t announced;        /* entries announced by the source */
+	uint32_t acked;            /* the sink's last ACK */
+	struct proto_entry ent;    /* the entry being counted */
 	uint32_t npaths;           /* paths of the source's REQUEST */
 	uint32_t next_skip;        /* lowest index the source's next SKIP may have */
 	bool src_end;              /* the source's END went to the sink */
 	bool finished;             /* the sink's DONE went to the source */
 };
+
+#define RELAY_FAILED UINT64_MAX
 
 /* Both ends learn of a failure; the first one recorded is what we report. */
 static int relay_fail(struct relay *rl, int code, const char *msg)
@@ -58,6 +67,52 @@ static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_ski
 	return 0;
 }
 
+/* Checks a batch's ids against what came before and counts its bytes. */
+static int relay_entries(struct relay *rl, const struct proto_entries *es)
+{
+	char msg[128];
+	size_t pos = 0;
+	int ret;
+
+	if (rl->src_end || es->first_id != rl->announced ||
+	    (uint64_t)rl->announced + es->count - rl->acked > PROTO_MAX_INFLIGHT) {
+		snprintf(msg, sizeof(msg), "%s announced entries %s", ctl_peer(rl->src),
+			 rl->src_end ? "after END" : "out of order or too far ahead of the sink");
+		return relay_fail(rl, -PC_E_PROTO, msg);
+	}
+	while ((ret = proto_entries_next(es, &pos, &rl->ent)) == 1) {
+		rl->sizes[rl->ent.id % PROTO_MAX_INFLIGHT] = rl->ent.size;
+		rl->total += rl->ent.size;
+	}
+	if (ret < 0)
+		return relay_fail(rl, ret, "malformed ENTRIES");
+	rl->announced += es->count;
+	return 0;
+}
+
+/* True if id names an entry announced and not yet acknowledged. */
+static bool relay_open_id(const struct relay *rl, uint32_t id)
+{
+	return id >= rl->acked && id < rl->announced;
+}
+
+/* Every entry below a->upto finished: those that did not fail count in full. */
+static int relay_ack(struct relay *rl, const struct proto_ack *a)
+{
+	char msg[128];
+
+	if (a->upto < rl->acked || a->upto > rl->announced) {
+		snprintf(msg, sizeof(msg), "%s acknowledged entries up to id %u, out of order",
+			 ctl_peer(rl->sink), (unsigned)a->upto);
+		return relay_fail(rl, -PC_E_PROTO, msg);
+	}
+	for (; rl->acked < a->upto; rl->acked++) {
+		uint64_t n = rl->sizes[rl->acked % PROTO_MAX_INFLIGHT];
+		rl->done += n == RELAY_FAILED ? 0 : n;
+	}
+	return 0;
+}
+
 /* One message from `from`; allowed lists the types that may come from it. */
 static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 {
@@ -78,18 +133,21 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 	bool from_src = from == rl->src;
 	switch (m.type) {
 	case PROTO_ENTRIES:
-	case PROTO_FILE_FAIL:
 		if (!from_src)
 			break;
-		return relay_forward(rl, to, &m);
-	case PROTO_ACK:
-		if (from_src)
-			break;
-		return relay_forward(rl, to, &m);
+		ret = relay_entries(rl, &m.u.entries);
+		return ret < 0 ? ret : relay_forward(rl, to, &m);
 	case PROTO_FILE_END:
 		if (!from_src)
 			break;
 		rl->total += m.u.file_end.size;
+		if (relay_open_id(rl, m.u.file_end.id) &&
+		    rl->sizes[m.u.file_end.id % PROTO_MAX_INFLIGHT] != RELAY_FAILED)
+			rl->sizes[m.u.file_end.id % PROTO_MAX_INFLIGHT] = m.u.file_end.size;
+		return relay_forward(rl, to, &m);
+	case PROTO_FILE_FAIL:
+		if (!from_src)
+			break;
 		return relay_forward(rl, to, &m);
 	case PROTO_END:
 		if (!from_src)
@@ -104,12 +162,18 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 	case PROTO_FILE_DONE:
 		if (from_src)
 			break;
+		if (!relay_open_id(rl, m.u.file_done.id))
+			return relay_fail(rl, -PC_E_PROTO, "the sink reported an unknown file id");
 		rl->done += m.u.file_done.bytes;
-		if (m.u.file_done.status < 0) {
-			rl->r->failed++;
-			log_error("%s: %s", ctl_peer(from), m.u.file_done.msg);
-		}
+		rl->sizes[m.u.file_done.id % PROTO_MAX_INFLIGHT] = RELAY_FAILED;
+		rl->r->failed++;
+		log_error("%s: %s", ctl_peer(from), m.u.file_done.msg);
 		return relay_forward(rl, to, &m);
+	case PROTO_ACK:
+		if (from_src)
+			break;
+		ret = relay_ack(rl, &m.u.ack);
+		return ret < 0 ? ret : relay_forward(rl, to, &m);
 	case PROTO_DONE:
 		if (from_src)
 			break;
@@ -137,7 +201,7 @@ static void relay_progress(struct relay *rl, uint64_t start_ns)
 int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 	      uint32_t npaths, struct relay_result *r, struct pc_err *e)
 {
-	struct relay rl = { .src = src, .sink = sink, .r = r, .e = e, .npaths = npaths };
+	struct relay *rl = calloc(1, sizeof(*rl));
 	struct pollfd p[3] = { { .fd = ctl_rfd(src), .events = POLLIN },
 			       { .fd = ctl_rfd(sink), .events = POLLIN },
 			       { .fd = sigfd, .events = POLLIN } };
@@ -145,32 +209,45 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
-	while (ret == 0 && !rl.finished) {
+	if (rl != NULL)
+		rl->sizes = calloc(PROTO_MAX_INFLIGHT, sizeof(*rl->sizes));
+	if (rl == NULL || rl->sizes == NULL) {
+		free(rl);
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	}
+	*rl = (struct relay){ .src = src, .sink = sink, .r = r, .e = e, .npaths = npaths,
+			      .sizes = rl->sizes };
+	while (ret == 0 && !rl->finished) {
 		int timeout = -1;
 		if (progress_s > 0) {
 			uint64_t now = platform_now_ns();
 			timeout = now >= next ? 0 : (int)((next - now) / 1000000u) + 1;
 		}
 		int n = poll(p, sigfd >= 0 ? 3 : 2, timeout);
-		if (n < 0 && errno != EINTR)
-			return pc_err_set(e, -errno, "poll: %s", strerror(errno));
+		if (n < 0 && errno != EINTR) {
+			ret = pc_err_set(e, -errno, "poll: %s", strerror(errno));
+			break;
+		}
 		if (n > 0 && (p[2].revents & POLLIN)) {
 			struct signalfd_siginfo si;
 			ssize_t got = read(sigfd, &si, sizeof(si));
 			char msg[64];
 			snprintf(msg, sizeof(msg), "interrupted by signal %s",
 				 got == (ssize_t)sizeof(si) ? strsignal((int)si.ssi_signo) : "?");
-			return relay_fail(&rl, -PC_E_INTERRUPTED, msg);
+			ret = relay_fail(rl, -PC_E_INTERRUPTED, msg);
+			break;
 		}
 		if (n > 0 && p[0].revents)
-			ret = relay_one(&rl, src, sink);
+			ret = relay_one(rl, src, sink);
 		if (ret == 0 && n > 0 && p[1].revents)
-			ret = relay_one(&rl, sink, src);
+			ret = relay_one(rl, sink, src);
 		if (progress_s > 0 && platform_now_ns() >= next) {
-			relay_progress(&rl, start);
+			relay_progress(rl, start);
 			next = platform_now_ns() + (uint64_t)progress_s * 1000000000u;
 		}
 	}
+	free(rl->sizes);
+	free(rl);
 	if (ret == 0 && r->failed > 0)
 		ret = -PC_E_PARTIAL;
 	return ret;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* relay: the client's part in a third-party copy (h1:SRC h2:DST). The
  * data flows from h1 straight to h2; the client only carries the control
- * messages between them: FILE, FILE_END and END from the source to the
- * sink, FILE_DONE and DONE back. The source's SKIPs (sources it could not
+ * messages between them: ENTRIES, FILE_END, FILE_FAIL and END from the
+ * source to the sink, FILE_DONE, ACK and DONE back (checking ids and ACKs
+ * as it counts progress). The source's SKIPs (sources it could not
  * open) stop here: the client reports them. Runs on the calling thread. */
 #ifndef PCOPY_RELAY_H
 #define PCOPY_RELAY_H

@@ -55,11 +55,11 @@ static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err 
 }
 
 int session_client_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
 			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
 {
 	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
-	static _Thread_local struct proto_msg m; /* REQUEST is large: keep it off the stack */
+	struct proto_msg m;
 	int ret;
 
 	ret = crypto_random(nc, sizeof(nc));
@@ -78,9 +78,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		memcpy(m.u.key.key, key, sizeof(key));
 		ret = session_send(c, &m, e);
 	}
-	static _Thread_local struct proto_request rq;
-	rq = *req;
-	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = &rq };
+	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = req };
 	if (ret == 0)
 		ret = session_send(c, &m, e);
 	if (ret == 0)

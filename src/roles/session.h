@@ -32,9 +32,10 @@ enum session_transport {
  * ours goes out. Waits for READY. On success *ready is the server's answer
  * (its data port and address) and k the session key. Returns 0 or a
  * negative code with the detail in e. A daemon that fails after READY
- * (it could not open a path) says so with ERROR, later. */
+ * (it could not open a path) says so with ERROR, later. req is only read
+ * (it is not const because the REQUEST message points at it). */
 int session_client_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], const struct proto_request *req,
+			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
 			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 
 /* The server's handshake state between its two halves. */

@@ -140,32 +140,23 @@ static unsigned acc_in_flight(const struct acceptor *a)
 
 /* The peer spoke on the control channel while no handshake was in flight.
  * A source that opened its connections starts the transfer at once, so its
- * first ENTRIES (or SKIP) may overtake the last of them: keep it for the transfer and
+ * first ENTRIES may overtake the last of them: keep it for the transfer and
  * go on waiting (returns 0). The peer's ERROR or a closed channel means it
  * gave up: -PC_E_ABORTED with its reason and code in e. Anything else is
  * our own failure to report (-PC_E_PROTO, -ENOMEM). */
 static int acc_hear(struct ctl *watch, struct pc_err *e)
 {
-	struct proto_msg *m = malloc(sizeof(*m)); /* large: not on the stack */
+	struct proto_msg *m = malloc(sizeof(*m));
 	int ret;
 
 	if (m == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	m->type = 0;
-	ret = ctl_recv(watch, m);
-	if (ret == 0 && (m->type == PROTO_ENTRIES || m->type == PROTO_SKIP)) {
+	ret = ctl_expect(watch, PROTO_ENTRIES, m, e);
+	if (ret == 0)
 		ctl_unread(watch, m);
-	} else {
-		if (ret == 0)
-			ret = ctl_check(watch, m, PROTO_ENTRIES, e);
-		else if (ret == -PC_E_NET)
-			pc_err_set(e, ret, "%s closed the control connection", ctl_peer(watch));
-		else
-			pc_err_set(e, ret, "control channel from %s: %s", ctl_peer(watch),
-				   pc_strerror(ret));
-		if (m->type == PROTO_ERROR || ret == -PC_E_NET)
-			ret = -PC_E_ABORTED;
-	}
+	else if (m->type == PROTO_ERROR || ret == -PC_E_NET)
+		ret = -PC_E_ABORTED;
 	free(m);
 	return ret;
 }
@@ -176,7 +167,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
 	struct acceptor *a = calloc(1, sizeof(*a));
 	unsigned have = 0;
-	bool started = false; /* the peer's FILE came */
+	bool started = false; /* the peer's ENTRIES came */
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++)
@@ -200,7 +191,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			break;
 		/* The control channel counts only while no handshake is in
 		 * flight: a peer that finished its side of every handshake may
-		 * rightly speak (FILE...) before our threads are done checking,
+		 * rightly speak (ENTRIES...) before our threads are done checking,
 		 * and that is no reason to give up. */
 		unsigned busy = acc_in_flight(a);
 		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },

@@ -9,7 +9,8 @@
  * then the bytes the peer sends, served from a memfd as the channel's read
  * side; what we answer goes to /dev/null. Each call must end with 0 or a
  * negative pcopy code and, on failure, a message in its pc_err; a frame
- * stream must never yield a message ctl_recv did not fully check. The
+ * stream must never yield a message ctl_recv did not fully check (a
+ * REQUEST in the ctl's own storage, an ENTRIES whose every entry reads). The
  * handshakes use fixed keys, and the nonces are random, so a peer's proof
  * never matches: the paths after a good proof are the unit and end-to-end
  * tests' business. Anything else aborts. */
@@ -88,6 +89,19 @@ static struct ctl *fuzz_ctl_new(const uint8_t *data, size_t size)
 	return c;
 }
 
+/* A received ENTRIES reads back whole, with consecutive ids. */
+static void fuzz_entries_read(const struct proto_entries *es)
+{
+	static struct proto_entry e;
+	size_t pos = 0;
+	uint32_t n = 0;
+	int ret;
+
+	while ((ret = proto_entries_next(es, &pos, &e)) == 1)
+		fuzz_require(e.id == es->first_id + n++);
+	fuzz_require(ret == 0 && n == es->count);
+}
+
 static void fuzz_frames(struct ctl *c)
 {
 	static struct proto_msg m;
@@ -97,6 +111,13 @@ static void fuzz_frames(struct ctl *c)
 		fuzz_require(m.type > 0 && m.type < PROTO_TYPE_MAX);
 		fuzz_require(strcmp(proto_type_name(m.type), "?") != 0);
 		fuzz_require(!ctl_pending(c));
+		if (m.type == PROTO_REQUEST) {
+			fuzz_require(m.u.request != NULL);
+			fuzz_require(m.u.request->npaths >= 1 &&
+				     m.u.request->npaths <= PROTO_MAX_PATHS);
+		}
+		if (m.type == PROTO_ENTRIES)
+			fuzz_entries_read(&m.u.entries);
 	}
 	fuzz_require(ret == -PC_E_NET || ret == -PC_E_PROTO);
 }
@@ -104,8 +125,9 @@ static void fuzz_frames(struct ctl *c)
 static void fuzz_expect(struct ctl *c)
 {
 	static const uint8_t order[] = { PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_AUTH,
-					 PROTO_READY, PROTO_FILE, PROTO_FILE_END, PROTO_END,
-					 PROTO_FILE_DONE, PROTO_DONE };
+					 PROTO_READY, PROTO_ENTRIES, PROTO_FILE_FAIL,
+					 PROTO_FILE_END, PROTO_END, PROTO_FILE_DONE, PROTO_ACK,
+					 PROTO_DONE };
 	static struct proto_msg m;
 	struct pc_err e;
 	int ret = 0;
@@ -119,8 +141,9 @@ static void fuzz_expect(struct ctl *c)
 		if (ret != 0)
 			break;
 		fuzz_require(m.type == order[i]);
-		/* Put back, as the acceptor does with an early FILE: the next
-		 * receive gives it again without reading. */
+		/* Put back, as the acceptor does with an early ENTRIES: the
+		 * next receive gives it again without reading (what it borrows
+		 * included). */
 		ctl_unread(c, &m);
 		fuzz_require(ctl_pending(c));
 		fuzz_require(ctl_recv(c, &again) == 0 && !ctl_pending(c));

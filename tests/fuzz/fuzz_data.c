@@ -2,7 +2,8 @@
 /* libFuzzer target for a data connection's block stream, as a sink's
  * receiver reads it after the handshake: block headers (proto_block_decode
  * against the negotiated block size), then each payload decoded and its
- * checksum checked (decoder_verify, the code the sink runs).
+ * checksum checked (decoder_verify, the code the sink runs). A PACK block
+ * (several small files) must also hold its n statuses: raw_len >= 4n.
  *
  * Input: one byte choosing the block size (FUZZ_SIZES), then the stream as
  * it comes off the socket: a 40-byte header, enc_len payload bytes (none for
@@ -37,6 +38,18 @@ static void fuzz_require(int cond)
 		abort();
 }
 
+/* A verified PACK keeps the header rules its reader relies on: n = offset
+ * ids from file_id without wrapping, and room for their n statuses. The
+ * statuses and the sizes behind them are the sink's to check. */
+static void fuzz_pack(const struct proto_block *h)
+{
+	uint64_t n = h->offset;
+
+	fuzz_require(n >= 1 && n <= PROTO_MAX_PACK && h->flags == 0);
+	fuzz_require((uint64_t)h->file_id + n <= UINT32_MAX);
+	fuzz_require(h->raw_len >= 4 * n);
+}
+
 /* One block whose header h is valid and whose payload is src[h->enc_len]
  * (none for a HOLE). Returns what decoder_verify returned. */
 static int fuzz_block(struct decoder *d, struct buf *b, const struct proto_block *h,
@@ -55,6 +68,8 @@ static int fuzz_block(struct decoder *d, struct buf *b, const struct proto_block
 		if (!(h->flags & PROTO_BLK_HOLE))
 			fuzz_require(proto_checksum(b->data, b->len) == h->checksum);
 	}
+	if (ret == 0 && h->type == PROTO_BLK_PACK)
+		fuzz_pack(h);
 	return ret;
 }
 

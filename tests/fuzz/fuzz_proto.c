@@ -5,7 +5,9 @@
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
- * again to the same struct; anything else is a bug and aborts. */
+ * again to the same struct; an ENTRIES' entries must read back, keep every
+ * entry rule, and build the same bytes again through proto_batch_add;
+ * anything else is a bug and aborts. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,23 @@ static void fuzz_require(int cond)
 		abort();
 }
 
+/* Where the decoded REQUESTs go: the first decode, and the second. */
+static struct proto_request fuzz_req[2];
+
+/* Whether a and b (same type) say the same: a REQUEST's storage, an
+ * ENTRIES' borrowed bytes, any other message byte for byte. */
+static int fuzz_same(const struct proto_msg *a, const struct proto_msg *b)
+{
+	if (a->type == PROTO_REQUEST)
+		return memcmp(a->u.request, b->u.request, sizeof(*a->u.request)) == 0;
+	if (a->type == PROTO_ENTRIES)
+		return a->u.entries.first_id == b->u.entries.first_id &&
+		       a->u.entries.count == b->u.entries.count &&
+		       a->u.entries.body_len == b->u.entries.body_len &&
+		       memcmp(a->u.entries.body, b->u.entries.body, a->u.entries.body_len) == 0;
+	return memcmp(a, b, sizeof(*a)) == 0;
+}
+
 /* m decoded from payload[len] as type: re-encode and decode again. */
 static void fuzz_roundtrip(uint8_t type, const uint8_t *payload, size_t len,
 			   const struct proto_msg *m)
@@ -41,20 +60,72 @@ static void fuzz_roundtrip(uint8_t type, const uint8_t *payload, size_t len,
 	fuzz_require(proto_frame_decode(frame, &t, &n) == 0);
 	fuzz_require(t == type && n == len);
 	fuzz_require(memcmp(frame + PROTO_FRAME_HDR_LEN, payload, len) == 0);
+	again.u.request = &fuzz_req[1];
 	fuzz_require(proto_decode(t, frame + PROTO_FRAME_HDR_LEN, n, &again) == 0);
-	fuzz_require(memcmp(m, &again, sizeof(again)) == 0);
+	fuzz_require(fuzz_same(m, &again));
 	/* Any smaller buffer must be refused. */
 	fuzz_require(proto_encode(m, frame, (size_t)flen - 1) < 0);
 }
 
 /* What the decoder lets through keeps the rules of docs/PROTOCOL.md that
  * receivers rely on without checking again. */
+/* One entry as docs/PROTOCOL.md 4.6 says a receiver may take it. */
+static void fuzz_entry_rules(const struct proto_entry *e)
+{
+	size_t tlen = strlen(e->target);
+
+	fuzz_require(e->type >= PROTO_ENT_REG && e->type < PROTO_ENT_TYPE_MAX);
+	fuzz_require(proto_check_relpath(e->path, strlen(e->path)) == 0);
+	fuzz_require(e->type == PROTO_ENT_SYMLINK ? tlen >= 1 && tlen <= PROTO_MAX_PATH
+						  : tlen == 0);
+	fuzz_require(e->type == PROTO_ENT_REG || (e->flags == 0 && e->size == 0));
+	fuzz_require(!(e->flags & PROTO_ENT_SIZE_UNKNOWN) || e->size == 0);
+	fuzz_require(e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK || e->rdev == 0);
+	fuzz_require(e->type == PROTO_ENT_HARDLINK ? e->link_id < e->id : e->link_id == 0);
+	fuzz_require(e->mode <= 07777 && e->mtime_ns < 1000000000u && e->atime_ns < 1000000000u);
+	fuzz_require(strlen(e->user) <= PROTO_MAX_NAME && strlen(e->group) <= PROTO_MAX_NAME);
+}
+
+/* Every entry reads back with consecutive ids and keeps the rules, and
+ * the builder makes the same bytes of them. */
+static void fuzz_entries(const struct proto_entries *es)
+{
+	static struct proto_batch b;
+	static struct proto_entry e;
+	size_t pos = 0;
+	unsigned n = 0;
+	int ret;
+
+	fuzz_require(es->count >= 1 && es->count <= PROTO_MAX_BATCH);
+	proto_batch_init(&b, es->first_id);
+	while ((ret = proto_entries_next(es, &pos, &e)) == 1) {
+		fuzz_require(e.id == es->first_id + n);
+		fuzz_entry_rules(&e);
+		fuzz_require(proto_batch_add(&b, &e) == 0);
+		n++;
+	}
+	fuzz_require(ret == 0 && n == es->count);
+	fuzz_require(b.len == es->body_len && memcmp(b.body, es->body, b.len) == 0);
+}
+
 static void fuzz_rules(const struct proto_msg *m)
 {
 	switch (m->type) {
+	case PROTO_REQUEST:
+		fuzz_require(m->u.request == &fuzz_req[0]);
+		fuzz_require((m->u.request->flags & ~PROTO_REQ_KNOWN) == 0);
+		break;
+	case PROTO_ENTRIES:
+		fuzz_entries(&m->u.entries);
+		break;
 	case PROTO_FILE_DONE:
-		fuzz_require(m->u.file_done.status <= 0);
+		/* Success is an ACK's business: a FILE_DONE is a failure. */
+		fuzz_require(m->u.file_done.status < 0);
 		fuzz_require(strlen(m->u.file_done.msg) <= PROTO_MAX_MSG);
+		break;
+	case PROTO_FILE_FAIL:
+		fuzz_require(m->u.file_fail.status < 0);
+		fuzz_require(strlen(m->u.file_fail.msg) <= PROTO_MAX_MSG);
 		break;
 	case PROTO_ERROR:
 		fuzz_require(m->u.error.code <= 0);
@@ -75,6 +146,7 @@ static void fuzz_payload(uint8_t type, const uint8_t *payload, size_t len)
 	static struct proto_msg m;
 
 	fuzz_require(proto_type_name(type) != NULL);
+	m.u.request = &fuzz_req[0];
 	if (proto_decode(type, payload, len, &m) != 0)
 		return;
 	fuzz_require(m.type == type);
@@ -109,9 +181,17 @@ static void fuzz_block(const uint8_t *in, uint32_t max_block)
 	memset(&b, 0, sizeof(b));
 	if (proto_block_decode(in, max_block, &b) != 0)
 		return;
-	fuzz_require(b.type == PROTO_BLK_DATA || b.type == PROTO_BLK_END);
+	fuzz_require(b.type == PROTO_BLK_DATA || b.type == PROTO_BLK_END ||
+		     b.type == PROTO_BLK_PACK);
 	fuzz_require(b.raw_len <= max_block && b.enc_len <= max_block);
-	fuzz_require(b.offset + b.raw_len >= b.offset);
+	if (b.type == PROTO_BLK_PACK) {
+		/* n ids from file_id, each with its 4-byte status. */
+		fuzz_require(b.offset >= 1 && b.offset <= PROTO_MAX_PACK && b.flags == 0);
+		fuzz_require(b.raw_len >= 4 * b.offset);
+		fuzz_require((uint64_t)b.file_id + b.offset <= UINT32_MAX);
+	} else {
+		fuzz_require(b.offset + b.raw_len >= b.offset);
+	}
 	proto_block_encode(&b, out);
 	fuzz_require(memcmp(out, in, PROTO_BLOCK_HDR_LEN) == 0);
 	memset(&again, 0, sizeof(again));

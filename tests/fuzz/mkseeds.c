@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data and some of
- * fuzz_proto's, made with the library's own encoders so that they are real
- * encodings.
+/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data and those of
+ * fuzz_proto that hold control frames, made with the library's own
+ * encoders so that they are real encodings.
  *
  * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME, DIR/fuzz_data/NAME and
- * DIR/fuzz_proto/5*-NAME (the directories must exist), overwriting; the
- * other seeds of fuzz_proto and those of fuzz_codec are hand-made. The
+ * DIR/fuzz_proto/NAME for NAME 0*-, 1*-, 2*- and 5*- (the directories must
+ * exist), overwriting; fuzz_proto's block, data hello and proof seeds (3*-,
+ * 4*-) and those of fuzz_codec are hand-made. The
  * output is the same on every run. tools/fuzz seeds runs it into
  * tests/fuzz/seeds/. Exit status 0, or 1 with a message naming the file
  * that could not be written. */
@@ -65,8 +66,80 @@ static void frame(struct seed *s, const struct proto_msg *m)
 	seed_put(s, f, (size_t)n);
 }
 
+/* A batch with one entry of every type, under "top/" (a DIR, its
+ * contents, its DIR_END), ids from 0: what a tree's walk sends. */
+static void batch_every_type(struct proto_batch *b)
+{
+	static struct proto_entry e;
+	static const char *const names[PROTO_ENT_TYPE_MAX] = {
+		[PROTO_ENT_REG] = "top/data.bin", [PROTO_ENT_DIR] = "top",
+		[PROTO_ENT_SYMLINK] = "top/link", [PROTO_ENT_HARDLINK] = "top/data2.bin",
+		[PROTO_ENT_FIFO] = "top/fifo", [PROTO_ENT_CHR] = "top/null",
+		[PROTO_ENT_BLK] = "top/sda", [PROTO_ENT_SOCK] = "top/sock",
+		[PROTO_ENT_DIR_END] = "top",
+	};
+	static const uint8_t order[] = { PROTO_ENT_DIR, PROTO_ENT_REG, PROTO_ENT_HARDLINK,
+					 PROTO_ENT_SYMLINK, PROTO_ENT_FIFO, PROTO_ENT_CHR,
+					 PROTO_ENT_BLK, PROTO_ENT_SOCK, PROTO_ENT_DIR_END };
+
+	proto_batch_init(b, 0);
+	for (size_t i = 0; i < sizeof(order); i++) {
+		memset(&e, 0, sizeof(e));
+		e.type = order[i];
+		e.mode = order[i] == PROTO_ENT_DIR || order[i] == PROTO_ENT_DIR_END ? 0755 : 0644;
+		e.uid = 1000;
+		e.gid = 1000;
+		e.mtime_s = 1700000000;
+		e.mtime_ns = 5;
+		e.atime_s = 1700000001;
+		e.atime_ns = 6;
+		strcpy(e.path, names[order[i]]);
+		strcpy(e.user, "alice");
+		strcpy(e.group, "staff");
+		if (order[i] == PROTO_ENT_REG) {
+			e.flags = PROTO_ENT_LINKED;
+			e.size = 123456;
+		}
+		if (order[i] == PROTO_ENT_HARDLINK)
+			e.link_id = 1;
+		if (order[i] == PROTO_ENT_SYMLINK)
+			strcpy(e.target, "data.bin");
+		if (order[i] == PROTO_ENT_CHR)
+			e.rdev = 0x103;
+		if (order[i] == PROTO_ENT_BLK)
+			e.rdev = 0x800;
+		if (proto_batch_add(b, &e) != 0) {
+			fprintf(stderr, "fuzz_mkseeds: cannot add an entry of type %u\n", e.type);
+			exit(1);
+		}
+	}
+}
+
+/* A stream's entry ("stdin", size unknown) as id `id`. */
+static void batch_stream(struct proto_batch *b, uint32_t id)
+{
+	static struct proto_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.type = PROTO_ENT_REG;
+	e.flags = PROTO_ENT_SIZE_UNKNOWN;
+	e.mode = 0644;
+	strcpy(e.path, "stdin");
+	proto_batch_init(b, id);
+	if (proto_batch_add(b, &e) != 0) {
+		fprintf(stderr, "fuzz_mkseeds: cannot add a stream entry\n");
+		exit(1);
+	}
+}
+
+/* A valid message of type. A REQUEST points at storage of this function's
+ * own, an ENTRIES borrows a batch of it: both stay valid until the next
+ * call. */
 static void msg_of(uint8_t type, struct proto_msg *m)
 {
+	static struct proto_request req;
+	static struct proto_batch batch;
+
 	memset(m, 0, sizeof(*m));
 	m->type = type;
 	switch (type) {
@@ -83,36 +156,45 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		memset(m->u.key.key, 0x22, PROTO_KEY_LEN);
 		break;
 	case PROTO_REQUEST:
-		m->u.request.role = PROTO_ROLE_SINK;
-		m->u.request.flags = PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY;
-		m->u.request.streams = 4;
-		m->u.request.block_size = 1u << 20;
-		m->u.request.nsources = 2;
-		m->u.request.port_lo = 5000;
-		m->u.request.port_hi = 5100;
-		m->u.request.family = 4;
-		m->u.request.connect_port = 6000;
-		strcpy(m->u.request.connect_host, "192.0.2.7");
-		strcpy(m->u.request.codec, "zlib:1,lz4");
-		(void)proto_request_add_path(&m->u.request, "backup/dir");
-		(void)proto_request_add_path(&m->u.request, "b");
+		memset(&req, 0, sizeof(req));
+		m->u.request = &req;
+		m->u.request->role = PROTO_ROLE_SINK;
+		m->u.request->flags = PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE |
+				     PROTO_REQ_PRESERVE | PROTO_REQ_HARDLINKS;
+		m->u.request->streams = 4;
+		m->u.request->block_size = 1u << 20;
+		m->u.request->nsources = 2;
+		m->u.request->port_lo = 5000;
+		m->u.request->port_hi = 5100;
+		m->u.request->family = 4;
+		m->u.request->connect_port = 6000;
+		strcpy(m->u.request->connect_host, "192.0.2.7");
+		strcpy(m->u.request->codec, "zlib:1,lz4");
+		(void)proto_request_add_path(m->u.request, "backup/dir");
+		(void)proto_request_add_path(m->u.request, "b");
 		break;
 	case PROTO_READY:
 		m->u.ready.data_port = 40000;
 		strcpy(m->u.ready.host, "198.51.100.1");
 		break;
-	case PROTO_FILE:
-		m->u.file.id = 0;
-		m->u.file.size = 123456;
-		m->u.file.mode = 0644;
-		m->u.file.mtime_s = 1700000000;
-		m->u.file.mtime_ns = 5;
-		strcpy(m->u.file.name, "data.bin");
+	case PROTO_ENTRIES:
+		batch_every_type(&batch);
+		proto_batch_msg(&batch, m);
 		break;
 	case PROTO_FILE_END:
+		m->u.file_end.id = 1;
 		m->u.file_end.size = 77;
 		break;
+	case PROTO_FILE_FAIL:
+		m->u.file_fail.id = 1;
+		m->u.file_fail.status = -1003;
+		strcpy(m->u.file_fail.msg, "'top/data.bin' shrank while it was being copied");
+		break;
+	case PROTO_ACK:
+		m->u.ack.upto = 9;
+		break;
 	case PROTO_FILE_DONE:
+		m->u.file_done.id = 1;
 		m->u.file_done.status = -1003;
 		m->u.file_done.bytes = 4096;
 		strcpy(m->u.file_done.msg, "cannot write 'data.bin': No space left on device");
@@ -127,6 +209,8 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.stats.bytes = 123456;
 		m->u.stats.files = 1;
 		m->u.stats.wall_us = 1000;
+		m->u.stats.dirs = 1;
+		m->u.stats.links = 2;
 		break;
 	default:
 		m->u.error.code = -1005;
@@ -160,11 +244,11 @@ static void ctl_seed(const char *name, uint8_t mode, const uint8_t *types, size_
 static void ctl_seeds(void)
 {
 	CTL_SEED("0-frames-all", 0, PROTO_HELLO, PROTO_AUTH, PROTO_KEY, PROTO_REQUEST,
-		 PROTO_READY, PROTO_SKIP, PROTO_FILE, PROTO_FILE_END, PROTO_FILE_DONE,
-		 PROTO_END, PROTO_DONE, PROTO_ERROR);
+		 PROTO_READY, PROTO_SKIP, PROTO_ENTRIES, PROTO_FILE_END, PROTO_FILE_FAIL,
+		 PROTO_FILE_DONE, PROTO_ACK, PROTO_END, PROTO_DONE, PROTO_ERROR);
 	CTL_SEED("1-expect-order", 1, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_AUTH,
-		 PROTO_READY, PROTO_SKIP, PROTO_FILE, PROTO_FILE_END, PROTO_END, PROTO_FILE_DONE,
-		 PROTO_DONE);
+		 PROTO_READY, PROTO_ENTRIES, PROTO_FILE_FAIL, PROTO_FILE_END, PROTO_END,
+		 PROTO_FILE_DONE, PROTO_ACK, PROTO_DONE);
 	CTL_SEED("1-expect-error", 1, PROTO_HELLO, PROTO_ERROR);
 	CTL_SEED("2-server-daemon", 2, PROTO_HELLO, PROTO_REQUEST, PROTO_AUTH);
 	CTL_SEED("2-server-daemon-error", 2, PROTO_HELLO, PROTO_ERROR);
@@ -209,7 +293,7 @@ static void proto_max_seed(const char *name, uint8_t type, size_t n)
 	msg_of(type, &m);
 	switch (type) {
 	case PROTO_READY: str = m.u.ready.host; break;
-	case PROTO_FILE: str = m.u.file.name; break;
+	case PROTO_FILE_FAIL: str = m.u.file_fail.msg; break;
 	case PROTO_FILE_DONE: str = m.u.file_done.msg; break;
 	case PROTO_SKIP: str = m.u.skip.msg; break;
 	default: str = m.u.error.msg; break;
@@ -238,18 +322,18 @@ static void proto_request_max_seed(void)
 	static struct proto_msg m;
 
 	msg_of(PROTO_REQUEST, &m);
-	memset(m.u.request.connect_host, 'h', PROTO_MAX_HOST);
-	memset(m.u.request.codec, 'c', PROTO_MAX_CODEC_SPEC);
-	memset(m.u.request.paths, 0, sizeof(m.u.request.paths));
-	m.u.request.npaths = 0;
-	while (m.u.request.npaths < PROTO_MAX_PATHS)
-		(void)proto_request_add_path(&m.u.request, "p");
+	memset(m.u.request->connect_host, 'h', PROTO_MAX_HOST);
+	memset(m.u.request->codec, 'c', PROTO_MAX_CODEC_SPEC);
+	memset(m.u.request->paths, 0, sizeof(m.u.request->paths));
+	m.u.request->npaths = 0;
+	while (m.u.request->npaths < PROTO_MAX_PATHS)
+		(void)proto_request_add_path(m.u.request, "p");
 	s.len = 0;
 	frame(&s, &m);
 	seed_write(&s, "fuzz_proto", "54-request-max");
 	/* One path more than PROTO_MAX_PATHS: the count after the fixed
 	 * fields, the host and the codec spec, and a path "p". */
-	put_be(s.buf + PROTO_FRAME_HDR_LEN + 59 + 2 + PROTO_MAX_HOST + 2 + PROTO_MAX_CODEC_SPEC,
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + 2 + PROTO_MAX_HOST + 2 + PROTO_MAX_CODEC_SPEC,
 	       PROTO_MAX_PATHS + 1, 2);
 	seed_put(&s, "\0\1p", 3);
 	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
@@ -260,13 +344,124 @@ static void proto_request_max_seed(void)
  * off-by-one in a bound shows: a mutation fuzzer seldom makes the two or
  * three matching changes (frame length, string length, one more byte)
  * that lead from a short string to one over the limit. */
+/* An ENTRIES of one entry whose path (its first string) is n bytes long,
+ * components of 100 'p' and a '/': "NAME-max" at PROTO_MAX_PATH and, one
+ * byte longer, "NAME-over"; each also as a payload. */
+static void proto_entries_path_seed(const char *name)
+{
+	static struct seed s;
+	static struct proto_batch b;
+	static struct proto_entry e;
+	static struct proto_msg m;
+	size_t at = PROTO_FRAME_HDR_LEN + 6 + 58; /* the path's length prefix */
+	char sname[128];
+
+	memset(&e, 0, sizeof(e));
+	e.type = PROTO_ENT_DIR;
+	e.mode = 0755;
+	for (size_t i = 0; i < PROTO_MAX_PATH; i++)
+		e.path[i] = i % 101 == 100 ? '/' : 'p';
+	proto_batch_init(&b, 0);
+	if (proto_batch_add(&b, &e) != 0) {
+		fprintf(stderr, "fuzz_mkseeds: cannot add the longest path\n");
+		exit(1);
+	}
+	proto_batch_msg(&b, &m);
+	s.len = 0;
+	frame(&s, &m);
+	snprintf(sname, sizeof(sname), "%s-max", name);
+	proto_seed_both(&s, sname);
+	/* One 'p' more in the last component: 4097 bytes. */
+	s.len = 0;
+	frame(&s, &m);
+	memmove(s.buf + at + 3, s.buf + at + 2, s.len - at - 2);
+	s.buf[at + 2] = 'p';
+	s.len++;
+	put_be(s.buf + at, PROTO_MAX_PATH + 1, 2);
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
+	snprintf(sname, sizeof(sname), "%s-over", name);
+	proto_seed_both(&s, sname);
+}
+
+/* One frame of each control message, as NAME (0*-, 1*-). */
+static void proto_msg_seed(const char *name, uint8_t type)
+{
+	static struct seed s;
+	static struct proto_msg m;
+
+	msg_of(type, &m);
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", name);
+}
+
+/* A session as the sink hears and answers it, frames back to back
+ * (20-session); and a server source's, with SKIPs among its entries
+ * (21-session-skip). */
+static void proto_session_seeds(void)
+{
+	static const uint8_t sink_view[] = { PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_READY,
+					     PROTO_ENTRIES, PROTO_ENTRIES, PROTO_FILE_END,
+					     PROTO_FILE_FAIL, PROTO_FILE_DONE, PROTO_ACK,
+					     PROTO_END, PROTO_DONE };
+	static struct seed s;
+	static struct proto_msg m;
+	static struct proto_batch b;
+
+	s.len = 0;
+	for (size_t i = 0; i < sizeof(sink_view); i++) {
+		msg_of(sink_view[i], &m);
+		if (sink_view[i] == PROTO_ENTRIES && i > 4) { /* the second: a stream, id 9 */
+			batch_stream(&b, 9);
+			proto_batch_msg(&b, &m);
+		}
+		frame(&s, &m);
+	}
+	seed_write(&s, "fuzz_proto", "20-session");
+	s.len = 0;
+	msg_of(PROTO_SKIP, &m);
+	frame(&s, &m);
+	msg_of(PROTO_ENTRIES, &m);
+	frame(&s, &m);
+	msg_of(PROTO_SKIP, &m);
+	frame(&s, &m); /* the same index again: a second entry of that tree */
+	msg_of(PROTO_END, &m);
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", "21-session-skip");
+}
+
 static void proto_seeds(void)
 {
+	static struct seed s;
+	static struct proto_msg m;
+	static struct proto_batch b;
+
+	proto_msg_seed("01-hello", PROTO_HELLO);
+	proto_msg_seed("02-auth", PROTO_AUTH);
+	proto_msg_seed("03-key", PROTO_KEY);
+	proto_msg_seed("04-request", PROTO_REQUEST);
+	proto_msg_seed("05-ready", PROTO_READY);
+	proto_msg_seed("06-entries", PROTO_ENTRIES);
+	batch_stream(&b, UINT32_MAX);
+	proto_batch_msg(&b, &m);
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", "06-entries-stdin");
+	proto_msg_seed("07-file_end", PROTO_FILE_END);
+	proto_msg_seed("08-file_done", PROTO_FILE_DONE);
+	proto_msg_seed("09-end", PROTO_END);
+	proto_msg_seed("10-done", PROTO_DONE);
+	proto_msg_seed("11-error", PROTO_ERROR);
+	proto_msg_seed("12-skip", PROTO_SKIP);
+	proto_msg_seed("13-file_fail", PROTO_FILE_FAIL);
+	proto_msg_seed("14-ack", PROTO_ACK);
+	proto_session_seeds();
 	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);
-	proto_max_seed("51-file-name", PROTO_FILE, PROTO_MAX_PATH);
+	proto_entries_path_seed("51-entries-path");
 	proto_max_seed("52-file_done-msg", PROTO_FILE_DONE, PROTO_MAX_MSG);
 	proto_max_seed("53-error-msg", PROTO_ERROR, PROTO_MAX_MSG);
 	proto_max_seed("56-skip-msg", PROTO_SKIP, PROTO_MAX_MSG);
+	proto_max_seed("57-file_fail-msg", PROTO_FILE_FAIL, PROTO_MAX_MSG);
 	proto_request_max_seed();
 }
 
@@ -298,6 +493,38 @@ static void data_block(struct seed *s, unsigned id, const uint8_t *raw, uint32_t
 	proto_block_encode(&b, hdr);
 	seed_put(s, hdr, sizeof(hdr));
 	seed_put(s, enc, n);
+}
+
+/* Appends a PACK block for ids first..first+n-1: the n statuses, then
+ * the contents in raw[len] (those of the ids whose status is 0), encoded
+ * in codec id when that shrinks it. */
+static void pack_block(struct seed *s, unsigned id, uint32_t first, const int32_t *status,
+		       uint32_t n, const uint8_t *raw, uint32_t len, uint64_t seq)
+{
+	static uint8_t all[SEED_CAP], enc[SEED_CAP];
+	const struct codec *c = codec_by_id(id);
+	struct proto_block b = { .type = PROTO_BLK_PACK, .codec = (uint8_t)id, .file_id = first,
+				 .offset = n, .raw_len = 4 * n + len, .seq = seq };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	void *ctx = c->ctx_new(c->default_level);
+	size_t m = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		put_be(all + 4 * i, (uint32_t)status[i], 4);
+	memcpy(all + 4 * n, raw, len);
+	if (ctx == NULL || id == CODEC_NONE ||
+	    c->compress(ctx, all, b.raw_len, enc, sizeof(enc), &m) != 0 || m >= b.raw_len) {
+		b.codec = CODEC_NONE;
+		memcpy(enc, all, b.raw_len);
+		m = b.raw_len;
+	}
+	if (ctx != NULL)
+		c->ctx_free(ctx);
+	b.enc_len = (uint32_t)m;
+	b.checksum = proto_checksum(all, b.raw_len);
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+	seed_put(s, enc, m);
 }
 
 static void hole_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t seq)
@@ -363,6 +590,21 @@ static void data_seeds(void)
 	data_block(&s, CODEC_NONE, (const uint8_t *)"x", 1, 0, 0);
 	end_block(&s);
 	seed_write(&s, "fuzz_data", "5-one-byte-1m");
+	/* Block size 4096: small files packed, in every codec: ids 0..4 are a
+	 * 300-byte file, a directory, a file sent in DATA blocks, one that
+	 * could not be read, and a 200-byte file; then a DATA block (the
+	 * receiver's stream does not tie blocks to entries). */
+	for (unsigned id = 0; id < CODEC_COUNT; id++) {
+		static const int32_t status[] = { 0, 0, 1, -1003, 0 };
+		s.len = 0;
+		seed_put(&s, "\0", 1);
+		fill_text(raw, 500, 3 * id);
+		pack_block(&s, id, 0, status, 5, raw, 500, 0);
+		data_block(&s, id, raw, 4096, 0, 1);
+		end_block(&s);
+		snprintf(name, sizeof(name), "6-pack-%s", names[id]);
+		seed_write(&s, "fuzz_data", name);
+	}
 }
 
 int main(int argc, char **argv)

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testentries.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -144,21 +145,21 @@ static void rig_close(struct rig *r, int *fds)
 	close(r->lfd);
 }
 
-/* A source that opened its connections sends FILE at once: the FILE may
+/* A source that opened its connections sends ENTRIES at once: they may
  * come before any connection. The acceptor keeps it for the transfer and
  * still collects every connection, each answered with the right proof. */
 static void test_file_overtakes_connections(void **state)
 {
-	struct proto_msg file = { .type = PROTO_FILE }, m;
+	static struct proto_batch batch;
+	struct proto_msg file, m;
+	struct proto_entry ent;
+	size_t pos = 0;
 	struct rig r;
 	struct pc_err e;
 	int fds[NSTREAMS];
 
 	(void)state;
-	file.u.file.id = 0;
-	file.u.file.size = 12345;
-	file.u.file.mode = 0644;
-	strcpy(file.u.file.name, "a");
+	assert_int_equal(testentries_one(&batch, &file, 0, "a", 12345, 0644, 0), 0);
 	rig_start(&r, &file, NSTREAMS);
 	rig_run_peer(&r);
 	pc_err_init(&e);
@@ -172,8 +173,9 @@ static void test_file_overtakes_connections(void **state)
 	}
 	assert_true(ctl_pending(r.ours));
 	assert_int_equal(ctl_recv(r.ours, &m), 0);
-	assert_int_equal(m.type, PROTO_FILE);
-	assert_int_equal(m.u.file.size, 12345);
+	assert_int_equal(m.type, PROTO_ENTRIES);
+	assert_int_equal(proto_entries_next(&m.u.entries, &pos, &ent), 1);
+	assert_int_equal(ent.size, 12345);
 	assert_false(ctl_pending(r.ours));
 	rig_close(&r, fds);
 }

@@ -20,6 +20,7 @@
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testentries.h"
 
 struct fixture {
 	struct ctl *h1, *h2;        /* our ends: we play the source h1 and the sink h2 */
@@ -81,13 +82,40 @@ static void send_type(struct ctl *c, uint8_t type)
 
 	memset(&m, 0, sizeof(m));
 	m.type = type;
-	if (type == PROTO_FILE)
-		snprintf(m.u.file.name, sizeof(m.u.file.name), "b");
+	assert_int_equal(ctl_send(c, &m), 0);
+}
+
+/* ENTRIES announcing the one regular file "b" as id `id`. */
+static void send_entries(struct ctl *c, uint32_t id)
+{
+	static struct proto_batch b;
+	struct proto_msg m;
+
+	assert_int_equal(testentries_one(&b, &m, id, "b", 1000, 0644, 0), 0);
+	assert_int_equal(ctl_send(c, &m), 0);
+}
+
+static void send_ack(struct ctl *c, uint32_t upto)
+{
+	struct proto_msg m = { .type = PROTO_ACK };
+
+	m.u.ack.upto = upto;
+	assert_int_equal(ctl_send(c, &m), 0);
+}
+
+static void send_file_done(struct ctl *c, uint32_t id)
+{
+	struct proto_msg m = { .type = PROTO_FILE_DONE };
+
+	m.u.file_done.id = id;
+	m.u.file_done.status = -PC_E_FILEIO;
+	snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "cannot write 'b'");
 	assert_int_equal(ctl_send(c, &m), 0);
 }
 
 /* The sink h2: takes what the relay forwards up to END, then finishes
- * its one file and sends DONE. got[] records the types it received. */
+ * its one file (ACK 1) and sends DONE. got[] records the types it
+ * received. */
 struct sink_play {
 	struct ctl *c;
 	uint8_t got[8];
@@ -105,7 +133,8 @@ static void *sink_thread(void *arg)
 			break;
 	}
 	memset(&m, 0, sizeof(m));
-	m.type = PROTO_FILE_DONE;
+	m.type = PROTO_ACK;
+	m.u.ack.upto = 1;
 	(void)ctl_send(p->c, &m);
 	m.type = PROTO_DONE;
 	(void)ctl_send(p->c, &m);
@@ -120,20 +149,22 @@ static void test_skips_reported_not_forwarded(void **state)
 	pthread_t tid;
 
 	send_skip(f->h1, 0);
-	send_type(f->h1, PROTO_FILE);
+	send_entries(f->h1, 0);
 	send_skip(f->h1, 2);
+	send_skip(f->h1, 2); /* a tree may have several entries that cannot be read */
 	send_type(f->h1, PROTO_END);
 	assert_int_equal(pthread_create(&tid, NULL, sink_thread, &play), 0);
 	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 3, &f->r, &f->e), -PC_E_PARTIAL);
 	assert_int_equal(pthread_join(tid, NULL), 0);
-	assert_int_equal(f->r.failed, 2);
-	/* The sink saw FILE and END, and no SKIP. */
+	assert_int_equal(f->r.failed, 3);
+	/* The sink saw ENTRIES and END, and no SKIP. */
 	assert_int_equal(play.n, 2);
-	assert_int_equal(play.got[0], PROTO_FILE);
+	assert_int_equal(play.got[0], PROTO_ENTRIES);
 	assert_int_equal(play.got[1], PROTO_END);
 	/* The source got the sink's answers. */
 	assert_int_equal(ctl_recv(f->h1, &m), 0);
-	assert_int_equal(m.type, PROTO_FILE_DONE);
+	assert_int_equal(m.type, PROTO_ACK);
+	assert_int_equal(m.u.ack.upto, 1);
 	assert_int_equal(ctl_recv(f->h1, &m), 0);
 	assert_int_equal(m.type, PROTO_DONE);
 }
@@ -163,13 +194,107 @@ static void expect_refused(struct fixture *f, struct ctl *from, uint32_t npaths,
 	}
 }
 
-static void test_skip_repeated(void **state)
+/* The same index again is fine (a tree's unreadable entries); an earlier
+ * one is not. */
+static void test_skip_going_back(void **state)
 {
 	struct fixture *f = *state;
 
 	send_skip(f->h1, 1);
 	send_skip(f->h1, 1);
+	send_skip(f->h1, 0);
 	expect_refused(f, f->h1, 3, "out of order");
+}
+
+/* Entry ids follow on from 0 without a gap. */
+static void test_entries_gap(void **state)
+{
+	struct fixture *f = *state;
+
+	send_entries(f->h1, 0);
+	send_entries(f->h1, 2);
+	expect_refused(f, f->h1, 1, "out of order");
+}
+
+/* An ACK covers only what was announced, and never goes back. */
+static void test_ack_beyond_announced(void **state)
+{
+	struct fixture *f = *state;
+
+	send_entries(f->h1, 0);
+	send_ack(f->h2, 2);
+	expect_refused(f, f->h2, 1, "up to id 2");
+}
+
+static void test_ack_going_back(void **state)
+{
+	struct fixture *f = *state;
+
+	send_entries(f->h1, 0);
+	send_entries(f->h1, 1);
+	send_ack(f->h2, 1);
+	send_ack(f->h2, 0);
+	expect_refused(f, f->h2, 1, "up to id 0");
+}
+
+/* A FILE_DONE must name an entry announced and not yet acknowledged. */
+static void test_file_done_unknown(void **state)
+{
+	struct fixture *f = *state;
+
+	send_entries(f->h1, 0);
+	send_ack(f->h2, 1);
+	send_file_done(f->h2, 0);
+	expect_refused(f, f->h2, 1, "unknown file id");
+}
+
+/* FILE_FAIL goes to the sink, a failed file's FILE_DONE and the ACK to the
+ * source; each type only in its own direction. */
+static void test_fail_and_ack_forwarded(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_msg m = { .type = PROTO_FILE_FAIL };
+
+	send_entries(f->h1, 0);
+	m.u.file_fail.id = 0;
+	m.u.file_fail.status = -PC_E_FILEIO;
+	strcpy(m.u.file_fail.msg, "'b' vanished");
+	assert_int_equal(ctl_send(f->h1, &m), 0);
+	send_type(f->h1, PROTO_END);
+	send_file_done(f->h2, 0);
+	send_ack(f->h2, 1);
+	send_type(f->h2, PROTO_DONE);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(f->r.failed, 1);
+	assert_int_equal(ctl_recv(f->h2, &m), 0);
+	assert_int_equal(m.type, PROTO_ENTRIES);
+	assert_int_equal(ctl_recv(f->h2, &m), 0);
+	assert_int_equal(m.type, PROTO_FILE_FAIL);
+	assert_string_equal(m.u.file_fail.msg, "'b' vanished");
+	assert_int_equal(ctl_recv(f->h2, &m), 0);
+	assert_int_equal(m.type, PROTO_END);
+	assert_int_equal(ctl_recv(f->h1, &m), 0);
+	assert_int_equal(m.type, PROTO_FILE_DONE);
+	assert_int_equal(ctl_recv(f->h1, &m), 0);
+	assert_int_equal(m.type, PROTO_ACK);
+	assert_int_equal(ctl_recv(f->h1, &m), 0);
+	assert_int_equal(m.type, PROTO_DONE);
+}
+
+static void test_ack_from_source(void **state)
+{
+	struct fixture *f = *state;
+
+	send_ack(f->h1, 0);
+	expect_refused(f, f->h1, 1, "h1 sent ACK out of place");
+}
+
+static void test_entries_from_sink(void **state)
+{
+	struct fixture *f = *state;
+
+	send_entries(f->h2, 0);
+	expect_refused(f, f->h2, 1, "h2 sent ENTRIES out of place");
 }
 
 static void test_skip_out_of_range(void **state)
@@ -201,7 +326,14 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_skips_reported_not_forwarded, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_skip_repeated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_going_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_gap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ack_beyond_announced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ack_going_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_done_unknown, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_fail_and_ack_forwarded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ack_from_source, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_from_sink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_after_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_from_sink, setup, teardown),

@@ -24,6 +24,7 @@
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testentries.h"
 
 struct fixture {
 	char dir[64];               /* the destination directory */
@@ -154,14 +155,141 @@ static void expect_refused(struct fixture *f, const char *what)
 	assert_int_equal(m.u.error.code, -PC_E_PROTO);
 }
 
+/* Several SKIPs for one source (entries of its tree that could not be
+ * read) are each counted. */
 static void test_skip_repeated(void **state)
 {
 	struct fixture *f = *state;
+	struct sink_result r;
+	struct proto_msg m;
 
 	send_skip(f, 1);
 	send_skip(f, 1);
 	send_end(f);
+	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PARTIAL);
+	assert_int_equal(r.failed, 2);
+	expect_answer(f, PROTO_DONE, &m);
+}
+
+/* A batch of empty files: written at once, no FILE_DONE (none failed), and
+ * one ACK covering them before DONE. */
+static void test_entries_empty_files(void **state)
+{
+	static struct proto_batch b;
+	static struct proto_entry e;
+	struct fixture *f = *state;
+	struct sink_result r;
+	struct proto_msg m;
+	char path[128];
+	struct stat st;
+
+	proto_batch_init(&b, 0);
+	testentries_reg(&e, "a", 0, 0640, 0);
+	assert_int_equal(proto_batch_add(&b, &e), 0);
+	testentries_reg(&e, "b c", 0, 0600, 0);
+	assert_int_equal(proto_batch_add(&b, &e), 0);
+	proto_batch_msg(&b, &m);
+	assert_int_equal(ctl_send(f->src, &m), 0);
+	send_end(f);
+	assert_int_equal(sink_run(&f->x, &f->t, &r), 0);
+	assert_int_equal(r.failed, 0);
+	expect_answer(f, PROTO_ACK, &m);
+	assert_int_equal(m.u.ack.upto, 2);
+	expect_answer(f, PROTO_DONE, &m);
+	assert_int_equal(m.u.stats.files, 2);
+	assert_int_equal(m.u.stats.dirs, 0);
+	assert_int_equal(m.u.stats.links, 0);
+	snprintf(path, sizeof(path), "%s/b c", f->dir);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+}
+
+/* Sends a one-entry ENTRIES of e as id `id`. */
+static void send_entry(struct fixture *f, const struct proto_entry *e, uint32_t id)
+{
+	static struct proto_batch b;
+	struct proto_msg m;
+
+	proto_batch_init(&b, id);
+	assert_int_equal(proto_batch_add(&b, e), 0);
+	proto_batch_msg(&b, &m);
+	assert_int_equal(ctl_send(f->src, &m), 0);
+}
+
+/* What this sink cannot take yet is a protocol error that says so. */
+static void test_entries_not_supported(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+
+	memset(&e, 0, sizeof(e));
+	e.type = PROTO_ENT_DIR;
+	e.mode = 0755;
+	strcpy(e.path, "d");
+	send_entry(f, &e, 0);
+	send_end(f);
+	expect_refused(f, "not supported yet");
+	assert_true(dir_empty(f->dir));
+}
+
+static void test_entries_subdir_not_supported(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+
+	testentries_reg(&e, "d/f", 0, 0644, 0);
+	send_entry(f, &e, 0);
+	send_end(f);
+	expect_refused(f, "not supported yet");
+	assert_true(dir_empty(f->dir));
+}
+
+/* Entry ids start at 0 and go up by one. */
+static void test_entries_id_gap(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+
+	testentries_reg(&e, "a", 0, 0644, 0);
+	send_entry(f, &e, 1);
+	send_end(f);
 	expect_refused(f, "out of order");
+}
+
+/* A PACK block is refused until the sink learns it: read as a DATA block,
+ * its id count would pass for an offset. */
+static void test_pack_block_not_supported(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+	uint8_t raw[12] = { 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h' };
+	struct proto_block b = { .type = PROTO_BLK_PACK, .file_id = 0, .offset = 1,
+				 .raw_len = sizeof(raw), .enc_len = sizeof(raw), .seq = 0 };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	testentries_reg(&e, "a", 8, 0644, 0);
+	send_entry(f, &e, 0);
+	b.checksum = proto_checksum(raw, sizeof(raw));
+	proto_block_encode(&b, hdr);
+	assert_int_equal(platform_write_full(f->data[0], hdr, sizeof(hdr)), 0);
+	assert_int_equal(platform_write_full(f->data[0], raw, sizeof(raw)), 0);
+	send_end(f);
+	expect_refused(f, "PACK");
+	assert_true(dir_empty(f->dir));
+}
+
+static void test_file_fail_not_supported(void **state)
+{
+	static struct proto_entry e;
+	struct fixture *f = *state;
+	struct proto_msg m = { .type = PROTO_FILE_FAIL };
+
+	testentries_reg(&e, "a", 10, 0644, 0);
+	send_entry(f, &e, 0);
+	m.u.file_fail.status = -PC_E_FILEIO;
+	assert_int_equal(ctl_send(f->src, &m), 0);
+	send_end(f);
+	expect_refused(f, "FILE_FAIL");
 }
 
 static void test_skip_backwards(void **state)
@@ -198,6 +326,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_skips_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_repeated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_empty_files, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_subdir_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_entries_id_gap, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_fail_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pack_block_not_supported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_backwards, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_not_allowed, setup, teardown),
