@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sinkent: the sink's record of one announced entry, from its ENTRIES
+/* sink_ent: the sink's record of one announced entry, from its ENTRIES
  * message until it is finished (created, or failed) and the sink's
  * acknowledgement has passed it.
  *
@@ -10,8 +10,8 @@
  * thread all touch it. Records are reference counted: the sink's table
  * holds one until the acknowledgement passes the entry; a block on its way
  * to a writer holds one. */
-#ifndef PCOPY_SINKENT_H
-#define PCOPY_SINKENT_H
+#ifndef PCOPY_SINK_ENT_H
+#define PCOPY_SINK_ENT_H
 
 #include <pthread.h>
 #include <stdatomic.h>

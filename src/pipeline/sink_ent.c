@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sinkent: the sink's per-entry records. */
-#include "pipeline/sinkent.h"
+/* sink_ent: the sink's per-entry records. */
+#include "pipeline/sink_ent.h"
 
 #include <stdlib.h>
 #include <string.h>

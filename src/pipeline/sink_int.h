@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sink_int: the sink's insides, shared by its modules: sink.c (the control
+ * loop, the table of entries and its watermark, start and stop),
+ * sink_recv.c (receiver and writer threads), sink_write.c (what writers do
+ * with blocks and entries) and sink_target.c (the destination). Not for use
+ * outside the sink. */
+#ifndef PCOPY_SINK_INT_H
+#define PCOPY_SINK_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pipeline/bufpool.h"
+#include "pipeline/decoder.h"
+#include "pipeline/sink.h"
+#include "pipeline/sink_ent.h"
+#include "pipeline/xfer.h"
+
+/* Writers work on different files at once: file creation, the cost of a
+ * tree of small files, waits in the kernel, so there are more of them than
+ * cores. Blocks of one file all go to one writer (writes to one inode
+ * serialise on its lock). */
+#define SINK_WRITERS 4u
+/* How far past the bytes already written a block may land. Blocks of one
+ * file overtake each other only by what is in flight (pools and socket
+ * buffers), far less than this; a peer that claims more is lying, and the
+ * bound keeps the seen-bitmap proportional to the data really received. */
+#define SINK_MAX_AHEAD (16ull << 30)
+/* Entries without contents handed to a writer in one job. */
+#define SINK_JOB_IDS 64u
+#define SINK_TABLE PROTO_MAX_INFLIGHT
+
+struct sink;
+
+struct receiver {
+	struct sink *s;
+	unsigned idx;                  /* stream index; immutable */
+	struct decoder *dec;           /* this thread only */
+	pthread_t tid;
+	bool started;
+};
+
+struct writer {
+	struct sink *s;
+	unsigned idx;                  /* writer index: its queue; immutable */
+	pthread_t tid;
+	struct proto_entry e;          /* this thread's scratch */
+};
+
+/* A LINKED file that arrived well: what a later HARDLINK may name. */
+struct sink_link {
+	uint32_t id;
+	char *path;
+};
+
+struct sink {
+	struct xfer *x;
+	struct sink_target *t;
+	struct dest *dest;             /* NULL when writing to stdout */
+	struct bufpool *pool;
+	struct queue *wq[PROTO_MAX_STREAMS]; /* one per writer, or one per stream if ordered */
+	unsigned nq;
+	struct receiver recv[PROTO_MAX_STREAMS];
+	struct writer *writers;        /* [nwriters] */
+	unsigned nwriters;
+	int efd;                       /* eventfd: an entry finished */
+	int meta_tag;                  /* its address marks a buffer as a job of entry ids */
+
+	pthread_mutex_t lock;          /* guards table, announced, low, end */
+	pthread_cond_t cond;           /* entries announced, END, or abort */
+	struct sink_ent **table;       /* [SINK_TABLE], by id % SINK_TABLE */
+	uint32_t announced;            /* ids announced so far */
+	uint32_t low;                  /* lowest id not yet passed by the watermark */
+	bool end;                      /* END received */
+	atomic_uint_least64_t *done;   /* [SINK_TABLE / 64] bits, by id % SINK_TABLE */
+
+	atomic_uint failed;            /* entries that failed */
+	atomic_uint_least64_t nfiles, ndirs, nlinks; /* entries finished well, by kind */
+	/* control thread only: */
+	unsigned skipped;              /* SKIPs received */
+	uint32_t next_skip;            /* lowest index the next SKIP may have */
+	uint32_t acked;                /* our last ACK */
+	struct proto_entry *scratch;
+	struct buf *job;               /* entries without contents, not yet handed out */
+	unsigned next_writer;
+	struct sink_link *linked;      /* sorted by id (they arrive in order) */
+	size_t nlinked, linked_cap;
+	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
+};
+
+/* For a receiver: waits until entry `last` is announced. Returns 1, 0 when
+ * the transfer aborted, or -PC_E_PROTO when END came and it never was. */
+int sink_await(struct sink *s, uint32_t last);
+
+/* True once bytes, coverage and size agree (r->lock held). */
+bool sink_complete_locked(const struct sink *s, const struct sink_ent *r);
+
+/* Every block arrived: gives the file its size, attributes and final
+ * name. Called once (the caller won r->finishing). */
+void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r);
+
+/* Closes and removes what was written of r and reports why. Called once
+ * (the caller won r->finishing) with no block of r being written. */
+void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *what);
+
+/* "DST/path" for messages. */
+void sink_display(const struct sink *s, const struct sink_ent *r, char *out, size_t cap);
+
+/* r is finished: well (code 0), or not (the source is told with
+ * FILE_DONE, and we report it if we are the client). Sets its done bit
+ * and wakes the control thread, which may then free r: the caller must
+ * hold its own reference if it still needs r. Any thread. */
+void sink_finished(struct sink *s, struct sink_ent *r, int code, const char *msg);
+
+bool sink_is_done(struct sink *s, uint32_t id);
+
+/* Finishes r with the outcome of a destination call: ret 0, or the error
+ * with its message in e. A fatal one ends the session. */
+void sink_outcome(struct sink *s, struct sink_ent *r, int ret, struct pc_err *e);
+
+/* The record of an announced, unfinished entry, with a reference for the
+ * caller; NULL if id is below the watermark (finished) or not announced. */
+struct sink_ent *sink_ref(struct sink *s, uint32_t id);
+
+/* A job: the ids of entries without contents, in b->data. */
+void sink_run_job(struct sink *s, struct writer *w, struct buf *b);
+
+/* Writes one verified DATA block and finishes its file if it was the
+ * last. */
+void sink_write(struct sink *s, struct writer *w, struct buf *b);
+
+/* Unpacks a verified PACK block into its files, once the whole pack has
+ * been checked against the entries: a malformed pack writes nothing. */
+void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b);
+
+void *sink_receiver(void *arg);
+
+/* Lets go of a buffer and the reference its block held. */
+void sink_release(struct sink *s, struct buf *b);
+
+void sink_wake(void *arg);
+
+void *sink_writer(void *arg);
+
+/* Ordered mode: block k comes from stream k % N, in sequence. */
+void *sink_writer_ordered(void *arg);
+
+#endif

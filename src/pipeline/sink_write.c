@@ -1,0 +1,554 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* sink_write: what the writers do: DATA blocks written at their offsets, PACK
+ * blocks unpacked into whole files, entries without contents created; and
+ * how an entry is finished. */
+#include "pipeline/sink_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pipeline/decoder.h"
+#include "pipeline/encoder.h"
+#include "pipeline/dest.h"
+#include "pipeline/sink_ent.h"
+#include "sys/fault.h"
+#include "sys/log.h"
+#include "wire/pathsafe.h"
+#include "sys/platform.h"
+#include "sys/sync.h"
+
+/* ---- Entries ---------------------------------------------------------- */
+
+static void sink_notify(struct sink *s)
+{
+	int ret = platform_event_signal(s->efd);
+
+	if (ret < 0)
+		xfer_fail(s->x, ret, "eventfd: %s", strerror(-ret));
+}
+
+bool sink_is_done(struct sink *s, uint32_t id)
+{
+	uint32_t i = id % SINK_TABLE;
+
+	return atomic_load_explicit(&s->done[i / 64], memory_order_acquire) & (1ull << (i % 64));
+}
+
+/* Errors of the destination as a whole, where going on entry by entry
+ * would only repeat them: they end the session. */
+static bool sink_fatal(int code)
+{
+	return code == -ENOSPC || code == -EDQUOT || code == -EROFS || code == -EIO ||
+	       code == -ENOMEM || code == -EMFILE || code == -ENFILE;
+}
+
+/* r is finished: well (code 0), or not (the source is told with
+ * FILE_DONE, and we report it if we are the client). Sets its done bit
+ * and wakes the control thread, which may then free r: the caller must
+ * hold its own reference if it still needs r. Any thread. */
+void sink_finished(struct sink *s, struct sink_ent *r, int code, const char *msg)
+{
+	uint32_t i = r->id % SINK_TABLE;
+
+	if (code < 0) {
+		struct proto_msg m = { .type = PROTO_FILE_DONE };
+		m.u.file_done.id = r->id;
+		m.u.file_done.status = code;
+		m.u.file_done.bytes = r->bytes;
+		snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "%s", msg);
+		if (s->x->report)
+			log_error("%s", m.u.file_done.msg);
+		atomic_fetch_add(&s->failed, 1);
+		if (ctl_send(s->x->ctl, &m) < 0)
+			xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	} else {
+		r->ok = true;
+		if (r->type == PROTO_ENT_REG)
+			atomic_fetch_add(&s->nfiles, 1);
+		else if (r->type == PROTO_ENT_DIR)
+			atomic_fetch_add(&s->ndirs, 1);
+		else if (r->type == PROTO_ENT_SYMLINK || r->type == PROTO_ENT_HARDLINK)
+			atomic_fetch_add(&s->nlinks, 1);
+	}
+	atomic_fetch_or_explicit(&s->done[i / 64], 1ull << (i % 64), memory_order_release);
+	sink_notify(s);
+}
+
+/* Finishes r with the outcome of a destination call: ret 0, or the error
+ * with its message in e. A fatal one ends the session. */
+void sink_outcome(struct sink *s, struct sink_ent *r, int ret, struct pc_err *e)
+{
+	char msg[PROTO_MAX_MSG + 1];
+
+	if (ret == 0) {
+		sink_finished(s, r, 0, "");
+		return;
+	}
+	(void)pc_err_get(e, msg, sizeof(msg));
+	if (sink_fatal(ret))
+		xfer_fail(s->x, ret, "%s", msg);
+	else
+		sink_finished(s, r, ret, msg);
+}
+
+/* The record of an announced, unfinished entry, with a reference for the
+ * caller; NULL if id is below the watermark (finished) or not announced. */
+struct sink_ent *sink_ref(struct sink *s, uint32_t id)
+{
+	struct sink_ent *r = NULL;
+
+	sync_lock(&s->lock);
+	if (id >= s->low && id < s->announced) {
+		r = s->table[id % SINK_TABLE];
+		sink_ent_get(r);
+	}
+	sync_unlock(&s->lock);
+	return r;
+}
+
+/* For a receiver: waits until entry `last` is announced. Returns 1, 0 when
+ * the transfer aborted, or -PC_E_PROTO when END came and it never was. */
+int sink_await(struct sink *s, uint32_t last)
+{
+	int ret = 1;
+
+	sync_lock(&s->lock);
+	while (last >= s->announced && !s->end && !xfer_aborted(s->x))
+		sync_wait(&s->cond, &s->lock);
+	if (xfer_aborted(s->x))
+		ret = 0;
+	else if (last >= s->announced)
+		ret = -PC_E_PROTO;
+	sync_unlock(&s->lock);
+	return ret;
+}
+
+/* "DST/path" for messages. */
+void sink_display(const struct sink *s, const struct sink_ent *r, char *out, size_t cap)
+{
+	const char *d = s->t->display;
+	const char *p = r->path;
+
+	if (s->t->to_stdout) {
+		snprintf(out, cap, "standard output");
+		return;
+	}
+	if (!s->t->is_dir) { /* the first component is renamed to the target */
+		const char *slash = strchr(p, '/');
+		snprintf(out, cap, "%s%s", d, slash ? slash : "");
+		return;
+	}
+	snprintf(out, cap, "%s%s%s", d, d[0] && d[strlen(d) - 1] == '/' ? "" : "/", p);
+}
+
+/* ---- Files in DATA blocks --------------------------------------------- */
+
+/* Closes and removes what was written of r and reports why. Called once
+ * (the caller won r->finishing) with no block of r being written. */
+void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *what)
+{
+	char msg[PROTO_MAX_MSG + 1], name[PROTO_MAX_PATH + 64];
+
+	if (r->df != NULL)
+		dest_file_abort(s->dest, r->df);
+	r->df = NULL;
+	r->fd = -1;
+	if (r->fail_msg[0] != '\0') {
+		snprintf(msg, sizeof(msg), "%s", r->fail_msg);
+	} else {
+		sink_display(s, r, name, sizeof(name));
+		snprintf(msg, sizeof(msg), "%s '%.900s': %s", what, name, pc_strerror(code));
+	}
+	sink_finished(s, r, code, msg);
+}
+
+/* Every block arrived: gives the file its size, attributes and final
+ * name. Called once (the caller won r->finishing). */
+void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r)
+{
+	struct pc_err e;
+	int ret = 0;
+
+	if (s->t->to_stdout) {
+		sink_finished(s, r, 0, "");
+		return;
+	}
+	pc_err_init(&e);
+	sink_ent_entry(r, scratch);
+	if (r->df == NULL) /* a stream that turned out empty */
+		ret = dest_file_open(s->dest, r->path, &r->df, &e);
+	if (ret == 0)
+		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
+	r->df = NULL;
+	r->fd = -1;
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* True once bytes, coverage and size agree (r->lock held). */
+bool sink_complete_locked(const struct sink *s, const struct sink_ent *r)
+{
+	uint64_t B = s->x->block_size;
+
+	return r->size_known && r->bytes == r->size && r->max_end == r->size &&
+	       r->nblocks == (r->size + B - 1) / B;
+}
+
+/* Opens the file a DATA entry is written to, at its first block. r->lock
+ * held. Returns 0 or a negative code with the message in e. */
+static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_err *e)
+{
+	if (r->fd >= 0)
+		return 0;
+	if (s->t->to_stdout) {
+		r->fd = STDOUT_FILENO;
+		return 0;
+	}
+	int ret = dest_file_open(s->dest, r->path, &r->df, e);
+	if (ret == 0)
+		r->fd = dest_file_fd(r->df);
+	return ret;
+}
+
+/* Before writing: checks a block against its file and marks its index as
+ * seen, so a duplicate can never be written. Returns 1 to write it, 0 to
+ * drop it (the file failed), or a negative code for a block that cannot be
+ * right. */
+static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_block *h)
+{
+	uint64_t B = s->x->block_size, idx = h->offset / B;
+	unsigned want = SINK_CARRY_NONE;
+	int ret = 1;
+
+	if (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
+	    want != SINK_CARRY_DATA)
+		return -PC_E_PROTO;
+	sync_lock(&r->lock);
+	if (r->failed || r->finishing) {
+		ret = r->failed ? 0 : -PC_E_INTEGRITY;
+		goto out;
+	}
+	if (h->offset % B != 0 || h->raw_len == 0 || h->offset > r->bytes + SINK_MAX_AHEAD ||
+	    (r->size_known && (h->offset + h->raw_len > r->size ||
+			       (h->raw_len != B && h->offset + h->raw_len != r->size)))) {
+		ret = -PC_E_PROTO;
+		goto out;
+	}
+	if (idx / 8 >= r->seen_bytes) {
+		size_t n = (size_t)(idx / 8 + 1) * 2;
+		uint8_t *p = realloc(r->seen, n);
+		if (p == NULL) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		memset(p + r->seen_bytes, 0, n - r->seen_bytes);
+		r->seen = p;
+		r->seen_bytes = n;
+	}
+	if (r->seen[idx / 8] & (1u << (idx % 8))) {
+		ret = -PC_E_INTEGRITY;
+		goto out;
+	}
+	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
+	r->writing++;
+out:
+	sync_unlock(&r->lock);
+	return ret;
+}
+
+/* After writing a claimed block (written: it was): counts it. Returns 1
+ * if the file is now complete and the caller must commit it, -1 if it
+ * failed meanwhile and the caller must fail it, 0 otherwise. */
+static int sink_settle(struct sink *s, struct sink_ent *r, const struct proto_block *h,
+		       bool written)
+{
+	int next = 0;
+
+	sync_lock(&r->lock);
+	r->writing--;
+	if (written) {
+		r->bytes += h->raw_len;
+		r->nblocks++;
+		if (h->offset + h->raw_len > r->max_end)
+			r->max_end = h->offset + h->raw_len;
+	}
+	if (!r->finishing && r->writing == 0 && (r->failed || sink_complete_locked(s, r))) {
+		r->finishing = true;
+		next = r->failed ? -1 : 1;
+	}
+	sync_unlock(&r->lock);
+	return next;
+}
+
+#define SINK_PAGE 4096u
+
+/* True if the page at p (or what is left of it, len bytes) is all zeros. */
+static bool sink_zero_page(const uint8_t *p, size_t len)
+{
+	return encoder_is_zero(p, len < SINK_PAGE ? len : SINK_PAGE);
+}
+
+static int sink_pwrite(int fd, const uint8_t *p, size_t len, uint64_t at)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = pwrite(fd, p + off, len - off, (off_t)(at + off));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			off += (size_t)n;
+	}
+	return 0;
+}
+
+static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf *b)
+{
+	const struct proto_block *h = &b->hdr;
+	bool hole = h->flags & PROTO_BLK_HOLE;
+	int ret = 0;
+
+	if (s->t->to_stdout) {
+		static const uint8_t zeros[65536];
+		if (!hole) {
+			ret = platform_write_full(r->fd, b->data, b->len);
+			/* A reader that went away (| head) is our output failing. */
+			return ret == -EPIPE ? -PC_E_FILEIO : ret;
+		}
+		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
+			ret = platform_write_full(r->fd, zeros, b->len - off < sizeof(zeros)
+								? b->len - off : sizeof(zeros));
+		return ret;
+	}
+	if (!hole && fault_fire(FAULT_SINK_WRITE))
+		return -ENOSPC;
+	/* Pages of zeros are not written: the new file reads zeros there
+	 * anyway, and a sparse source stays sparse finer than a block. */
+	for (size_t off = 0; !hole && off < b->len;) {
+		size_t run = 0;
+		while (off < b->len && sink_zero_page(b->data + off, b->len - off))
+			off += SINK_PAGE < b->len - off ? SINK_PAGE : b->len - off;
+		while (off + run < b->len && !sink_zero_page(b->data + off + run, b->len - off - run))
+			run += SINK_PAGE < b->len - off - run ? SINK_PAGE : b->len - off - run;
+		ret = run > 0 ? sink_pwrite(r->fd, b->data + off, run, h->offset + off) : 0;
+		if (ret < 0)
+			return ret;
+		off += run;
+	}
+	return 0;
+}
+
+/* Writes one verified DATA block and finishes its file if it was the
+ * last. */
+void sink_write(struct sink *s, struct writer *w, struct buf *b)
+{
+	struct sink_ent *r = b->ctx;
+	const struct proto_block *h = &b->hdr;
+	char name[PROTO_MAX_PATH + 64];
+	struct pc_err e;
+	int ret = sink_claim(s, r, h);
+
+	if (ret == 0)
+		return;
+	if (ret < 0) {
+		sink_display(s, r, name, sizeof(name));
+		xfer_fail(s->x, ret, "%s sent a %s block for '%s' at offset %llu", s->x->peer,
+			  ret == -PC_E_INTEGRITY ? "duplicate" : "misplaced", name,
+			  (unsigned long long)h->offset);
+		return;
+	}
+	pc_err_init(&e);
+	sync_lock(&r->lock);
+	ret = sink_data_open_locked(s, r, &e);
+	if (ret < 0 && !sink_fatal(ret)) {
+		r->failed = true;
+		r->fail_code = ret;
+		(void)pc_err_get(&e, r->fail_msg, sizeof(r->fail_msg));
+	}
+	sync_unlock(&r->lock);
+	if (ret < 0 && sink_fatal(ret)) {
+		char msg[PROTO_MAX_MSG + 1];
+		(void)pc_err_get(&e, msg, sizeof(msg));
+		xfer_fail(s->x, ret, "%s", msg);
+	}
+	pc_err_destroy(&e);
+	if (ret == 0) {
+		ret = sink_write_data(s, r, b);
+		if (ret < 0) {
+			sink_display(s, r, name, sizeof(name));
+			xfer_fail(s->x, ret, "writing '%s': %s", name, pc_strerror(ret));
+		} else {
+			atomic_fetch_add(&s->x->bytes, h->raw_len);
+		}
+	}
+	int next = sink_settle(s, r, h, ret == 0);
+	if (next > 0)
+		sink_data_commit(s, &w->e, r);
+	else if (next < 0)
+		sink_data_fail(s, r, r->fail_code, "cannot create");
+}
+
+/* ---- Entries without contents, and PACK blocks ------------------------ */
+
+/* Creates an entry that has no contents to wait for: an empty file, a
+ * symlink, a special file. */
+static void sink_make(struct sink *s, struct writer *w, struct sink_ent *r)
+{
+	struct dest_file *df = NULL;
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	sink_ent_entry(r, &w->e);
+	switch (r->type) {
+	case PROTO_ENT_REG:
+		ret = dest_file_open(s->dest, r->path, &df, &e);
+		if (ret == 0)
+			ret = dest_file_commit(s->dest, df, &w->e, 0, &e);
+		break;
+	case PROTO_ENT_SYMLINK:
+		ret = dest_symlink(s->dest, &w->e, &e);
+		break;
+	default:
+		ret = dest_special(s->dest, &w->e, &e);
+		break;
+	}
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* A job: the ids of entries without contents, in b->data. */
+void sink_run_job(struct sink *s, struct writer *w, struct buf *b)
+{
+	const uint32_t *ids = (const uint32_t *)(const void *)b->data;
+
+	for (size_t i = 0; i < b->len / sizeof(uint32_t) && !xfer_aborted(s->x); i++) {
+		struct sink_ent *r = sink_ref(s, ids[i]);
+		if (r == NULL)
+			continue; /* cannot happen: nothing else finishes it */
+		sink_make(s, w, r);
+		sink_ent_put(r);
+	}
+}
+
+static uint32_t sink_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Writes one small file whole from a PACK. */
+static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r, const uint8_t *p)
+{
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	sink_ent_entry(r, &w->e);
+	ret = dest_file_open(s->dest, r->path, &r->df, &e);
+	if (ret == 0) {
+		ret = fault_fire(FAULT_SINK_WRITE) ? -ENOSPC
+						   : platform_write_full(dest_file_fd(r->df), p, r->size);
+		if (ret < 0) {
+			char name[PROTO_MAX_PATH + 64];
+			sink_display(s, r, name, sizeof(name));
+			pc_err_set(&e, ret, "writing '%s': %s", name, pc_strerror(ret));
+			dest_file_abort(s->dest, r->df);
+		} else {
+			r->bytes = r->size;
+			atomic_fetch_add(&s->x->bytes, r->size);
+			ret = dest_file_commit(s->dest, r->df, &w->e, r->size, &e);
+		}
+		r->df = NULL;
+	}
+	sink_outcome(s, r, ret, &e);
+	pc_err_destroy(&e);
+}
+
+/* One id of a PACK: checks its status against the entry. With apply,
+ * also claims the file for this pack and writes it if its contents are
+ * here. *took gets the bytes of contents it stands for. Returns 0 or
+ * -PC_E_PROTO. */
+static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t st,
+			 const uint8_t *p, uint64_t left, bool apply, uint64_t *took)
+{
+	char name[PROTO_MAX_PATH + 64], msg[PROTO_MAX_MSG + 1];
+	struct sink_ent *r = sink_ref(s, id);
+	unsigned carry = st == 1 ? SINK_CARRY_DATA : SINK_CARRY_PACK, want = SINK_CARRY_NONE;
+	int ret = 0;
+
+	*took = 0;
+	/* Finished already: an entry without contents in the range (a
+	 * directory, a link) may be, once the files before it are done. A file
+	 * this pack carries cannot be. */
+	if (r == NULL)
+		return st == 0 ? 0 : -PC_E_PROTO;
+	if (!r->data) {
+		sink_ent_put(r);
+		return st == 0 ? 0 : -PC_E_PROTO;
+	}
+	unsigned now = atomic_load(&r->carry);
+	if (st > 1 || !r->size_known || (now != SINK_CARRY_NONE && now != carry) ||
+	    (carry == SINK_CARRY_PACK && now == SINK_CARRY_PACK)) {
+		sink_ent_put(r);
+		return -PC_E_PROTO;
+	}
+	if (st == 0 && r->size > left)
+		ret = -PC_E_PROTO;
+	else if (st == 0)
+		*took = r->size;
+	if (ret < 0 || !apply) {
+		sink_ent_put(r);
+		return ret;
+	}
+	if (!atomic_compare_exchange_strong(&r->carry, &want, carry) && want != SINK_CARRY_DATA) {
+		ret = -PC_E_PROTO; /* another pack took it meanwhile */
+	} else if (st < 0) {
+		sink_display(s, r, name, sizeof(name));
+		snprintf(msg, sizeof(msg), "cannot copy '%.900s': the source could not read it: %s",
+			 name, pc_strerror(st));
+		sink_finished(s, r, st, msg);
+	} else if (st == 0) {
+		sink_pack_file(s, w, r, p);
+	}
+	sink_ent_put(r);
+	return ret;
+}
+
+/* Walks a PACK's ids; with apply, writes the files. Returns 0, or
+ * -PC_E_PROTO with *bad the id at fault (first + span when only the sizes
+ * do not add up). */
+static int sink_pack_walk(struct sink *s, struct writer *w, const struct buf *b, bool apply,
+			  uint32_t *bad)
+{
+	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset;
+	uint64_t off = 4 * (uint64_t)span, len = b->len;
+
+	for (uint32_t i = 0; i < span && !xfer_aborted(s->x); i++) {
+		uint64_t took;
+		int32_t st = (int32_t)sink_be32(b->data + 4 * (size_t)i);
+		*bad = first + i;
+		if (sink_pack_one(s, w, first + i, st, b->data + off, len - off, apply, &took) < 0)
+			return -PC_E_PROTO;
+		off += took;
+	}
+	*bad = first + span;
+	return off == len ? 0 : -PC_E_PROTO;
+}
+
+/* Unpacks a verified PACK block into its files, once the whole pack has
+ * been checked against the entries: a malformed pack writes nothing. */
+void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b)
+{
+	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset, bad;
+
+	if (sink_pack_walk(s, w, b, false, &bad) < 0 || sink_pack_walk(s, w, b, true, &bad) < 0)
+		xfer_fail(s->x, -PC_E_PROTO, "%s sent a malformed pack of entries %u to %u (at "
+			  "entry %u, or its sizes do not add up)", s->x->peer, (unsigned)first,
+			  (unsigned)(first + span - 1), (unsigned)bad);
+}

@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* source_entries: the entries the source announces (walked in
+ * order, sent in batches within the window) and what the sink says of them
+ * (ACK, FILE_DONE). */
+#include "pipeline/source_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/auth.h"
+#include "wire/pathsafe.h"
+#include "sys/fault.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/sync.h"
+#include "pipeline/plan.h"
+#include "pipeline/srcrec.h"
+#include "sys/platform.h"
+
+/* ---- Producing entries ------------------------------------------------ */
+
+/* Reports a source or an entry that cannot be sent: to our user if we
+ * are the client, else to the client with SKIP. Returns 0 or a negative
+ * code. */
+static int source_skip(struct source *s, const struct walk_skip *k)
+{
+	struct proto_msg m = { .type = PROTO_SKIP };
+
+	s->skipped++;
+	if (s->x->report) {
+		log_error("%s", k->msg);
+		return 0;
+	}
+	m.u.skip.index = k->src_index;
+	m.u.skip.status = k->code;
+	snprintf(m.u.skip.msg, sizeof(m.u.skip.msg), "%s", k->msg);
+	if (ctl_send(s->x->ctl, &m) < 0)
+		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	return 0;
+}
+
+/* The entry of a stream opened beforehand (stdin, a FIFO, a device). */
+static void source_stream_item(struct source *s, const struct src_file *f)
+{
+	struct walk_item *it = s->item;
+	struct proto_entry *e = &it->e;
+
+	memset(e, 0, offsetof(struct proto_entry, path));
+	e->type = PROTO_ENT_REG;
+	e->flags = PROTO_ENT_SIZE_UNKNOWN;
+	e->mode = f->mode & 07777;
+	e->mtime_s = f->mtime_s;
+	e->mtime_ns = f->mtime_ns;
+	e->atime_s = f->mtime_s;
+	e->atime_ns = f->mtime_ns;
+	snprintf(e->path, sizeof(e->path), "%s", f->name);
+	e->target[0] = e->user[0] = e->group[0] = '\0';
+	it->base_fd = -1;
+	it->open_path[0] = '\0';
+	it->sparse = false;
+	snprintf(it->display, sizeof(it->display), "%s", f->display);
+}
+
+/* The next thing to send, in REQUEST order: 1 an entry in s->item (with
+ * its id), 2 a skip in *k, 0 nothing more, or a negative code. */
+static int source_produce(struct source *s, struct walk_skip *k)
+{
+	const struct source_input *in = s->in;
+
+	for (;;) {
+		s->item_stream = NULL;
+		if (s->walk != NULL) {
+			struct pc_err e;
+			pc_err_init(&e);
+			int ret = walk_next(s->walk, s->item, k, &e);
+			if (ret < 0) {
+				char msg[sizeof(e.msg)];
+				(void)pc_err_get(&e, msg, sizeof(msg));
+				xfer_fail(s->x, ret, "%s", msg);
+			}
+			pc_err_destroy(&e);
+			if (ret == 1) {
+				struct proto_entry *en = &s->item->e;
+				en->id = s->walk_base + s->item->id;
+				if (en->type == PROTO_ENT_HARDLINK)
+					en->link_id += s->walk_base;
+			}
+			k->src_index = s->cur;
+			if (ret != 0)
+				return ret;
+			s->walked[s->nwalked++] = s->walk;
+			s->walk = NULL;
+			s->cur++;
+			continue;
+		}
+		if (s->cur >= in->npaths)
+			return 0;
+		const struct source_path *sp = &in->paths[s->cur];
+		if (sp->code < 0) {
+			*k = (struct walk_skip){ .src_index = s->cur, .code = sp->code };
+			snprintf(k->msg, sizeof(k->msg), "%s", sp->msg ? sp->msg : sp->path);
+			s->cur++;
+			return 2;
+		}
+		if (sp->stream != NULL) {
+			source_stream_item(s, sp->stream);
+			s->item->e.id = s->next_id;
+			s->item_stream = sp->stream;
+			s->cur++;
+			return 1;
+		}
+		s->walk = walk_new(&in->walk, in->dirfd, in->beneath, &sp->path, 1);
+		if (s->walk == NULL)
+			return xfer_fail(s->x, -ENOMEM, "out of memory");
+		s->walk_base = s->next_id;
+	}
+}
+
+/* Sends the batch of entries, and hands their files to the plan. Returns
+ * 0 or a negative code. */
+static int source_flush(struct source *s)
+{
+	struct proto_msg m;
+
+	if (s->batch->count == 0)
+		return 0;
+	proto_batch_msg(s->batch, &m);
+	if (ctl_send(s->x->ctl, &m) < 0)
+		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	s->announced += s->batch->count;
+	while (s->pend_head != NULL) {
+		struct src_rec *f = s->pend_head;
+		s->pend_head = f->wnext;
+		f->wnext = NULL;
+		if (s->win_tail != NULL)
+			s->win_tail->wnext = f;
+		else
+			s->win_head = f;
+		s->win_tail = f;
+		src_rec_get(f); /* the plan's */
+		plan_add(s->plan, f);
+	}
+	s->pend_tail = NULL;
+	proto_batch_init(s->batch, s->announced);
+	return 0;
+}
+
+/* Adds the entry in s->item to the batch (sending a full one first), and
+ * keeps a record of it if it has contents to send. */
+static int source_announce(struct source *s)
+{
+	const struct walk_item *it = s->item;
+	const struct proto_entry *e = &it->e;
+	int ret = proto_batch_add(s->batch, e);
+
+	if (ret == -ENOSPC) {
+		ret = source_flush(s);
+		if (ret < 0)
+			return ret;
+		ret = proto_batch_add(s->batch, e);
+	}
+	if (ret < 0)
+		return xfer_fail(s->x, ret == -ENOSPC ? -PC_E_PROTO : ret,
+				 "cannot announce '%s': %s", it->display, pc_strerror(ret));
+	s->next_id = e->id + 1;
+	s->files += e->type == PROTO_ENT_REG;
+	s->dirs += e->type == PROTO_ENT_DIR;
+	s->links += e->type == PROTO_ENT_SYMLINK || e->type == PROTO_ENT_HARDLINK;
+	if (e->type != PROTO_ENT_REG || (e->size == 0 && !(e->flags & PROTO_ENT_SIZE_UNKNOWN)))
+		return 0;
+	struct src_rec *f = src_rec_new(e->id, e->size, it->base_fd,
+					s->item_stream ? NULL : it->open_path, it->display);
+	if (f == NULL)
+		return xfer_fail(s->x, -ENOMEM, "out of memory");
+	f->sparse = it->sparse;
+	if (s->item_stream != NULL) {
+		f->stream = true;
+		f->fd = s->item_stream->fd; /* borrowed: the caller closes it */
+	}
+	if (s->pend_tail != NULL)
+		s->pend_tail->wnext = f;
+	else
+		s->pend_head = f;
+	s->pend_tail = f;
+	atomic_fetch_add(&s->x->total, e->size);
+	return 0;
+}
+
+/* Produces and announces entries while the window has room; the plan is
+ * finished once every source has been produced. Returns 0 or a negative
+ * code. */
+int source_fill_window(struct source *s)
+{
+	struct walk_skip k;
+	int ret = 0;
+
+	while (!s->walk_done && s->next_id - s->acked < SOURCE_WINDOW && !xfer_aborted(s->x)) {
+		ret = source_produce(s, &k);
+		if (ret == 0)
+			s->walk_done = true;
+		else if (ret == 1)
+			ret = source_announce(s);
+		else if (ret == 2)
+			ret = source_skip(s, &k);
+		if (ret < 0)
+			return ret;
+	}
+	ret = source_flush(s);
+	if (ret == 0 && s->walk_done && !s->plan_finished) {
+		plan_finish(s->plan);
+		s->plan_finished = true;
+	}
+	return ret;
+}
+
+/* ---- Messages from the sink -------------------------------------------- */
+
+static bool source_done_bit(struct source *s, uint32_t id, bool set)
+{
+	uint32_t i = id % SOURCE_WINDOW;
+	bool was = s->done_bits[i / 8] & (1u << (i % 8));
+
+	if (set)
+		s->done_bits[i / 8] |= (uint8_t)(1u << (i % 8));
+	else
+		s->done_bits[i / 8] &= (uint8_t)~(1u << (i % 8));
+	return was;
+}
+
+static int source_on_ack(struct source *s, uint32_t upto)
+{
+	struct xfer *x = s->x;
+
+	if (upto < s->acked || upto > s->announced)
+		return xfer_fail(x, -PC_E_PROTO, "%s acknowledged entries up to %u, but %u were "
+				 "announced and %u acknowledged before", x->peer, (unsigned)upto,
+				 (unsigned)s->announced, (unsigned)s->acked);
+	for (uint32_t id = s->acked; id < upto; id++)
+		(void)source_done_bit(s, id, false);
+	s->acked = upto;
+	while (s->win_head != NULL && s->win_head->id < upto) {
+		struct src_rec *f = s->win_head;
+		s->win_head = f->wnext;
+		if (s->win_head == NULL)
+			s->win_tail = NULL;
+		src_rec_put(f);
+	}
+	return 0;
+}
+
+static int source_on_file_done(struct source *s, const struct proto_file_done *d)
+{
+	struct xfer *x = s->x;
+	struct src_rec *f = s->win_head;
+
+	if (d->id < s->acked || d->id >= s->announced || source_done_bit(s, d->id, true))
+		return xfer_fail(x, -PC_E_PROTO, "%s reported entry %u failed, which is not in "
+				 "flight", x->peer, (unsigned)d->id);
+	s->failed++;
+	while (f != NULL && f->id < d->id)
+		f = f->wnext;
+	/* A file we gave up on ourselves has been reported already. */
+	bool ours = f != NULL && f->id == d->id && atomic_exchange(&f->failed, true);
+	if (x->report && !ours)
+		log_error("%s", d->msg[0] ? d->msg : pc_strerror(d->status));
+	return 0;
+}
+
+int source_on_message(struct source *s)
+{
+	struct proto_msg m;
+	int ret = ctl_recv(s->x->ctl, &m);
+
+	if (ret < 0)
+		return xfer_fail(s->x, ret == -PC_E_PROTO ? ret : -PC_E_NET,
+				 "lost control connection to %s: %s", s->x->peer, pc_strerror(ret));
+	switch (m.type) {
+	case PROTO_ACK:
+		return source_on_ack(s, m.u.ack.upto);
+	case PROTO_FILE_DONE:
+		return source_on_file_done(s, &m.u.file_done);
+	case PROTO_ERROR:
+		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
+	default:
+		return xfer_fail(s->x, -PC_E_PROTO, "%s sent %s during the transfer", s->x->peer,
+				 proto_type_name(m.type));
+	}
+}

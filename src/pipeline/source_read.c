@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* source_read: the reader threads (claim, open, read, checksum and encode
+ * blocks and packs) and the sender threads (write them to the data
+ * streams). */
+#include "pipeline/source_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wire/auth.h"
+#include "wire/pathsafe.h"
+#include "sys/fault.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/sync.h"
+#include "pipeline/plan.h"
+#include "pipeline/srcrec.h"
+#include "sys/platform.h"
+
+/* Gives up on f, once, and reports it here if we are the client. With
+ * tell, tells the sink (FILE_FAIL), which drops it and answers with
+ * FILE_DONE; without, the caller tells it (a PACK status). The session
+ * goes on. Any thread. */
+static void source_give_up(struct source *s, struct src_rec *f, bool tell, int code,
+			   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void source_give_up(struct source *s, struct src_rec *f, bool tell, int code,
+			   const char *fmt, ...)
+{
+	struct proto_msg m = { .type = PROTO_FILE_FAIL };
+	bool was = false;
+	va_list ap;
+
+	if (!atomic_compare_exchange_strong(&f->failed, &was, true))
+		return;
+	atomic_fetch_add(&s->local_failed, 1);
+	m.u.file_fail.id = f->id;
+	m.u.file_fail.status = code;
+	va_start(ap, fmt);
+	vsnprintf(m.u.file_fail.msg, sizeof(m.u.file_fail.msg), fmt, ap);
+	va_end(ap);
+	if (s->x->report)
+		log_error("%s", m.u.file_fail.msg);
+	if (tell && ctl_send(s->x->ctl, &m) < 0)
+		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+}
+
+/* Opens a file for reading, beneath its source's directory, never
+ * following a symlink in its place (unless -L): the tree may change while
+ * we copy it. Returns an fd or -errno. */
+static int source_open_path(struct source *s, const struct src_rec *f)
+{
+	if (fault_fire(FAULT_SOURCE_OPEN))
+		return -EACCES;
+	/* -L, or a source symlink followed without -r: through symlinks,
+	 * still beneath a daemon's root. */
+	if (s->in->walk.deref || !s->in->walk.recursive)
+		return pathsafe_open(f->base_fd, f->open_path, O_RDONLY, 0, s->in->beneath);
+	return pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NOFOLLOW, 0, true);
+}
+
+/* The first reader of a DATA file opens it. Returns 0 or a negative code
+ * (the file has been given up). */
+static int source_ensure_open(struct source *s, struct src_rec *f)
+{
+	bool first = false;
+	int fd = 0;
+
+	sync_lock(&s->open_lock);
+	if (f->fd < 0 && !f->open_failed) {
+		first = true;
+		fd = source_open_path(s, f);
+		if (fd >= 0) {
+			f->fd = fd;
+			f->own_fd = true;
+		} else {
+			f->open_failed = true;
+		}
+	} else if (f->open_failed) {
+		fd = -ENOENT; /* reported by the first reader */
+	}
+	sync_unlock(&s->open_lock);
+	if (first && fd == -ENOENT)
+		source_give_up(s, f, true, fd, "'%s' vanished before it could be copied", f->display);
+	else if (first && fd < 0)
+		source_give_up(s, f, true, fd, "cannot open '%s': %s", f->display, pc_strerror(fd));
+	return fd < 0 ? fd : 0;
+}
+
+/* True if [off, off+len) of fd holds no data (a hole). */
+static bool source_is_hole(int fd, uint64_t off, uint32_t len)
+{
+	off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+
+	if (d < 0)
+		return errno == ENXIO;
+	return (uint64_t)d >= off + len;
+}
+
+/* Reads len bytes at off. Returns the bytes read (fewer only at EOF) or
+ * -errno. */
+static ssize_t source_pread(int fd, uint8_t *p, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t r = pread(fd, p + got, len - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* Reads a block of a regular file. Returns 1 (send it), 0 (the file was
+ * given up: drop the block), or a negative code. */
+static int source_read_block(struct source *s, const struct plan_claim *c, struct buf *b)
+{
+	struct src_rec *f = c->f;
+	ssize_t got;
+
+	b->hdr.raw_len = c->len;
+	if (f->sparse && source_is_hole(f->fd, c->offset, c->len)) {
+		b->hdr.flags = PROTO_BLK_HOLE;
+		return 1;
+	}
+	got = source_pread(f->fd, b->data, c->len, c->offset);
+	if (got < 0) {
+		source_give_up(s, f, true, (int)got, "reading '%s': %s", f->display,
+				pc_strerror((int)got));
+		return 0;
+	}
+	if ((size_t)got < c->len) {
+		source_give_up(s, f, true, -PC_E_FILEIO, "'%s' shrank while it was being copied (it "
+				"ends before %llu of the %llu bytes announced)", f->display,
+				(unsigned long long)(c->offset + c->len), (unsigned long long)f->size);
+		return 0;
+	}
+	b->len = (size_t)got;
+	return 1;
+}
+
+/* Reads the next piece of a stream. Returns 1 (a block to send), 0 (the
+ * stream ended with nothing more), or a negative code. */
+static int source_read_stream(struct source *s, const struct plan_claim *c, struct buf *b)
+{
+	struct src_rec *f = c->f;
+	size_t got = 0;
+	bool eof = false;
+
+	while (got < c->len) {
+		/* A stream can stay silent forever: wait on it and on the
+		 * abort switch, so Ctrl-C is not stuck behind a read. */
+		struct pollfd p[2] = { { .fd = f->fd, .events = POLLIN },
+				       { .fd = s->x->abort_efd, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			return xfer_fail(s->x, -errno, "poll: %s", strerror(errno));
+		if (p[1].revents) {
+			plan_stream_done(s->plan, c, 0, true);
+			return -PC_E_ABORTED;
+		}
+		ssize_t r = read(f->fd, b->data + got, c->len - got);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0) {
+			int ret = -errno;
+			plan_stream_done(s->plan, c, 0, true);
+			return xfer_fail(s->x, ret, "reading '%s': %s", f->display, strerror(-ret));
+		}
+		if (r == 0) {
+			eof = true;
+			break;
+		}
+		got += (size_t)r;
+	}
+	plan_stream_done(s->plan, c, (uint32_t)got, eof);
+	if (eof) {
+		struct proto_msg m = { .type = PROTO_FILE_END };
+		m.u.file_end.id = f->id;
+		m.u.file_end.size = c->offset + got;
+		int ret = ctl_send(s->x->ctl, &m);
+		if (ret < 0)
+			return xfer_fail(s->x, ret, "lost control connection to %s", s->x->peer);
+	}
+	b->len = got;
+	b->hdr.raw_len = (uint32_t)got;
+	return got > 0 ? 1 : 0;
+}
+
+static void source_put_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Reads one small file whole into p (f->size bytes). Returns 0, or the
+ * negative status to put in the pack for it (it has been reported). */
+static int source_read_small(struct source *s, struct src_rec *f, uint8_t *p)
+{
+	int fd = source_open_path(s, f);
+	ssize_t got;
+
+	if (fd < 0) {
+		if (fd == -ENOENT)
+			source_give_up(s, f, false, fd, "'%s' vanished before it could be copied",
+					      f->display);
+		else
+			source_give_up(s, f, false, fd, "cannot open '%s': %s", f->display,
+					      pc_strerror(fd));
+		return fd;
+	}
+	got = source_pread(fd, p, f->size, 0);
+	close(fd);
+	/* A file that grew is copied as it was announced; one that shrank
+	 * has lost bytes we promised: never send a guess. */
+	if (got < 0) {
+		source_give_up(s, f, false, (int)got, "reading '%s': %s", f->display,
+				      pc_strerror((int)got));
+		return (int)got;
+	}
+	if ((uint64_t)got < f->size) {
+		source_give_up(s, f, false, -PC_E_FILEIO, "'%s' shrank while it was being copied "
+				      "(%lld of %llu bytes)", f->display, (long long)got,
+				      (unsigned long long)f->size);
+		return -PC_E_FILEIO;
+	}
+	return 0;
+}
+
+/* Fills b with a PACK: a status per id of the range, then the contents of
+ * the files that could be read, in id order. Drops the claim's references.
+ * Returns 1. */
+static int source_read_pack(struct source *s, const struct plan_claim *c, struct buf *b)
+{
+	size_t head = 4 * (size_t)c->span, len = head;
+
+	memset(b->data, 0, head);
+	for (unsigned i = 0; i < c->nrecs; i++) {
+		struct src_rec *f = c->recs[i];
+		int st = source_read_small(s, f, b->data + len);
+		if (st == 0)
+			len += f->size;
+		else
+			source_put_be32(b->data + 4 * (size_t)(f->id - c->first_id), (uint32_t)st);
+		src_rec_put(f);
+	}
+	b->hdr.type = PROTO_BLK_PACK;
+	b->hdr.file_id = c->first_id;
+	b->hdr.offset = c->span;
+	b->hdr.raw_len = (uint32_t)len;
+	b->len = len;
+	return 1;
+}
+/* Which queue a block goes to, and how it is encoded. */
+static const struct codec_choice *source_choice(struct source *s, uint64_t seq, unsigned *qi)
+{
+	struct xfer *x = s->x;
+
+	if (s->per_stream) {
+		*qi = (unsigned)(seq % x->streams);
+		return &x->choices[*qi % x->nchoices];
+	}
+	*qi = 0;
+	if (x->codec_auto)
+		return &source_ladder[atomic_load_explicit(&s->step, memory_order_relaxed)];
+	return &x->choices[0];
+}
+
+/* Encodes b with choice (encoder_run). A failure is a local one, of the
+ * codec on this machine (out of memory, in practice), not of the network:
+ * it is recorded as -PC_E_CODEC, naming the codec and what was being
+ * compressed, before the caller lets go of anything whose failure would
+ * say less. Returns 0 or -PC_E_CODEC (the transfer is aborted then). */
+static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
+			 const struct codec_choice *choice)
+{
+	struct src_rec *f = b->ctx;
+	char name[32];
+	int ret = encoder_run(enc, b, choice, f ? &f->enc : &s->pack_enc);
+
+	if (ret == 0)
+		return 0;
+	codec_format(choice, name, sizeof(name));
+	if (f == NULL)
+		return xfer_fail(s->x, -PC_E_CODEC, "compressing a block of %u small files with %s "
+				 "failed: %s", (unsigned)b->hdr.offset, name, pc_strerror(ret));
+	return xfer_fail(s->x, -PC_E_CODEC, "compressing '%s' with %s failed: %s", f->display,
+			 name, pc_strerror(ret));
+}
+
+/* Reads, checksums and encodes one claimed block into b. Returns 1 (send
+ * it), 0 (nothing to send), or a negative code. */
+static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
+		       const struct codec_choice *choice)
+{
+	struct source *s = r->s;
+	int ret;
+
+	b->hdr.type = PROTO_BLK_DATA;
+	b->hdr.seq = c->seq;
+	if (c->kind == PLAN_PACK) {
+		ret = source_read_pack(s, c, b);
+	} else {
+		b->hdr.file_id = c->f->id;
+		b->hdr.offset = c->offset;
+		b->ctx = c->f;
+		ret = c->kind == PLAN_STREAM ? source_read_stream(s, c, b)
+					     : source_read_block(s, c, b);
+	}
+	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
+		return ret;
+	b->hdr.checksum = proto_checksum(b->data, b->len);
+	ret = source_encode(s, r->enc, b, choice);
+	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);
+	if (ret < 0)
+		return ret;
+	if (b->hdr.flags & PROTO_BLK_HOLE)
+		b->hdr.checksum = 0;
+	return 1;
+}
+
+/* Lets go of a buffer and the reference its block held. */
+void source_release(struct source *s, struct buf *b)
+{
+	struct src_rec *f = b->ctx;
+
+	bufpool_release(s->pool, b);
+	if (f != NULL)
+		src_rec_put(f);
+}
+
+/* One claim: reads it into a buffer and queues it for a sender. Returns 0
+ * to go on, or a negative code to stop. */
+static int source_claim(struct reader *r, struct plan_claim *c)
+{
+	struct source *s = r->s;
+	struct src_rec *f = c->kind == PLAN_PACK ? NULL : c->f;
+	unsigned qi;
+
+	if (c->kind == PLAN_BLOCK && (atomic_load(&f->failed) || source_ensure_open(s, f) < 0)) {
+		plan_read_done(f, 1);
+		src_rec_put(f);
+		return 0;
+	}
+	struct buf *b = bufpool_acquire(s->pool);
+	if (b == NULL) {
+		if (c->kind == PLAN_STREAM)
+			plan_stream_done(s->plan, c, 0, true);
+		if (c->kind == PLAN_BLOCK)
+			plan_read_done(f, 1);
+		for (unsigned i = 0; c->kind == PLAN_PACK && i < c->nrecs; i++)
+			src_rec_put(c->recs[i]);
+		if (f != NULL)
+			src_rec_put(f);
+		return -PC_E_ABORTED;
+	}
+	const struct codec_choice *choice = source_choice(s, c->seq, &qi);
+	int ret = source_fill(r, c, b, choice);
+	if (c->kind == PLAN_BLOCK)
+		plan_read_done(f, 1);
+	if (ret <= 0) {
+		source_release(s, b); /* drops the claim's reference, which b->ctx holds */
+		return ret;
+	}
+	ret = queue_push(s->q[qi], b);
+	if (ret < 0)
+		source_release(s, b);
+	return ret;
+}
+
+void *source_reader(void *arg)
+{
+	struct reader *r = arg;
+	struct source *s = r->s;
+	struct plan_claim c = { .recs = r->recs };
+
+	while (!xfer_aborted(s->x) && plan_next(s->plan, &c) == 1)
+		if (source_claim(r, &c) < 0)
+			break;
+	for (unsigned i = 0; i < s->nq; i++)
+		queue_close(s->q[i]);
+	return NULL;
+}
+
+static int source_send(int fd, const struct proto_block *h, const void *data, size_t len)
+{
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)(uintptr_t)data, len } };
+
+	proto_block_encode(h, hdr);
+	return net_sendv_full(fd, iov, len ? 2 : 1);
+}
+
+void *source_sender(void *arg)
+{
+	struct sender *w = arg;
+	struct source *s = w->s;
+	struct xfer *x = s->x;
+	struct queue *q = s->q[s->per_stream ? w->idx : 0];
+	int fd = x->data_fds[w->idx], ret = 0;
+	struct buf *b;
+
+	for (;;) {
+		uint64_t t0 = platform_now_ns();
+		b = queue_pop(q);
+		atomic_fetch_add_explicit(&s->send_idle_ns, platform_now_ns() - t0,
+					  memory_order_relaxed);
+		if (b == NULL)
+			break;
+		struct src_rec *f = b->ctx; /* NULL for a PACK */
+		/* Blocks of a file given up on are dropped, except in ordered
+		 * mode where every sequence number must arrive. */
+		if (f != NULL && !x->ordered && atomic_load(&f->failed)) {
+			source_release(s, b);
+			continue;
+		}
+		/* -c auto: a block read before auto chose to compress has waited
+		 * in the pipeline meanwhile; compress it now, at today's level. */
+		int step = atomic_load_explicit(&s->step, memory_order_relaxed);
+		if (b->untried && step > 0 && w->enc != NULL &&
+		    source_encode(s, w->enc, b, &source_ladder[step]) < 0) {
+			/* Our codec failed, not the connection: say so. */
+			source_release(s, b);
+			return NULL;
+		}
+		ret = source_send(fd, &b->hdr, b->data, b->len);
+		uint64_t raw = b->hdr.type == PROTO_BLK_PACK ? b->hdr.raw_len - 4 * b->hdr.offset
+							      : b->hdr.raw_len;
+		uint64_t wire = PROTO_BLOCK_HDR_LEN + b->len;
+		source_release(s, b);
+		if (ret < 0)
+			break;
+		atomic_fetch_add(&x->bytes, raw);
+		atomic_fetch_add(&x->wire_bytes, wire);
+		w->raw += raw;
+		w->wire += wire;
+	}
+	if (ret == 0 && !xfer_aborted(x)) {
+		struct proto_block end = { .type = PROTO_BLK_END };
+		ret = source_send(fd, &end, NULL, 0);
+	}
+	/* The listener's proof has waited in the socket since the first
+	 * round trip; the stream is not done until it is checked. */
+	if (ret == 0 && !xfer_aborted(x) && x->data_confirm != NULL) {
+		ret = auth_data_confirm(fd, x->data_confirm[w->idx]);
+		if (ret == -PC_E_AUTH) {
+			xfer_fail(x, ret, "data connection %u to %s: the listener could not prove it "
+				  "knows the session key", w->idx, x->peer);
+			return NULL;
+		}
+	}
+	if (ret < 0) {
+		xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
+			  "lost data connection %u to %s: %s", w->idx, x->peer, pc_strerror(ret));
+	} else if (!xfer_aborted(x) && atomic_fetch_sub(&s->senders_left, 1) == 1) {
+		ret = platform_event_signal(s->efd);
+		if (ret < 0)
+			xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
+	}
+	return NULL;
+}
