@@ -274,8 +274,11 @@ static void sink_apply(struct sink *s, struct sink_ent *r)
 }
 
 /* Moves the watermark over finished entries, applying what waited for it,
- * and acknowledges. Returns 0 or a negative code. */
-static int sink_advance(struct sink *s)
+ * and acknowledges: at once with flush, else once SINK_ACK_EVERY entries
+ * wait for it (a flood of small ACKs would fill the control channel while
+ * the source is busy sending ENTRIES, and both would block writing).
+ * Returns 0 or a negative code. */
+static int sink_advance(struct sink *s, bool flush)
 {
 	for (;;) {
 		sync_lock(&s->lock);
@@ -299,7 +302,8 @@ static int sink_advance(struct sink *s)
 		sync_unlock(&s->lock);
 		sink_ent_put(r);
 	}
-	if (s->low != s->acked && !xfer_aborted(s->x)) {
+	if (s->low != s->acked && !xfer_aborted(s->x) &&
+	    (flush || s->low - s->acked >= SINK_ACK_EVERY)) {
 		struct proto_msg m = { .type = PROTO_ACK };
 		m.u.ack.upto = s->low;
 		if (ctl_send(s->x->ctl, &m) < 0)
@@ -355,29 +359,40 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			       { .fd = s->efd, .events = POLLIN },
 			       { .fd = x->abort_efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
+	nfds_t np = x->sigfd >= 0 ? 4 : 3;
 
 	while (!xfer_aborted(x) && !(s->end && s->low == s->announced)) {
 		if (ctl_pending(x->ctl)) { /* an ENTRIES that came while we accepted */
 			(void)sink_on_message(s, r);
 			continue;
 		}
-		int n = poll(p, x->sigfd >= 0 ? 4 : 3, xfer_poll_timeout(x));
+		/* Nothing to do right now: acknowledge what is finished before
+		 * sleeping. Busy, ACKs wait for SINK_ACK_EVERY entries. */
+		int n = poll(p, np, 0);
+		if (n == 0) {
+			(void)sink_advance(s, true);
+			n = poll(p, np, xfer_poll_timeout(x));
+		}
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (p[3].revents & POLLIN)) {
+		/* Every ready fd, each time: a busy one must not starve the
+		 * others (writers finish files all the time). */
+		if (n > 0 && (p[3].revents & POLLIN))
 			xfer_on_signal(x);
-		} else if (n > 0 && (p[1].revents & POLLIN)) {
+		if (n > 0 && (p[1].revents & POLLIN)) {
 			int ret = platform_event_drain(s->efd);
 			if (ret < 0)
 				xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
-		} else if (n > 0 && p[0].revents) {
-			(void)sink_on_message(s, r);
 		}
-		(void)sink_advance(s);
+		if (n > 0 && p[0].revents && !xfer_aborted(x))
+			(void)sink_on_message(s, r);
+		(void)sink_advance(s, false);
 		xfer_progress(x);
 	}
+	if (!xfer_aborted(x))
+		(void)sink_advance(s, true);
 }
 
 static int sink_start(struct sink *s)

@@ -31,6 +31,8 @@
 /* Entries without contents handed to a writer in one job. */
 #define SINK_JOB_IDS 64u
 #define SINK_TABLE PROTO_MAX_INFLIGHT
+/* Finished entries an ACK waits for while the sink is busy. */
+#define SINK_ACK_EVERY 1024u
 
 struct sink;
 

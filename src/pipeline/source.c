@@ -93,9 +93,9 @@ static void source_control(struct source *s)
 		}
 		if (n > 0 && (p[3].revents & POLLIN))
 			xfer_on_signal(x);
-		else if (n > 0 && (p[1].revents & POLLIN))
+		if (n > 0 && (p[1].revents & POLLIN))
 			(void)source_send_end(s);
-		else if (n > 0 && p[0].revents)
+		if (n > 0 && p[0].revents && !xfer_aborted(x))
 			(void)source_on_message(s);
 		if (x->codec_auto && platform_now_ns() >= s->autoc.next_ns)
 			source_auto_tick(s, platform_now_ns());

@@ -124,6 +124,14 @@ static int source_produce(struct source *s, struct walk_skip *k)
 	}
 }
 
+/* True if a message from the sink waits, without blocking. */
+static bool source_readable(struct source *s)
+{
+	struct pollfd p = { .fd = ctl_rfd(s->x->ctl), .events = POLLIN };
+
+	return ctl_pending(s->x->ctl) || poll(&p, 1, 0) > 0;
+}
+
 /* Sends the batch of entries, and hands their files to the plan. Returns
  * 0 or a negative code. */
 static int source_flush(struct source *s)
@@ -132,6 +140,12 @@ static int source_flush(struct source *s)
 
 	if (s->batch->count == 0)
 		return 0;
+	/* Read what the sink said first: a sink blocked writing ACKs to us
+	 * would not read the batch, and we would block writing it. */
+	while (!xfer_aborted(s->x) && source_readable(s))
+		(void)source_on_message(s);
+	if (xfer_aborted(s->x))
+		return -PC_E_ABORTED;
 	proto_batch_msg(s->batch, &m);
 	if (ctl_send(s->x->ctl, &m) < 0)
 		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
