@@ -191,8 +191,9 @@ static void test_second_reader_encoder_fails(void **state)
 	struct fixture *fx = *state;
 	char msg[256];
 
-	/* Reader 0 runs, waiting in plan_next: the abort must wake it so it
-	 * can be joined; reader 1 never started (there are at least two). */
+	/* Reader 0 runs and must be joined, wherever the abort finds it
+	 * (before plan_next, or waiting in it); reader 1 never started and
+	 * must not be (there are always two readers at least). */
 	assert_int_equal(run_failing_encoder(fx, STREAMS + 2, msg, sizeof(msg)), -ENOMEM);
 	assert_non_null(strstr(msg, "out of memory for the encoder of reader 1"));
 	assert_peer_told(fx, -ENOMEM);
