@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests for sink: how it takes SKIP, the source's report of a source it
- * could not open (docs/PROTOCOL.md, section 4.11). The sink runs in this
- * thread against messages and blocks queued in advance on socketpairs. */
+/* Unit tests for sink: how it takes SKIP, the source's report of a source
+ * or an entry of its tree it could not read (docs/PROTOCOL.md, section
+ * 4.11): only when the sink's client asked for sources (x->skip_paths),
+ * index in range, indexes never decreasing (several SKIPs may share one),
+ * at any time before END, interleaved with ENTRIES; and the ACK covering a
+ * batch of empty files. The sink runs in this thread against messages and
+ * blocks queued in advance on socketpairs. The tree engine itself (source
+ * against sink, hostile peers) is test_engine's. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -34,6 +39,7 @@ struct fixture {
 	int data[2];                /* [0] ours, [1] the sink's data socket */
 	struct pc_err e;
 	struct xfer x;
+	struct sink_opts o;         /* all false: no -p */
 };
 
 static int setup(void **state)
@@ -131,7 +137,7 @@ static void test_skips_counted(void **state)
 	send_skip(f, 0);
 	send_skip(f, 2);
 	send_end(f);
-	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PARTIAL);
+	assert_int_equal(sink_run(&f->x, &f->t, &f->o, &r), -PC_E_PARTIAL);
 	assert_int_equal(r.failed, 2);
 	/* The sink finishes normally: DONE, with no file completed. */
 	expect_answer(f, PROTO_DONE, &m);
@@ -147,7 +153,7 @@ static void expect_refused(struct fixture *f, const char *what)
 	struct proto_msg m;
 	char msg[sizeof(f->e.msg)];
 
-	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PROTO);
+	assert_int_equal(sink_run(&f->x, &f->t, &f->o, &r), -PC_E_PROTO);
 	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
 	if (strstr(msg, what) == NULL)
 		fail_msg("the error '%s' does not say '%s'", msg, what);
@@ -166,13 +172,31 @@ static void test_skip_repeated(void **state)
 	send_skip(f, 1);
 	send_skip(f, 1);
 	send_end(f);
-	assert_int_equal(sink_run(&f->x, &f->t, &r), -PC_E_PARTIAL);
+	assert_int_equal(sink_run(&f->x, &f->t, &f->o, &r), -PC_E_PARTIAL);
 	assert_int_equal(r.failed, 2);
 	expect_answer(f, PROTO_DONE, &m);
 }
 
+/* Reads the sink's ACKs up to the first other message, into *m: each
+ * moves the watermark forward, at most to `announced`, and the last one
+ * reaches it (the writers may finish the entries one ACK at a time). */
+static void expect_acks(struct fixture *f, uint32_t announced, struct proto_msg *m)
+{
+	uint32_t upto = 0;
+
+	for (;;) {
+		assert_int_equal(ctl_recv(f->src, m), 0);
+		if (m->type != PROTO_ACK)
+			break;
+		assert_true(m->u.ack.upto > upto);
+		assert_true(m->u.ack.upto <= announced);
+		upto = m->u.ack.upto;
+	}
+	assert_int_equal(upto, announced);
+}
+
 /* A batch of empty files: written at once, no FILE_DONE (none failed), and
- * one ACK covering them before DONE. */
+ * ACKs covering them before DONE. */
 static void test_entries_empty_files(void **state)
 {
 	static struct proto_batch b;
@@ -191,11 +215,10 @@ static void test_entries_empty_files(void **state)
 	proto_batch_msg(&b, &m);
 	assert_int_equal(ctl_send(f->src, &m), 0);
 	send_end(f);
-	assert_int_equal(sink_run(&f->x, &f->t, &r), 0);
+	assert_int_equal(sink_run(&f->x, &f->t, &f->o, &r), 0);
 	assert_int_equal(r.failed, 0);
-	expect_answer(f, PROTO_ACK, &m);
-	assert_int_equal(m.u.ack.upto, 2);
-	expect_answer(f, PROTO_DONE, &m);
+	expect_acks(f, 2, &m);
+	assert_int_equal(m.type, PROTO_DONE);
 	assert_int_equal(m.u.stats.files, 2);
 	assert_int_equal(m.u.stats.dirs, 0);
 	assert_int_equal(m.u.stats.links, 0);
@@ -204,92 +227,70 @@ static void test_entries_empty_files(void **state)
 	assert_int_equal(st.st_size, 0);
 }
 
-/* Sends a one-entry ENTRIES of e as id `id`. */
-static void send_entry(struct fixture *f, const struct proto_entry *e, uint32_t id)
+/* Sends an ENTRIES of the one empty file path, as id `id`. */
+static void send_empty_file(struct fixture *f, uint32_t id, const char *path)
 {
 	static struct proto_batch b;
 	struct proto_msg m;
 
-	proto_batch_init(&b, id);
-	assert_int_equal(proto_batch_add(&b, e), 0);
-	proto_batch_msg(&b, &m);
+	assert_int_equal(testentries_one(&b, &m, id, path, 0, 0644, 0), 0);
 	assert_int_equal(ctl_send(f->src, &m), 0);
 }
 
-/* What this sink cannot take yet is a protocol error that says so. */
-static void test_entries_not_supported(void **state)
+/* A tree's walk is streaming: SKIPs come between ENTRIES, several with
+ * the same index. Each is counted, and the entries are made. */
+static void test_skips_between_entries(void **state)
 {
-	static struct proto_entry e;
 	struct fixture *f = *state;
+	struct sink_result r;
+	struct proto_msg m;
+	char path[128];
 
-	memset(&e, 0, sizeof(e));
-	e.type = PROTO_ENT_DIR;
-	e.mode = 0755;
-	strcpy(e.path, "d");
-	send_entry(f, &e, 0);
+	send_empty_file(f, 0, "a");
+	send_skip(f, 1);
+	send_empty_file(f, 1, "b");
+	send_skip(f, 1);
+	send_skip(f, 2);
+	send_empty_file(f, 2, "c");
 	send_end(f);
-	expect_refused(f, "not supported yet");
-	assert_true(dir_empty(f->dir));
+	assert_int_equal(sink_run(&f->x, &f->t, &f->o, &r), -PC_E_PARTIAL);
+	assert_int_equal(r.failed, 3);
+	expect_acks(f, 3, &m);
+	assert_int_equal(m.type, PROTO_DONE);
+	assert_int_equal(m.u.stats.files, 3);
+	for (const char *n = "abc"; *n != '\0'; n++) {
+		snprintf(path, sizeof(path), "%s/%c", f->dir, *n);
+		assert_int_equal(access(path, F_OK), 0);
+	}
 }
 
-static void test_entries_subdir_not_supported(void **state)
+/* Sharing an index does not reset the order: after two SKIPs of 2, a SKIP
+ * of 1 is refused. */
+static void test_skip_backwards_after_repeat(void **state)
 {
-	static struct proto_entry e;
 	struct fixture *f = *state;
 
-	testentries_reg(&e, "d/f", 0, 0644, 0);
-	send_entry(f, &e, 0);
-	send_end(f);
-	expect_refused(f, "not supported yet");
-	assert_true(dir_empty(f->dir));
-}
-
-/* Entry ids start at 0 and go up by one. */
-static void test_entries_id_gap(void **state)
-{
-	static struct proto_entry e;
-	struct fixture *f = *state;
-
-	testentries_reg(&e, "a", 0, 0644, 0);
-	send_entry(f, &e, 1);
+	send_skip(f, 2);
+	send_skip(f, 2);
+	send_skip(f, 1);
 	send_end(f);
 	expect_refused(f, "out of order");
 }
 
-/* A PACK block is refused until the sink learns it: read as a DATA block,
- * its id count would pass for an offset. */
-static void test_pack_block_not_supported(void **state)
+/* A SKIP after END is refused (the sink still waits for a file announced
+ * before it, so it reads the SKIP). */
+static void test_skip_after_end(void **state)
 {
-	static struct proto_entry e;
+	static struct proto_batch b;
 	struct fixture *f = *state;
-	uint8_t raw[12] = { 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h' };
-	struct proto_block b = { .type = PROTO_BLK_PACK, .file_id = 0, .offset = 1,
-				 .raw_len = sizeof(raw), .enc_len = sizeof(raw), .seq = 0 };
-	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	struct proto_msg m;
 
-	testentries_reg(&e, "a", 8, 0644, 0);
-	send_entry(f, &e, 0);
-	b.checksum = proto_checksum(raw, sizeof(raw));
-	proto_block_encode(&b, hdr);
-	assert_int_equal(platform_write_full(f->data[0], hdr, sizeof(hdr)), 0);
-	assert_int_equal(platform_write_full(f->data[0], raw, sizeof(raw)), 0);
-	send_end(f);
-	expect_refused(f, "PACK");
-	assert_true(dir_empty(f->dir));
-}
-
-static void test_file_fail_not_supported(void **state)
-{
-	static struct proto_entry e;
-	struct fixture *f = *state;
-	struct proto_msg m = { .type = PROTO_FILE_FAIL };
-
-	testentries_reg(&e, "a", 10, 0644, 0);
-	send_entry(f, &e, 0);
-	m.u.file_fail.status = -PC_E_FILEIO;
+	assert_int_equal(testentries_one(&b, &m, 0, "a", 10, 0644, 0), 0);
 	assert_int_equal(ctl_send(f->src, &m), 0);
 	send_end(f);
-	expect_refused(f, "FILE_FAIL");
+	send_skip(f, 0);
+	expect_refused(f, "after END");
+	assert_true(dir_empty(f->dir));
 }
 
 static void test_skip_backwards(void **state)
@@ -327,13 +328,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_skips_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_repeated, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_empty_files, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_entries_not_supported, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_entries_subdir_not_supported, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_entries_id_gap, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_file_fail_not_supported, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_pack_block_not_supported, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skips_between_entries, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_backwards, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_backwards_after_repeat, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_skip_after_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_not_allowed, setup, teardown),
 	};
 

@@ -2,9 +2,11 @@
 /* Unit tests for source: failures while the pipeline starts. The fault
  * hook (sys/fault.h) makes the Nth encoder_new fail under -c auto, where
  * each sender and each reader owns an encoder: the source must join only
- * the threads it started, free every encoder, tell the peer with ERROR and
- * return the allocation failure with a message naming the thread. Run it
- * under ASan (leaks, bad joins) and TSan. */
+ * the threads it started, free every encoder, tell the peer with ERROR
+ * (before announcing anything) and return the allocation failure with a
+ * message naming the thread. source_run is given a one-file tree, as
+ * test_engine's run_both gives it one. Run it under ASan (leaks, bad
+ * joins) and TSan. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -20,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipeline/source.h"
-#include "pipeline/srcfile.h"
 #include "pipeline/xfer.h"
 #include "sys/err.h"
 #include "sys/fault.h"
@@ -32,14 +34,15 @@
 #define STREAMS 2u
 
 struct fixture {
-	char dir[64];            /* mkdtemp directory holding the source file */
-	int dirfd;
+	char dir[64];            /* mkdtemp directory: root/t/f, the source tree */
+	int dirfd;               /* root */
 	struct pc_err err;
 	struct xfer x;
 	struct ctl *ctl;         /* ours: the source's control channel */
 	struct ctl *peer;        /* the sink's end, read by the test */
 	int data[STREAMS][2];    /* [i][0] the source's data socket, [i][1] the sink's */
-	struct src_file f;
+	struct source_path path;
+	struct source_input in;  /* "t", walked recursively from dirfd */
 };
 
 static int setup(void **state)
@@ -52,14 +55,17 @@ static int setup(void **state)
 	snprintf(fx->dir, sizeof(fx->dir), "/tmp/pcopy-test-source-XXXXXX");
 	fx->dirfd = testutil_root(fx->dir);
 	assert_true(fx->dirfd >= 0);
-	fd = openat(fx->dirfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_int_equal(mkdirat(fx->dirfd, "t", 0755), 0);
+	fd = openat(fx->dirfd, "t/f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	assert_true(fd >= 0);
 	for (int i = 0; i < 64; i++)
 		assert_int_equal(write(fd, "some text that compresses well, again and again\n", 48), 48);
 	assert_int_equal(close(fd), 0);
 
 	pc_err_init(&fx->err);
-	assert_int_equal(srcfile_open(&fx->f, fx->dirfd, "f", true, "f", &fx->err), 0);
+	fx->path = (struct source_path){ .path = "t" };
+	fx->in = (struct source_input){ .dirfd = fx->dirfd, .paths = &fx->path, .npaths = 1,
+					.walk = { .recursive = true } };
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	fx->ctl = ctl_new(sv[0], sv[0], "test sink", false);
 	fx->peer = ctl_new(sv[1], sv[1], "test source", false);
@@ -76,7 +82,6 @@ static int teardown(void **state)
 	struct fixture *fx = *state;
 
 	fault_arm(FAULT_ENCODER_NEW, 0);
-	srcfile_close(&fx->f);
 	ctl_free(fx->ctl);
 	ctl_free(fx->peer);
 	for (unsigned i = 0; i < STREAMS; i++) {
@@ -115,7 +120,7 @@ static int run_failing_encoder(struct fixture *fx, unsigned nth, char *msg, size
 	int saved = dup(STDERR_FILENO);
 	assert_true(logfd >= 0 && saved >= 0);
 	assert_int_equal(dup2(logfd, STDERR_FILENO), STDERR_FILENO);
-	ret = source_run(&fx->x, &fx->f, 1, NULL, 0, r);
+	ret = source_run(&fx->x, &fx->in, r);
 	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
 	close(saved);
 	char logged[4096] = "";
@@ -134,7 +139,7 @@ static int run_failing_encoder(struct fixture *fx, unsigned nth, char *msg, size
 	return ret;
 }
 
-/* The peer was told, with the same code. */
+/* The peer was told, with the same code, and heard nothing before. */
 static void assert_peer_told(struct fixture *fx, int code)
 {
 	struct proto_msg *m = calloc(1, sizeof(*m));
@@ -181,6 +186,19 @@ static void test_reader_encoder_fails(void **state)
 	assert_peer_told(fx, -ENOMEM);
 }
 
+static void test_second_reader_encoder_fails(void **state)
+{
+	struct fixture *fx = *state;
+	char msg[256];
+
+	/* Reader 0 runs and must be joined, wherever the abort finds it
+	 * (before plan_next, or waiting in it); reader 1 never started and
+	 * must not be (there are always two readers at least). */
+	assert_int_equal(run_failing_encoder(fx, STREAMS + 2, msg, sizeof(msg)), -ENOMEM);
+	assert_non_null(strstr(msg, "out of memory for the encoder of reader 1"));
+	assert_peer_told(fx, -ENOMEM);
+}
+
 static void test_fault_spec(void **state)
 {
 	(void)state;
@@ -217,6 +235,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_first_sender_encoder_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_sender_encoder_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reader_encoder_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_second_reader_encoder_fails, setup, teardown),
 		cmocka_unit_test(test_fault_spec),
 	};
 
