@@ -52,7 +52,7 @@ struct dest {
 	char *display;                     /* immutable */
 	pthread_mutex_t lock;              /* guards the table and the idle list */
 	struct dest_dir *table[DEST_BUCKETS];
-	struct dest_dir idle;              /* sentinel: idle.newer is the oldest idle entry */
+	struct dest_dir *oldest, *newest;  /* the idle list: fd open, no refs */
 	unsigned nidle;
 	pthread_mutex_t idlock;            /* guards users and groups */
 	struct dest_id users[DEST_IDS];
@@ -192,8 +192,14 @@ static void dest_drop_locked(struct dest *d, struct dest_dir *dd)
 
 static void dest_idle_unlink_locked(struct dest *d, struct dest_dir *dd)
 {
-	dd->older->newer = dd->newer;
-	dd->newer->older = dd->older;
+	if (dd->older != NULL)
+		dd->older->newer = dd->newer;
+	else
+		d->oldest = dd->newer;
+	if (dd->newer != NULL)
+		dd->newer->older = dd->older;
+	else
+		d->newest = dd->older;
 	dd->older = dd->newer = NULL;
 	d->nidle--;
 }
@@ -218,13 +224,16 @@ static void dest_dir_put(struct dest *d, struct dest_dir *dd)
 		victim = dd->fd;     /* forgotten: its last user closes it */
 		free(dd);
 	} else if (dd->refs == 0) {
-		dd->older = d->idle.older;
-		dd->newer = &d->idle;
-		d->idle.older->newer = dd;
-		d->idle.older = dd;
+		dd->older = d->newest;
+		dd->newer = NULL;
+		if (d->newest != NULL)
+			d->newest->newer = dd;
+		else
+			d->oldest = dd;
+		d->newest = dd;
 		d->nidle++;
 		if (d->nidle > DEST_CACHE_IDLE) {
-			struct dest_dir *old = d->idle.newer;
+			struct dest_dir *old = d->oldest;
 
 			dest_idle_unlink_locked(d, old);
 			victim = old->fd;
@@ -816,7 +825,6 @@ struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts
 	d->rootfd = rootfd;
 	d->o = *o;
 	d->as_root = geteuid() == 0;
-	d->idle.older = d->idle.newer = &d->idle;
 	d->display = strdup(display);
 	d->top = rename_top != NULL ? strdup(rename_top) : NULL;
 	if (d->display == NULL || (rename_top != NULL && d->top == NULL) ||
