@@ -59,10 +59,13 @@ static bool get_u8(struct input *in, uint8_t *v)
 	return true;
 }
 
-/* A path: u8 length, then that many bytes, NUL-terminated into out. */
+/* A path: u8 length, then that many bytes, NUL-terminated into out. Every
+ * ".pcopy-" in it becomes "_pcopy-": a name the input asks for must never
+ * look like the temporary names whose leftovers the check looks for. */
 static bool get_path(struct input *in, char *out)
 {
 	uint8_t n;
+	char *tmp;
 
 	if (!get_u8(in, &n) || in->left < n)
 		return false;
@@ -70,6 +73,8 @@ static bool get_path(struct input *in, char *out)
 	out[n] = '\0';
 	in->p += n;
 	in->left -= n;
+	while ((tmp = strstr(out, ".pcopy-")) != NULL)
+		*tmp = '_';
 	return true;
 }
 
