@@ -450,16 +450,15 @@ static int dest_times(const struct proto_entry *e, struct timespec ts[2])
 }
 
 /* Owner (-p, root), mode, times (-p) on an open fd, in that order (chown
- * clears set-ID bits). setmode false keeps the mode. Returns 0 or -errno. */
-static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, bool setmode,
-			 mode_t mode)
+ * clears set-ID bits). Returns 0 or -errno. */
+static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, mode_t mode)
 {
 	struct timespec ts[2];
 	int ret;
 
 	if (dest_chowns(d) && fchown(fd, dest_uid(d, e), dest_gid(d, e)) != 0)
 		return -errno;
-	if (setmode && fchmod(fd, mode) != 0)
+	if (fchmod(fd, mode) != 0)
 		return -errno;
 	if (!d->o.preserve)
 		return 0;
@@ -568,7 +567,7 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	 * as mkdir gives it. */
 	if (!d->o.preserve && fstat(fd, &st) == 0)
 		mode |= st.st_mode & S_ISGID;
-	ret = dest_attrs_fd(d, fd, e, true, mode);
+	ret = dest_attrs_fd(d, fd, e, mode);
 	if (ret < 0)
 		dest_fail(d, l.path, ret, "cannot set the attributes of directory", err);
 out:
@@ -780,7 +779,7 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 	else if (size > 0 && ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
 	if (ret == 0) {
-		ret = dest_attrs_fd(d, f->fd, e, true, dest_mode(d, e));
+		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
 		what = "cannot set the attributes of";
 	}
 	if (ret == 0) {
