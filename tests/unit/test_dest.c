@@ -510,6 +510,21 @@ static void test_modes(void **state)
 	expect_clean(b, b->root);
 }
 
+/* Without -p a new directory keeps the set-group-ID bit it inherits from
+ * its parent, as mkdir gives it (and cp -r keeps it). */
+static void test_setgid_inherited(void **state)
+{
+	struct box *b = *state;
+	struct dest *d = box_dest(b, NULL);
+
+	assert_int_equal(mkdirat(b->rootfd, "sg", 0755), 0);
+	assert_int_equal(fchmodat(b->rootfd, "sg", 02775, 0), 0);
+	assert_int_equal(dest_mkdir(d, ent(PROTO_ENT_DIR, "sg/child", 0700), &b->err), 0);
+	assert_int_equal(dest_dir_end(d, ent(PROTO_ENT_DIR_END, "sg/child", 0777), &b->err), 0);
+	dest_free(d);
+	assert_int_equal(lstat_at(b, "sg/child").st_mode & 07777, 02755);
+}
+
 /* A 0555 directory is filled, then closed. */
 static void test_readonly_dir(void **state)
 {
@@ -1044,6 +1059,7 @@ int main(void)
 		BOX_TEST(test_bad_entries),
 		BOX_TEST(test_modes),
 		BOX_TEST(test_readonly_dir),
+		BOX_TEST(test_setgid_inherited),
 		BOX_TEST(test_times),
 		BOX_TEST(test_symlink_verbatim),
 		BOX_TEST(test_hardlinks),
