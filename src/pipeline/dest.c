@@ -33,6 +33,7 @@ struct dest_dir {
 	int fd;                            /* O_PATH | O_DIRECTORY, or -1 */
 	unsigned refs;                     /* callers using fd: never closed while > 0 */
 	bool created;                      /* dest_mkdir made it; its dest_dir_end is pending */
+	bool hashed;                       /* in the table; false once forgotten (gone) */
 	char path[];                       /* the mapped path: the key */
 };
 
@@ -51,7 +52,7 @@ struct dest {
 	char *display;                     /* immutable */
 	pthread_mutex_t lock;              /* guards the table and the idle list */
 	struct dest_dir *table[DEST_BUCKETS];
-	struct dest_dir idle;              /* sentinel: idle.newer is the oldest idle entry */
+	struct dest_dir *oldest, *newest;  /* the idle list: fd open, no refs */
 	unsigned nidle;
 	pthread_mutex_t idlock;            /* guards users and groups */
 	struct dest_id users[DEST_IDS];
@@ -164,27 +165,41 @@ static struct dest_dir *dest_add_locked(struct dest *d, const char *path, size_t
 	memcpy(dd->path, path, n);
 	dd->hash = h;
 	dd->fd = -1;
+	dd->hashed = true;
 	dd->next = d->table[h % DEST_BUCKETS];
 	d->table[h % DEST_BUCKETS] = dd;
 	return dd;
 }
 
-/* Unlinks dd from the table and frees it. Caller holds d->lock; dd has no
- * fd and no refs. */
-static void dest_drop_locked(struct dest *d, struct dest_dir *dd)
+/* Takes dd out of the table. Caller holds d->lock; dd->hashed. */
+static void dest_unhash_locked(struct dest *d, struct dest_dir *dd)
 {
 	struct dest_dir **p = &d->table[dd->hash % DEST_BUCKETS];
 
 	while (*p != dd)
 		p = &(*p)->next;
 	*p = dd->next;
+	dd->hashed = false;
+}
+
+/* Unlinks dd from the table and frees it. Caller holds d->lock; dd has no
+ * fd and no refs. */
+static void dest_drop_locked(struct dest *d, struct dest_dir *dd)
+{
+	dest_unhash_locked(d, dd);
 	free(dd);
 }
 
 static void dest_idle_unlink_locked(struct dest *d, struct dest_dir *dd)
 {
-	dd->older->newer = dd->newer;
-	dd->newer->older = dd->older;
+	if (dd->older != NULL)
+		dd->older->newer = dd->newer;
+	else
+		d->oldest = dd->newer;
+	if (dd->newer != NULL)
+		dd->newer->older = dd->older;
+	else
+		d->newest = dd->older;
 	dd->older = dd->newer = NULL;
 	d->nidle--;
 }
@@ -205,14 +220,20 @@ static void dest_dir_put(struct dest *d, struct dest_dir *dd)
 	if (dd == NULL)
 		return;
 	sync_lock(&d->lock);
-	if (--dd->refs == 0) {
-		dd->older = d->idle.older;
-		dd->newer = &d->idle;
-		d->idle.older->newer = dd;
-		d->idle.older = dd;
+	if (--dd->refs == 0 && !dd->hashed) {
+		victim = dd->fd;     /* forgotten: its last user closes it */
+		free(dd);
+	} else if (dd->refs == 0) {
+		dd->older = d->newest;
+		dd->newer = NULL;
+		if (d->newest != NULL)
+			d->newest->newer = dd;
+		else
+			d->oldest = dd;
+		d->newest = dd;
 		d->nidle++;
 		if (d->nidle > DEST_CACHE_IDLE) {
-			struct dest_dir *old = d->idle.newer;
+			struct dest_dir *old = d->oldest;
 
 			dest_idle_unlink_locked(d, old);
 			victim = old->fd;
@@ -255,8 +276,10 @@ static int dest_dir_get(struct dest *d, struct dest_loc *l, const char *what, st
 	l->path[n] = '\0';
 	fd = pathsafe_open_nolinks(d->rootfd, l->path, O_PATH | O_DIRECTORY, 0);
 	l->path[n] = '/';
-	if (fd < 0)
+	if (fd < 0) {
+		l->dirfd = -1;
 		return dest_fail(d, l->path, fd, what, err);
+	}
 
 	sync_lock(&d->lock);
 	dd = dest_find_locked(d, l->path, n, h);
@@ -274,11 +297,39 @@ static int dest_dir_get(struct dest *d, struct dest_loc *l, const char *what, st
 		close(spare);
 	if (dd == NULL) {
 		close(fd);
+		l->dirfd = -1;
 		return dest_fail(d, l->path, -ENOMEM, what, err);
 	}
 	l->dir = dd;
 	l->dirfd = dd->fd;
 	return 0;
+}
+
+/* dd's directory is gone (an operation in it failed with ENOENT): the
+ * next lookup of its path opens it anew, beneath the root as always. dd
+ * lives on for those who hold it; the last dest_dir_put frees it. */
+static void dest_dir_forget(struct dest *d, struct dest_dir *dd)
+{
+	sync_lock(&d->lock);
+	if (dd->hashed)
+		dest_unhash_locked(d, dd);
+	sync_unlock(&d->lock);
+}
+
+/* After an operation in l's parent failed with *ret: if that was ENOENT
+ * (or EPERM, which O_TMPFILE gives) from a cached fd, the directory may
+ * have been removed behind our back: forget it and open the parent again. Returns true when the operation is worth
+ * one more try (first failure only: tries == 0); else *ret stands, or is
+ * the new lookup's failure (message in err). */
+static bool dest_retry(struct dest *d, struct dest_loc *l, int *ret, int tries,
+		       const char *what, struct pc_err *err)
+{
+	if ((*ret != -ENOENT && *ret != -EPERM) || l->dir == NULL || tries > 0)
+		return false;
+	dest_dir_forget(d, l->dir);
+	dest_dir_put(d, l->dir);
+	*ret = dest_dir_get(d, l, what, err);
+	return *ret == 0;
 }
 
 /* Marks l's own path (a directory) created by us (on true) or takes that
@@ -399,16 +450,15 @@ static int dest_times(const struct proto_entry *e, struct timespec ts[2])
 }
 
 /* Owner (-p, root), mode, times (-p) on an open fd, in that order (chown
- * clears set-ID bits). setmode false keeps the mode. Returns 0 or -errno. */
-static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, bool setmode,
-			 mode_t mode)
+ * clears set-ID bits). Returns 0 or -errno. */
+static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, mode_t mode)
 {
 	struct timespec ts[2];
 	int ret;
 
 	if (dest_chowns(d) && fchown(fd, dest_uid(d, e), dest_gid(d, e)) != 0)
 		return -errno;
-	if (setmode && fchmod(fd, mode) != 0)
+	if (fchmod(fd, mode) != 0)
 		return -errno;
 	if (!d->o.preserve)
 		return 0;
@@ -462,24 +512,31 @@ int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
 	int ret = dest_begin(d, e, PROTO_ENT_DIR, PROTO_ENT_DIR, &l, "cannot create directory",
 			     err);
 
-	if (ret < 0)
-		goto out;
-	if (mkdirat(l.dirfd, l.name, 0700) == 0) {
-		ret = dest_mark_created(d, &l, true);
-		if (ret < 0)
-			ret = dest_fail(d, l.path, ret, "cannot create directory", err);
-	} else if (errno != EEXIST) {
-		ret = dest_fail(d, l.path, -errno, "cannot create directory", err);
+	for (int tries = 0; ret == 0; tries++) {
+		ret = mkdirat(l.dirfd, l.name, 0700) == 0 ? 0 : -errno;
+		if (!dest_retry(d, &l, &ret, tries, "cannot create directory", err))
+			break;
+	}
+	if (ret == 0) {
+		int mark = dest_mark_created(d, &l, true);
+
+		if (mark < 0)
+			ret = dest_fail(d, l.path, mark, "cannot create directory", err);
+	} else if (ret != -EEXIST) {
+		/* (a lookup that failed has already said why: the first
+		 * message stays) */
+		dest_fail(d, l.path, ret, "cannot create directory", err);
 	} else if (fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		ret = dest_fail(d, l.path, -errno, "cannot create directory", err);
-	} else if (!S_ISDIR(st.st_mode)) {
+	} else if (S_ISDIR(st.st_mode)) {
+		ret = 0;
+	} else {
 		char disp[PROTO_MAX_PATH + 1];
 
 		ret = pc_err_set(err, -EEXIST, "cannot create directory '%s': %s is in the way",
 				 dest_display(d, l.path, disp, sizeof(disp)),
 				 S_ISLNK(st.st_mode) ? "a symlink" : "a file that is not a directory");
 	}
-out:
 	dest_dir_put(d, l.dir);
 	return ret;
 }
@@ -510,7 +567,7 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	 * as mkdir gives it. */
 	if (!d->o.preserve && fstat(fd, &st) == 0)
 		mode |= st.st_mode & S_ISGID;
-	ret = dest_attrs_fd(d, fd, e, true, mode);
+	ret = dest_attrs_fd(d, fd, e, mode);
 	if (ret < 0)
 		dest_fail(d, l.path, ret, "cannot set the attributes of directory", err);
 out:
@@ -536,20 +593,22 @@ static int dest_rename_tmp(const struct dest_loc *l, const char *tmp)
  * a fresh temporary name in l's parent, sets its attributes, and renames
  * it over l's name; nothing is left under the temporary name on failure.
  * Returns 0 or -errno, with the message in err. */
-static int dest_node(struct dest *d, const struct dest_loc *l, const struct proto_entry *e,
+static int dest_node(struct dest *d, struct dest_loc *l, const struct proto_entry *e,
 		     const char *target, mode_t mode, dev_t dev, const char *what,
 		     struct pc_err *err)
 {
 	char tmp[TMPFILE_NAME_CAP];
 	int ret = -EEXIST;
 
-	for (int i = 0; i < DEST_TRIES && ret == -EEXIST; i++) {
+	for (int i = 0, tries = 0; i < DEST_TRIES && ret == -EEXIST; i++) {
 		ret = tmpfile_name(l->name, tmp);
 		if (ret < 0)
 			break;
 		if (target != NULL ? symlinkat(target, l->dirfd, tmp)
 				   : mknodat(l->dirfd, tmp, mode, dev))
 			ret = -errno;
+		if (dest_retry(d, l, &ret, tries++, what, err))
+			ret = -EEXIST;   /* go round again in the directory opened anew */
 	}
 	if (ret == 0) {
 		ret = dest_attrs_at(d, l->dirfd, tmp, e, target == NULL);
@@ -665,9 +724,13 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	}
 	memcpy(f->path, l.path, n + 1);
 	f->name = f->path + (size_t)(l.name - l.path);
+	for (int tries = 0;; tries++) {
+		f->fd = tmpfile_open(l.dirfd, f->name, f->tmp);
+		if (f->fd >= 0 || !dest_retry(d, &l, &f->fd, tries, "cannot create", err))
+			break;
+	}
 	f->dir = l.dir;
 	f->dirfd = l.dirfd;
-	f->fd = tmpfile_open(f->dirfd, f->name, f->tmp);
 	if (f->fd < 0) {
 		ret = dest_fail(d, f->path, f->fd, "cannot create", err);
 		dest_dir_put(d, f->dir);
@@ -716,7 +779,7 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 	else if (size > 0 && ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
 	if (ret == 0) {
-		ret = dest_attrs_fd(d, f->fd, e, true, dest_mode(d, e));
+		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
 		what = "cannot set the attributes of";
 	}
 	if (ret == 0) {
@@ -761,7 +824,6 @@ struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts
 	d->rootfd = rootfd;
 	d->o = *o;
 	d->as_root = geteuid() == 0;
-	d->idle.older = d->idle.newer = &d->idle;
 	d->display = strdup(display);
 	d->top = rename_top != NULL ? strdup(rename_top) : NULL;
 	if (d->display == NULL || (rename_top != NULL && d->top == NULL) ||

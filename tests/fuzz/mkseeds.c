@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data and those of
- * fuzz_proto that hold control frames, made with the library's own
- * encoders so that they are real encodings.
+/* mkseeds: writes the seeds of fuzz_ctl and fuzz_data, those of
+ * fuzz_proto that hold control frames, and those of fuzz_tree (its format:
+ * fuzz_tree.h), made with the library's own encoders so that they are real
+ * encodings.
  *
- * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME, DIR/fuzz_data/NAME and
- * DIR/fuzz_proto/NAME for NAME 0*-, 1*-, 2*- and 5*- (the directories must
- * exist), overwriting; fuzz_proto's block, data hello and proof seeds (3*-,
- * 4*-) and those of fuzz_codec are hand-made. The
+ * Usage: fuzz_mkseeds DIR. Writes DIR/fuzz_ctl/NAME, DIR/fuzz_data/NAME,
+ * DIR/fuzz_tree/NAME and DIR/fuzz_proto/NAME for NAME 0*-, 1*-, 2*- and 5*-
+ * (the directories must exist), overwriting; fuzz_proto's block, data hello
+ * and proof seeds (3*-, 4*-) and those of fuzz_codec are hand-made. The
  * output is the same on every run. tools/fuzz seeds runs it into
  * tests/fuzz/seeds/. Exit status 0, or 1 with a message naming the file
  * that could not be written. */
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "codec/codec.h"
+#include "fuzz_tree.h"
 #include "wire/proto.h"
 
 #define SEED_CAP (1u << 20)
@@ -607,6 +609,133 @@ static void data_seeds(void)
 	}
 }
 
+/* ---- fuzz_tree: options, then operations ------------------------------ */
+
+/* Operation op with attribute set attrs on path. */
+static void tree_op(struct seed *s, unsigned op, unsigned attrs, const char *path)
+{
+	uint8_t hdr[2] = { (uint8_t)(op | attrs << 4), (uint8_t)strlen(path) };
+
+	seed_put(s, hdr, 2);
+	seed_put(s, path, strlen(path));
+}
+
+static void tree_file(struct seed *s, unsigned attrs, const char *path, uint8_t n,
+		      uint8_t extra)
+{
+	uint8_t b[2] = { n, extra };
+
+	tree_op(s, FUZZ_TREE_FILE, attrs, path);
+	seed_put(s, b, 2);
+}
+
+static void tree_symlink(struct seed *s, const char *path, uint8_t target)
+{
+	tree_op(s, FUZZ_TREE_SYMLINK, 0, path);
+	seed_put(s, &target, 1);
+}
+
+static void tree_hardlink(struct seed *s, const char *path, const char *target)
+{
+	uint8_t n = (uint8_t)strlen(target);
+
+	tree_op(s, FUZZ_TREE_HARDLINK, 0, path);
+	seed_put(s, &n, 1);
+	seed_put(s, target, n);
+}
+
+/* Entries of every kind below dir, each through the symlink dir/l. */
+static void tree_through(struct seed *s, const char *dir)
+{
+	static const unsigned ops[] = { FUZZ_TREE_MKDIR, FUZZ_TREE_DIR_END, FUZZ_TREE_FILE_OPEN,
+					FUZZ_TREE_FIFO, FUZZ_TREE_SOCK, FUZZ_TREE_CHR };
+	char p[128];
+
+	snprintf(p, sizeof(p), "%s/x", dir);
+	tree_file(s, 0, p, 5, 0);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		snprintf(p, sizeof(p), "%s/e%zu", dir, i);
+		tree_op(s, ops[i], 0, p);
+	}
+	snprintf(p, sizeof(p), "%s/y", dir);
+	tree_hardlink(s, p, "top/f");
+	snprintf(p, sizeof(p), "%s/z", dir);
+	tree_symlink(s, p, 4);
+}
+
+static void tree_seeds(void)
+{
+	static const char *const bad[] = { "../x", "/etc/passwd", "a//b", "a/./b", ".", "..",
+					   "a/", "" };
+	static struct seed s;
+	char p[64];
+
+	/* Every kind of entry, -p, then writes through each kind of symlink. */
+	s.len = 0;
+	seed_put(&s, "\1", 1);
+	tree_op(&s, FUZZ_TREE_MKDIR, 1, "top");
+	tree_op(&s, FUZZ_TREE_MKDIR, 3, "top/ro");
+	tree_file(&s, 0, "top/ro/f", 12, 3);
+	tree_op(&s, FUZZ_TREE_DIR_END, 3, "top/ro");
+	tree_file(&s, 6, "top/f", 200, 0);
+	tree_hardlink(&s, "top/h", "top/f");
+	tree_hardlink(&s, "top/h", "top/f");
+	tree_op(&s, FUZZ_TREE_FIFO, 2, "top/fifo");
+	tree_op(&s, FUZZ_TREE_SOCK, 4, "top/sock");
+	tree_op(&s, FUZZ_TREE_CHR, 5, "top/chr");
+	tree_op(&s, FUZZ_TREE_BLK, 12, "top/blk");
+	tree_op(&s, FUZZ_TREE_FILE_OPEN, 0, "top/o1");
+	tree_op(&s, FUZZ_TREE_FILE_OPEN, 0, "top/o2");
+	tree_op(&s, FUZZ_TREE_COMMIT, 7, "top/o1");
+	tree_op(&s, FUZZ_TREE_ABORT, 0, "top/o2");
+	tree_op(&s, FUZZ_TREE_FILE_OPEN, 0, "top/o3");
+	for (uint8_t k = 0; k < FUZZ_TREE_TARGETS; k++) {
+		snprintf(p, sizeof(p), "top/l%u", k);
+		tree_symlink(&s, p, k);
+		tree_through(&s, p);
+	}
+	tree_op(&s, FUZZ_TREE_DIR_END, 1, "top");
+	seed_write(&s, "fuzz_tree", "0-all-kinds");
+
+	/* rename_top, numeric ids, a daemon's strip_setid, umask 077. */
+	s.len = 0;
+	seed_put(&s, "\x1f", 1);
+	tree_op(&s, FUZZ_TREE_MKDIR, 6, "X");
+	tree_file(&s, 6, "X/suid", 3, 1);
+	tree_op(&s, FUZZ_TREE_CHR, 0, "X/dev");
+	tree_symlink(&s, "X/up", 2);
+	tree_through(&s, "X/up");
+	tree_op(&s, FUZZ_TREE_DIR_END, 7, "X");
+	tree_file(&s, 0, "Y", 1, 0);
+	seed_write(&s, "fuzz_tree", "1-renamed-daemon");
+
+	/* Paths the checks refuse, and times out of range. */
+	s.len = 0;
+	seed_put(&s, "\x21", 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		tree_op(&s, FUZZ_TREE_MKDIR, 0, bad[i]);
+		tree_file(&s, 15, bad[i], 1, 0);
+		tree_hardlink(&s, "ok", bad[i]);
+	}
+	tree_file(&s, 15, "ns", 1, 0);
+	seed_write(&s, "fuzz_tree", "2-bad-paths");
+
+	/* Entries in each other's way. */
+	s.len = 0;
+	seed_put(&s, "\0", 1);
+	tree_file(&s, 0, "a", 1, 0);
+	tree_op(&s, FUZZ_TREE_MKDIR, 0, "a");
+	tree_file(&s, 0, "a/b", 1, 0);
+	tree_op(&s, FUZZ_TREE_MKDIR, 0, "d");
+	tree_file(&s, 0, "d", 1, 0);
+	tree_symlink(&s, "d", 0);
+	tree_op(&s, FUZZ_TREE_FIFO, 0, "d");
+	tree_hardlink(&s, "d", "a");
+	tree_symlink(&s, "a", 1);
+	tree_op(&s, FUZZ_TREE_MKDIR, 0, "a");
+	seed_write(&s, "fuzz_tree", "3-in-the-way");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -617,5 +746,6 @@ int main(int argc, char **argv)
 	ctl_seeds();
 	data_seeds();
 	proto_seeds();
+	tree_seeds();
 	return failed;
 }

@@ -3,7 +3,9 @@
  *
  * Usage: fuzz_<name> [SEED_DIR...]. Runs LLVMFuzzerTestOneInput on every
  * file in each SEED_DIR (the hand-made seeds, then the committed corpus; a
- * missing directory means no seeds from it), then on REPLAY_RUNS
+ * missing directory means no seeds from it), then on REPLAY_RUNS (or the
+ * target's own fuzz_replay_runs, if it defines one: fewer for a target
+ * that works on the file system at every input)
  * inputs from a fixed-seed PRNG: seeds mutated (bytes flipped, truncated,
  * spliced, appended, random bytes inserted) and purely random inputs. The
  * sequence is the same on every run, so a failure reproduces. Each input
@@ -18,6 +20,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define REPLAY_RUNS 200000u
+/* A target may define this to run another number of generated inputs. */
+extern const size_t fuzz_replay_runs __attribute__((weak));
 #define REPLAY_MAX_RANDOM 512u   /* longest purely random input */
 #define REPLAY_MAX_SEED (1u << 20) /* longer seed files are cut */
 #define REPLAY_MAX_STEPS 4u      /* mutations applied to one input */
@@ -254,7 +258,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < s.n; i++, runs++)
 		if (run_one(s.v[i].data, s.v[i].len) != 0)
 			goto out;
-	for (size_t i = 0; i < REPLAY_RUNS; i++, runs++) {
+	for (size_t i = 0; i < (&fuzz_replay_runs != NULL ? fuzz_replay_runs : REPLAY_RUNS);
+	     i++, runs++) {
 		make_input(&in, &s);
 		if (run_one(in.buf, in.len) != 0)
 			goto out;

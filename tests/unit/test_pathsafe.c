@@ -294,6 +294,35 @@ static void test_open_symlink_inside(void **state)
 	expect_content(t, "a/up/up/up/f", true, "inside");
 }
 
+/* pathsafe_open_nolinks refuses every symlink, also those that stay inside
+ * and the last component, with openat2 as with the walk. */
+static void test_open_nolinks(void **state)
+{
+	struct tree *t = *state;
+	static const char *const refused[] = { "in/f", "lnk", "a/up/f", "in", "esc", "esc/f",
+						"escf", "abs", "dang" };
+	char buf[16];
+	int fd = pathsafe_open_nolinks(t->rootfd, "a/f", O_RDONLY, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(read(fd, buf, sizeof buf), 6);
+	close(fd);
+	fd = pathsafe_open_nolinks(t->rootfd, "a", O_PATH | O_DIRECTORY, 0);
+	assert_true(fd >= 0);
+	close(fd);
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		fd = pathsafe_open_nolinks(t->rootfd, refused[i], O_RDONLY, 0);
+		if (fd != -ELOOP)
+			fail_msg("'%s': expected -ELOOP, got %d", refused[i], fd);
+		fd = pathsafe_open_nolinks(t->rootfd, refused[i], O_PATH | O_DIRECTORY, 0);
+		if (fd != -ELOOP)
+			fail_msg("'%s' as a directory: expected -ELOOP, got %d", refused[i], fd);
+	}
+	assert_int_equal(pathsafe_open_nolinks(t->rootfd, "../outside", O_RDONLY, 0), -EINVAL);
+	assert_int_equal(pathsafe_open_nolinks(t->rootfd, "/tmp", O_RDONLY, 0), -EINVAL);
+	assert_int_equal(pathsafe_open_nolinks(t->rootfd, "a/none", O_RDONLY, 0), -ENOENT);
+}
+
 /* /proc/self/cwd is a magic link: it must not be followed beneath a root. */
 static void test_open_magic_link(void **state)
 {
@@ -423,6 +452,7 @@ int main(void)
 		TREE_TEST(test_open_symlink_escape),
 		TREE_TEST(test_open_symlink_absolute),
 		TREE_TEST(test_open_symlink_inside),
+		TREE_TEST(test_open_nolinks),
 		TREE_TEST(test_open_magic_link),
 		TREE_TEST(test_open_create),
 		TREE_TEST(test_open_not_beneath),
