@@ -51,7 +51,7 @@
 #include <sys/types.h>
 
 #include "sys/err.h"
-#include "pipeline/entry.h"
+#include "wire/proto.h"
 
 /* Idle directory fds the cache keeps open. */
 #define DEST_CACHE_IDLE 64u

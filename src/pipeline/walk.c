@@ -414,7 +414,7 @@ static int walk_reg(struct walk *w, struct walk_item *it, struct walk_skip *sk,
 		ret = walk_link_add(w, st->st_dev, st->st_ino, w->next_id, st->st_nlink - 1);
 		if (ret < 0)
 			return pc_err_set(e, ret, "walking '%s': out of memory", w->arg);
-		it->e.flags = PROTO_ENTF_LINKED;
+		it->e.flags = PROTO_ENT_LINKED;
 	}
 	it->e.size = (uint64_t)st->st_size;
 	it->sparse = (uint64_t)st->st_blocks * 512u < it->e.size;

@@ -73,7 +73,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipeline/entry.h"
+#include "wire/proto.h"
 #include "sys/err.h"
 #include "wire/proto.h"
 

@@ -179,10 +179,10 @@ static void test_several_sources_need_dir(void **state)
 {
 	struct fixture *fx = *state;
 
-	expect_refused(fx, "d/file", false, 2, -ENOTDIR, "d/file", "not a directory", NULL);
-	expect_refused(fx, "d/newname", false, 2, -ENOTDIR, "d/newname", "not a directory",
+	expect_refused(fx, "d/file", false, 2, -PC_E_USAGE, "d/file", "not a directory", NULL);
+	expect_refused(fx, "d/newname", false, 2, -PC_E_USAGE, "d/newname", "not a directory",
 		       NULL);
-	expect_refused(fx, "newname", true, 5, -ENOTDIR, "newname", NULL);
+	expect_refused(fx, "newname", true, 5, -PC_E_USAGE, "newname", NULL);
 }
 
 static void test_missing_parent(void **state)

@@ -164,7 +164,7 @@ static void check_item(const struct walk_item *it, char **stack, unsigned *depth
 		assert_int_equal(pe->size, 0);
 	if (pe->type != PROTO_ENT_REG)
 		assert_int_equal(pe->flags, 0);
-	assert_int_equal(pe->flags & ~PROTO_ENTF_LINKED, 0);
+	assert_int_equal(pe->flags & ~PROTO_ENT_LINKED, 0);
 	if (pe->type != PROTO_ENT_CHR && pe->type != PROTO_ENT_BLK)
 		assert_int_equal(pe->rdev, 0);
 	if (pe->type != PROTO_ENT_SYMLINK)
@@ -722,7 +722,7 @@ static void test_hardlinks(void **state)
 		if (fx->run.r[i].type == PROTO_ENT_REG && strcmp(fx->run.r[i].path, "src/solo") != 0)
 			first = &fx->run.r[i];
 	assert_non_null(first);
-	assert_int_equal(first->flags, PROTO_ENTF_LINKED);
+	assert_int_equal(first->flags, PROTO_ENT_LINKED);
 	assert_int_equal(first->size, 9);
 	for (size_t i = 0; i < 3; i++) {
 		const struct rec *r = find(fx, names[i], 0);
