@@ -755,8 +755,11 @@ static int sink_on_message(struct sink *s, struct sink_result *r)
 static void sink_control(struct sink *s, struct sink_result *r)
 {
 	struct xfer *x = s->x;
-	struct pollfd p[3] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
+	/* abort_efd: a receiver or writer failed; the loop must not wait for
+	 * the peer to answer our ERROR before it notices. */
+	struct pollfd p[4] = { { .fd = ctl_rfd(x->ctl), .events = POLLIN },
 			       { .fd = s->efd, .events = POLLIN },
+			       { .fd = x->abort_efd, .events = POLLIN },
 			       { .fd = x->sigfd, .events = POLLIN } };
 
 	while (!xfer_aborted(x) && !(s->end && atomic_load(&s->done) == s->nfiles)) {
@@ -765,12 +768,14 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			sink_ack(s);
 			continue;
 		}
-		int n = poll(p, x->sigfd >= 0 ? 3 : 2, xfer_poll_timeout(x));
+		int n = poll(p, x->sigfd >= 0 ? 4 : 3, xfer_poll_timeout(x));
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;
 		}
-		if (n > 0 && (p[2].revents & POLLIN)) {
+		if (n > 0 && (p[2].revents & POLLIN))
+			continue; /* aborted: the loop condition ends it */
+		if (n > 0 && (p[3].revents & POLLIN)) {
 			xfer_on_signal(x);
 		} else if (n > 0 && (p[1].revents & POLLIN)) {
 			int ret = platform_event_drain(s->efd);
