@@ -146,6 +146,9 @@ static void fuzz_payload(uint8_t type, const uint8_t *payload, size_t len)
 	static struct proto_msg m;
 
 	fuzz_require(proto_type_name(type) != NULL);
+	/* A REQUEST needs the caller's storage: without it, nothing decodes. */
+	m.u.request = NULL;
+	fuzz_require(type != PROTO_REQUEST || proto_decode(type, payload, len, &m) != 0);
 	m.u.request = &fuzz_req[0];
 	if (proto_decode(type, payload, len, &m) != 0)
 		return;

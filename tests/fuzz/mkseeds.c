@@ -252,6 +252,8 @@ static void ctl_seeds(void)
 		 PROTO_READY, PROTO_ENTRIES, PROTO_FILE_FAIL, PROTO_FILE_END, PROTO_END,
 		 PROTO_FILE_DONE, PROTO_ACK, PROTO_DONE);
 	CTL_SEED("1-expect-error", 1, PROTO_HELLO, PROTO_ERROR);
+	CTL_SEED("1-expect-wrong-type", 1, PROTO_HELLO, PROTO_READY); /* KEY was expected */
+	CTL_SEED("3-server-pipe-wrong-type", 3, PROTO_HELLO, PROTO_KEY, PROTO_ENTRIES);
 	CTL_SEED("2-server-daemon", 2, PROTO_HELLO, PROTO_REQUEST, PROTO_AUTH);
 	CTL_SEED("2-server-daemon-error", 2, PROTO_HELLO, PROTO_ERROR);
 	CTL_SEED("3-server-pipe", 3, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST);
@@ -385,6 +387,84 @@ static void proto_entries_path_seed(const char *name)
 	proto_seed_both(&s, sname);
 }
 
+/* Offset of the first entry's fields in an ENTRIES frame. */
+#define SEED_ENTRY_AT (PROTO_FRAME_HDR_LEN + 6)
+
+/* An ENTRIES holding e (valid) as id first_id, with n bytes at offset `at`
+ * of the entry replaced by `bytes` so that exactly one rule breaks:
+ * "58-entry-NAME", which the decoder must refuse, also as a payload. A
+ * mutation fuzzer seldom hits a rule between two fields (a target on a
+ * FIFO, a size on a DIR) or a path rule from a valid entry by chance. */
+static void proto_bad_entry_seed(const char *name, const struct proto_entry *e,
+				 uint32_t first_id, size_t at, const char *bytes, size_t n)
+{
+	static struct seed s;
+	static struct proto_batch b;
+	static struct proto_msg m;
+	char sname[128];
+
+	proto_batch_init(&b, first_id);
+	if (proto_batch_add(&b, e) != 0) {
+		fprintf(stderr, "fuzz_mkseeds: the base of %s is not valid\n", name);
+		exit(1);
+	}
+	proto_batch_msg(&b, &m);
+	s.len = 0;
+	frame(&s, &m);
+	memcpy(s.buf + SEED_ENTRY_AT + at, bytes, n);
+	snprintf(sname, sizeof(sname), "58-entry-%s", name);
+	proto_seed_both(&s, sname);
+}
+
+/* An entry of type t at path, with nothing else set. */
+static const struct proto_entry *entry_base(uint8_t t, const char *path)
+{
+	static struct proto_entry e;
+
+	memset(&e, 0, sizeof(e));
+	e.type = t;
+	e.mode = 0644;
+	snprintf(e.path, sizeof(e.path), "%s", path);
+	if (t == PROTO_ENT_REG)
+		e.size = 5;
+	if (t == PROTO_ENT_SYMLINK)
+		strcpy(e.target, "t");
+	return &e;
+}
+
+/* One seed per rule of an entry (docs/PROTOCOL.md 4.6): offsets are those
+ * of the entry table there; a path starts at 60. */
+static void proto_bad_entry_seeds(void)
+{
+	static char longpath[PROTO_MAX_NAME + 3];
+	const uint8_t R = PROTO_ENT_REG;
+
+	proto_bad_entry_seed("type-0", entry_base(R, "f"), 0, 0, "\x00", 1);
+	proto_bad_entry_seed("type-10", entry_base(R, "f"), 0, 0, "\x0a", 1);
+	proto_bad_entry_seed("dir-with-size", entry_base(R, "f"), 0, 0, "\x02", 1);
+	proto_bad_entry_seed("flag-4", entry_base(R, "f"), 0, 1, "\x04", 1);
+	proto_bad_entry_seed("flag-on-dir", entry_base(PROTO_ENT_DIR, "d"), 0, 1, "\x02", 1);
+	proto_bad_entry_seed("stream-with-size", entry_base(R, "f"), 0, 1, "\x01", 1);
+	proto_bad_entry_seed("mode-010000", entry_base(R, "f"), 0, 2, "\x00\x00\x10\x00", 4);
+	proto_bad_entry_seed("mtime-ns-1e9", entry_base(R, "f"), 0, 22, "\x3b\x9a\xca\x00", 4);
+	proto_bad_entry_seed("atime-ns-1e9", entry_base(R, "f"), 0, 34, "\x3b\x9a\xca\x00", 4);
+	proto_bad_entry_seed("rdev-on-reg", entry_base(R, "f"), 0, 53, "\x01", 1);
+	proto_bad_entry_seed("link-on-reg", entry_base(R, "f"), 0, 57, "\x01", 1);
+	proto_bad_entry_seed("link-to-self", entry_base(PROTO_ENT_HARDLINK, "h"), 1, 57, "\x01", 1);
+	proto_bad_entry_seed("target-on-fifo", entry_base(PROTO_ENT_SYMLINK, "l"), 0, 0, "\x05", 1);
+	proto_bad_entry_seed("symlink-no-target", entry_base(PROTO_ENT_FIFO, "l"), 0, 0, "\x03", 1);
+	proto_bad_entry_seed("path-absolute", entry_base(R, "xabc"), 0, 60, "/", 1);
+	proto_bad_entry_seed("path-dot", entry_base(R, "a/x/b"), 0, 62, ".", 1);
+	proto_bad_entry_seed("path-dotdot", entry_base(R, "xx/ab"), 0, 60, "..", 2);
+	proto_bad_entry_seed("path-empty-component", entry_base(R, "a/xb"), 0, 62, "/", 1);
+	proto_bad_entry_seed("path-trailing-slash", entry_base(R, "abcd"), 0, 63, "/", 1);
+	/* A component of 256 bytes: 255 'c', '/', 'd' with the '/' made a 'c'. */
+	memset(longpath, 'c', PROTO_MAX_NAME);
+	strcpy(longpath + PROTO_MAX_NAME, "/d");
+	proto_bad_entry_seed("path-component-256", entry_base(R, longpath), 0, 60 + PROTO_MAX_NAME,
+			     "c", 1);
+}
+
 /* One frame of each control message, as NAME (0*-, 1*-). */
 static void proto_msg_seed(const char *name, uint8_t type)
 {
@@ -464,6 +544,7 @@ static void proto_seeds(void)
 	proto_max_seed("53-error-msg", PROTO_ERROR, PROTO_MAX_MSG);
 	proto_max_seed("56-skip-msg", PROTO_SKIP, PROTO_MAX_MSG);
 	proto_max_seed("57-file_fail-msg", PROTO_FILE_FAIL, PROTO_MAX_MSG);
+	proto_bad_entry_seeds();
 	proto_request_max_seed();
 }
 

@@ -1480,6 +1480,9 @@ static void test_block_pack(void **state)
 	b = base; b.offset = PROTO_MAX_PACK; b.raw_len = b.enc_len = 4 * PROTO_MAX_PACK;
 	assert_int_equal(block_check(&b), 0);
 	b.offset = PROTO_MAX_PACK + 1;            assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.raw_len = b.enc_len = 4 * (PROTO_MAX_PACK + 1); /* room for every status */
+	assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.offset = PROTO_MAX_PACK;                assert_int_equal(block_check(&b), 0);
 	b.offset = 1ull << 62;                    assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b.offset = UINT64_MAX;                    assert_int_equal(block_check(&b), -PC_E_PROTO);
 	/* file_id + n must not overflow u32. */

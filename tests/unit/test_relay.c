@@ -281,6 +281,79 @@ static void test_fail_and_ack_forwarded(void **state)
 	assert_int_equal(m.type, PROTO_DONE);
 }
 
+/* Plays the source for test_inflight_bound: batches of empty regular
+ * files, ids from 0, until the relay stops taking them. */
+struct flood {
+	struct ctl *c;
+	uint32_t sent;        /* entries sent; read after join */
+};
+
+static void *flood_thread(void *arg)
+{
+	static struct proto_batch b;
+	static struct proto_entry e;
+	struct flood *fl = arg;
+	struct proto_msg m;
+
+	testentries_reg(&e, "f", 0, 0644, 0);
+	while (fl->sent <= PROTO_MAX_INFLIGHT) {
+		proto_batch_init(&b, fl->sent);
+		while (proto_batch_add(&b, &e) == 0)
+			;
+		proto_batch_msg(&b, &m);
+		if (ctl_send(fl->c, &m) < 0)
+			break;
+		fl->sent += b.count;
+	}
+	(void)shutdown(ctl_rfd(fl->c), SHUT_WR);
+	return NULL;
+}
+
+/* Plays the sink: reads what the relay forwards, acknowledges nothing, and
+ * records the ERROR that ends it. */
+struct drain {
+	struct ctl *c;
+	int error;            /* the ERROR's code, or 0; read after join */
+};
+
+static void *drain_thread(void *arg)
+{
+	struct drain *d = arg;
+	struct proto_msg m;
+
+	while (ctl_recv(d->c, &m) == 0)
+		if (m.type == PROTO_ERROR) {
+			d->error = m.u.error.code;
+			break;
+		}
+	return NULL;
+}
+
+/* More than PROTO_MAX_INFLIGHT entries announced and none acknowledged:
+ * the relay stops the session before it forwards the batch that crosses
+ * the bound. */
+static void test_inflight_bound(void **state)
+{
+	struct fixture *f = *state;
+	struct flood fl = { .c = f->h1 };
+	struct drain dr = { .c = f->h2 };
+	char msg[sizeof(f->e.msg)];
+	pthread_t t1, t2;
+
+	assert_int_equal(pthread_create(&t1, NULL, flood_thread, &fl), 0);
+	assert_int_equal(pthread_create(&t2, NULL, drain_thread, &dr), 0);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e), -PC_E_PROTO);
+	assert_int_equal(pthread_join(t2, NULL), 0);
+	/* The relay's end closes: the flood's last send fails or ends. */
+	ctl_free(f->to_h1);
+	f->to_h1 = NULL;
+	assert_int_equal(pthread_join(t1, NULL), 0);
+	assert_true(fl.sent > PROTO_MAX_INFLIGHT);
+	assert_int_equal(dr.error, -PC_E_PROTO);
+	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
+	assert_non_null(strstr(msg, "too far ahead"));
+}
+
 static void test_ack_from_source(void **state)
 {
 	struct fixture *f = *state;
@@ -332,6 +405,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ack_going_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_done_unknown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_and_ack_forwarded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ack_from_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_from_sink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),

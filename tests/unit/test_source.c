@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for source: failures while the pipeline starts. The fault
+/* Unit tests for source: how it reads the sink's ACKs and FILE_DONEs
+ * (protocol version 3), and failures while the pipeline starts. The fault
  * hook (sys/fault.h) makes the Nth encoder_new fail under -c auto, where
  * each sender and each reader owns an encoder: the source must join only
  * the threads it started, free every encoder, tell the peer with ERROR
@@ -17,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,6 +201,155 @@ static void test_second_reader_encoder_fails(void **state)
 	assert_peer_told(fx, -ENOMEM);
 }
 
+/* ---- The sink's answers ---------------------------------------------- */
+
+/* What the fake sink answers once it has read the source's ENTRIES. */
+enum answer {
+	ANSWER_ACK,            /* ACK(1) (file 0 done), then DONE after END */
+	ANSWER_ACK_TOO_FAR,    /* ACK(2): more than announced */
+	ANSWER_FAIL_THEN_ACK,  /* FILE_DONE(0, failure), ACK(1), DONE after END */
+	ANSWER_ACK_THEN_FAIL,  /* ACK(1), then FILE_DONE(0): an id already covered */
+};
+
+struct fake_sink {
+	struct ctl *c;
+	enum answer a;
+	uint32_t first_id, count; /* the ENTRIES it read; read after join */
+	char path[64];
+};
+
+static void fake_send(struct ctl *c, uint8_t type, uint32_t n)
+{
+	struct proto_msg m = { .type = type };
+
+	if (type == PROTO_ACK)
+		m.u.ack.upto = n;
+	if (type == PROTO_FILE_DONE) {
+		m.u.file_done.id = n;
+		m.u.file_done.status = -PC_E_FILEIO;
+		snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "cannot write 'f'");
+	}
+	(void)ctl_send(c, &m);
+}
+
+static void *fake_sink_main(void *arg)
+{
+	struct fake_sink *k = arg;
+	struct proto_entry *e = calloc(1, sizeof(*e));
+	struct proto_msg m;
+	size_t pos = 0;
+
+	if (e == NULL || ctl_recv(k->c, &m) != 0 || m.type != PROTO_ENTRIES) {
+		free(e);
+		return NULL;
+	}
+	k->first_id = m.u.entries.first_id;
+	k->count = m.u.entries.count;
+	if (proto_entries_next(&m.u.entries, &pos, e) == 1)
+		snprintf(k->path, sizeof(k->path), "%.60s", e->path);
+	free(e);
+	if (k->a == ANSWER_FAIL_THEN_ACK)
+		fake_send(k->c, PROTO_FILE_DONE, 0);
+	fake_send(k->c, PROTO_ACK, k->a == ANSWER_ACK_TOO_FAR ? 2 : 1);
+	if (k->a == ANSWER_ACK_THEN_FAIL)
+		fake_send(k->c, PROTO_FILE_DONE, 0);
+	/* DONE only after END, as a sink does; stop at the source's ERROR. */
+	while (ctl_recv(k->c, &m) == 0 && m.type != PROTO_ERROR)
+		if (m.type == PROTO_END) {
+			fake_send(k->c, PROTO_DONE, 0);
+			break;
+		}
+	return NULL;
+}
+
+/* Runs source_run on the file f, named name, against a fake sink that
+ * answers a; returns its result and the message in msg. */
+static int run_file_with_sink(struct fixture *fx, const char *name, enum answer a, char *msg,
+			      size_t cap)
+{
+	struct source_result *r = calloc(1, sizeof(*r));
+	struct source_path path = { .path = name };
+	struct source_input in = { .dirfd = fx->dirfd, .paths = &path, .npaths = 1 };
+	struct fake_sink k = { .c = fx->peer, .a = a };
+	int fds[STREAMS], ret;
+	pthread_t tid;
+
+	assert_non_null(r);
+	for (unsigned i = 0; i < STREAMS; i++)
+		fds[i] = fx->data[i][0];
+	fx->x = (struct xfer){
+		.streams = STREAMS, .block_size = 64u << 10, .timeout_s = 10,
+		.peer = "test sink", .ctl = fx->ctl, .sigfd = -1, .err = &fx->err,
+		.data_fds = fds, .nchoices = 1,
+	};
+	fx->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
+	assert_int_equal(xfer_init(&fx->x), 0);
+	assert_int_equal(pthread_create(&tid, NULL, fake_sink_main, &k), 0);
+	ret = source_run(&fx->x, &in, r);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	xfer_destroy(&fx->x);
+	/* One ENTRIES of the one file, id 0, named as the source was. */
+	assert_int_equal(k.first_id, 0);
+	assert_int_equal(k.count, 1);
+	assert_string_equal(k.path, strrchr(name, '/') ? strrchr(name, '/') + 1 : name);
+	(void)pc_err_get(&fx->err, msg, cap);
+	free(r);
+	return ret;
+}
+
+/* The fixture's small file "t/f", named without -r (so "f" on the wire). */
+static int run_with_sink(struct fixture *fx, enum answer a, char *msg, size_t cap)
+{
+	return run_file_with_sink(fx, "t/f", a, msg, cap);
+}
+
+/* ACK(1) finishes file 0: the source sends END and takes DONE. */
+static void test_ack_finishes(void **state)
+{
+	char msg[256];
+
+	assert_int_equal(run_with_sink(*state, ANSWER_ACK, msg, sizeof(msg)), 0);
+}
+
+/* An ACK past what was announced is a protocol error. */
+static void test_ack_too_far(void **state)
+{
+	char msg[256];
+
+	assert_int_equal(run_with_sink(*state, ANSWER_ACK_TOO_FAR, msg, sizeof(msg)), -PC_E_PROTO);
+	assert_non_null(strstr(msg, "acknowledged entries up to 2, but 1 were announced"));
+}
+
+/* A FILE_DONE is a failure, counted; the ACK after it still finishes. */
+static void test_file_done_then_ack(void **state)
+{
+	char msg[256];
+
+	assert_int_equal(run_with_sink(*state, ANSWER_FAIL_THEN_ACK, msg, sizeof(msg)),
+			 -PC_E_PARTIAL);
+}
+
+/* A FILE_DONE for an id an ACK already covered is a protocol error. The
+ * file is larger than the data sockets hold and nobody reads them, so the
+ * source is still in its transfer loop (no END) when the FILE_DONE comes. */
+static void test_file_done_after_ack(void **state)
+{
+	struct fixture *fx = *state;
+	static char chunk[1 << 16];
+	char msg[256];
+	int fd;
+
+	fd = openat(fx->dirfd, "g", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	assert_true(fd >= 0);
+	memset(chunk, 'g', sizeof(chunk));
+	for (int i = 0; i < 64; i++) /* 4 MiB */
+		assert_int_equal(write(fd, chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(run_file_with_sink(fx, "g", ANSWER_ACK_THEN_FAIL, msg, sizeof(msg)),
+			 -PC_E_PROTO);
+	assert_non_null(strstr(msg, "which is not in flight"));
+}
+
 static void test_fault_spec(void **state)
 {
 	(void)state;
@@ -237,6 +388,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reader_encoder_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_second_reader_encoder_fails, setup, teardown),
 		cmocka_unit_test(test_fault_spec),
+		cmocka_unit_test_setup_teardown(test_ack_finishes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ack_too_far, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_done_then_ack, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_file_done_after_ack, setup, teardown),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
