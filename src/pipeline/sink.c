@@ -319,6 +319,9 @@ static int sink_on_message(struct sink *s, struct sink_result *res)
 	struct proto_msg m;
 	int ret = ctl_recv(s->x->ctl, &m);
 
+	if (ret == -PC_E_PROTO && ctl_why(s->x->ctl)[0] != '\0')
+		return xfer_fail(s->x, ret, "%s sent a malformed ENTRIES: %s", s->x->peer,
+				 ctl_why(s->x->ctl));
 	if (ret < 0)
 		return xfer_fail(s->x, ret == -PC_E_PROTO ? ret : -PC_E_NET,
 				 "lost control connection to %s: %s", s->x->peer, pc_strerror(ret));

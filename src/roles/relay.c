@@ -120,6 +120,11 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 	char msg[PROTO_MAX_MSG + 64];
 	int ret = ctl_recv(from, &m);
 
+	if (ret == -PC_E_PROTO && ctl_why(from)[0] != '\0') {
+		snprintf(msg, sizeof(msg), "%s sent a malformed ENTRIES: %.900s", ctl_peer(from),
+			 ctl_why(from));
+		return relay_fail(rl, ret, msg);
+	}
 	if (ret < 0) {
 		snprintf(msg, sizeof(msg), "lost control connection to %s: %s", ctl_peer(from),
 			 pc_strerror(ret));

@@ -29,6 +29,8 @@ struct ctl {
 	uint64_t deadline_ns;    /* receiving thread: platform_now_ns() limit, or 0 */
 	bool held;               /* receiving thread: a message was put back */
 	struct proto_msg back;   /* receiving thread: that message */
+	char why[PROTO_MAX_MSG + 1]; /* receiving thread: what was wrong with the last
+	                            frame refused, or "" */
 };
 
 struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
@@ -159,6 +161,9 @@ int ctl_recv(struct ctl *c, struct proto_msg *m)
 		return ret;
 	m->u.request = c->req; /* proto_decode keeps it only for a REQUEST */
 	ret = proto_decode(type, c->rbuf, len, m);
+	c->why[0] = '\0';
+	if (ret == -PC_E_PROTO && type == PROTO_ENTRIES)
+		proto_entries_explain(c->rbuf, len, c->why, sizeof(c->why));
 	if (ret == 0)
 		log_debug("received %s from %s", proto_type_name(type), c->peer);
 	return ret;
@@ -200,6 +205,11 @@ void ctl_unread(struct ctl *c, const struct proto_msg *m)
 bool ctl_pending(const struct ctl *c)
 {
 	return c->held;
+}
+
+const char *ctl_why(const struct ctl *c)
+{
+	return c->why;
 }
 
 int ctl_rfd(const struct ctl *c)

@@ -70,6 +70,11 @@ void ctl_unread(struct ctl *c, const struct proto_msg *m);
  * not show it, so a receive loop checks this first. */
 bool ctl_pending(const struct ctl *c);
 
+/* After ctl_recv refused a frame (-PC_E_PROTO): what was wrong with it,
+ * when known (an ENTRIES: the entry and the rule it breaks), else "".
+ * Receiving thread only; valid until the next ctl_recv. */
+const char *ctl_why(const struct ctl *c);
+
 /* The fd to poll for readability. */
 int ctl_rfd(const struct ctl *c);
 const char *ctl_peer(const struct ctl *c);

@@ -4,6 +4,7 @@
 #include "wire/proto.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -447,7 +448,7 @@ int proto_check_relpath(const char *p, size_t len)
 
 /* Every rule of one entry whose id is id (docs/PROTOCOL.md 4.6). Strings
  * must be terminated within their arrays. */
-static bool entry_ok(const struct proto_entry *e, uint32_t id)
+static const char *entry_why(const struct proto_entry *e, uint32_t id)
 {
 	size_t plen = strnlen(e->path, sizeof(e->path));
 	size_t tlen = strnlen(e->target, sizeof(e->target));
@@ -455,23 +456,30 @@ static bool entry_ok(const struct proto_entry *e, uint32_t id)
 	bool dev = e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK;
 
 	if (e->type < PROTO_ENT_REG || e->type >= PROTO_ENT_TYPE_MAX)
-		return false;
+		return "unknown type";
 	if ((e->flags & ~PROTO_ENT_FLAGS_KNOWN) != 0 || (!reg && e->flags != 0))
-		return false;
+		return "unknown flags";
 	if (e->mode > 07777 || e->mtime_ns >= 1000000000u || e->atime_ns >= 1000000000u)
-		return false;
+		return "mode or time out of range";
 	if (reg ? (e->flags & PROTO_ENT_SIZE_UNKNOWN) && e->size != 0 : e->size != 0)
-		return false;
+		return "a size where none belongs";
 	if (!dev && e->rdev != 0)
-		return false;
+		return "a device number where none belongs";
 	if (e->type == PROTO_ENT_HARDLINK ? e->link_id >= id : e->link_id != 0)
-		return false;
+		return "a bad link id";
 	if (plen > PROTO_MAX_PATH || proto_check_relpath(e->path, plen) < 0)
-		return false;
+		return "an unsafe path (absolute, empty, or with an empty, '.' or '..' component)";
 	if (e->type == PROTO_ENT_SYMLINK ? tlen == 0 || tlen > PROTO_MAX_PATH : tlen != 0)
-		return false;
-	return strnlen(e->user, sizeof(e->user)) <= PROTO_MAX_NAME &&
-	       strnlen(e->group, sizeof(e->group)) <= PROTO_MAX_NAME;
+		return "a bad link target";
+	if (strnlen(e->user, sizeof(e->user)) > PROTO_MAX_NAME ||
+	    strnlen(e->group, sizeof(e->group)) > PROTO_MAX_NAME)
+		return "an owner name too long";
+	return NULL;
+}
+
+static bool entry_ok(const struct proto_entry *e, uint32_t id)
+{
+	return entry_why(e, id) == NULL;
 }
 
 static void put_entry(struct wbuf *w, const struct proto_entry *e)
@@ -575,6 +583,58 @@ static bool check_entries(const struct proto_msg *m)
 	while ((ret = proto_entries_next(&m->u.entries, &pos, &e)) == 1)
 		;
 	return ret == 0;
+}
+
+/* Appends the n bytes at p to out[cap] (length *len), quoted for a
+ * message: printable ASCII as is, anything else as \xNN. */
+static void quote_bytes(char *out, size_t cap, size_t *len, const char *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n && *len + 5 < cap; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c < 0x7f && c != '\\') {
+			out[(*len)++] = (char)c;
+		} else {
+			out[(*len)++] = '\\';
+			out[(*len)++] = 'x';
+			out[(*len)++] = hex[c >> 4];
+			out[(*len)++] = hex[c & 15];
+		}
+	}
+	out[*len] = '\0';
+}
+
+void proto_entries_explain(const uint8_t *payload, size_t len, char *out, size_t cap)
+{
+	struct proto_msg m;
+	struct proto_entry ent; /* about 9 KiB, as in check_entries */
+	struct proto_entry *e = &ent;
+	struct rbuf r = { payload, len, 0, false };
+	size_t n = 0;
+
+	if (cap == 0)
+		return;
+	out[0] = '\0';
+	get_entries(&r, &m);
+	if (r.bad || !entries_head_ok(&m.u.entries)) {
+		snprintf(out, cap, "a malformed batch header");
+		return;
+	}
+	struct rbuf b = { m.u.entries.body, m.u.entries.body_len, 0, false };
+	for (uint32_t i = 0; i < m.u.entries.count; i++) {
+		uint32_t id = m.u.entries.first_id + i;
+		const char *why;
+		if (entry_read(&b, id, e) == 0)
+			continue;
+		why = b.bad ? "is cut short" : entry_why(e, id);
+		n = (size_t)snprintf(out, cap, "entry %u ('", (unsigned)id);
+		if (n < cap)
+			quote_bytes(out, cap, &n, e->path, b.bad ? 0 : strnlen(e->path, sizeof(e->path)));
+		snprintf(out + strlen(out), cap - strlen(out), "'): %s", why ? why : "invalid");
+		return;
+	}
+	snprintf(out, cap, "bytes left over after the last entry");
 }
 
 void proto_batch_init(struct proto_batch *b, uint32_t first_id)

@@ -329,6 +329,12 @@ void proto_batch_msg(const struct proto_batch *b, struct proto_msg *m);
  * proto_decode, but checked). Pure. */
 int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out);
 
+/* Why an ENTRIES payload that proto_decode refused is wrong, for a
+ * message: the first bad entry's id, its path (quoted: bytes outside
+ * printable ASCII as \xNN) and the rule it breaks. Writes a NUL-terminated
+ * text of at most cap bytes. Pure. */
+void proto_entries_explain(const uint8_t *payload, size_t len, char *out, size_t cap);
+
 /* Name of a message type for messages ("FILE_DONE"); "?" if unknown. */
 const char *proto_type_name(uint8_t type);
 

@@ -1073,6 +1073,34 @@ static size_t entries_encoded(const struct proto_entry *e)
 
 /* Each path rule, refused by the builder and by the decoder (the decoder
  * sees the bad path spliced into a good payload of the same length). */
+/* What is wrong with a refused ENTRIES, for the message: the entry, its
+ * path (control bytes quoted) and the rule. */
+static void test_entries_explain(void **state)
+{
+	struct proto_msg out;
+	char why[PROTO_MAX_MSG + 1];
+
+	(void)state;
+	entry_of(PROTO_ENT_FIFO, 7, &ent_in);
+	strcpy(ent_in.path, "a/gg/b\x01");
+	size_t plen = entries_encoded(&ent_in);
+	memcpy(payload() + ENT_PATH_OFF + 2, "a/../b", 6);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+	proto_entries_explain(payload(), plen, why, sizeof(why));
+	assert_non_null(strstr(why, "entry 7 ('a/../b\\x01')"));
+	assert_non_null(strstr(why, "unsafe path"));
+	/* Cut short: the entry is named, with no path. */
+	proto_entries_explain(payload(), plen - 3, why, sizeof(why));
+	assert_non_null(strstr(why, "entry 7"));
+	assert_non_null(strstr(why, "cut short"));
+	/* A header that does not hold. */
+	proto_entries_explain(payload(), 3, why, sizeof(why));
+	assert_string_equal(why, "a malformed batch header");
+	/* A tiny buffer is never overrun. */
+	proto_entries_explain(payload(), plen, why, 5);
+	assert_true(strlen(why) < 5);
+}
+
 static void test_entry_path_rules(void **state)
 {
 	static const char *const bad[] = { "/abc", "a//b", "abc/", "./ab", "../a", "a/./b",
@@ -1592,6 +1620,7 @@ int main(void)
 		cmocka_unit_test(test_block_max_block),
 		cmocka_unit_test(test_dhello),
 		cmocka_unit_test(test_checksum),
+		cmocka_unit_test(test_entries_explain),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
