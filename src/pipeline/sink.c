@@ -124,6 +124,11 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 		return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u entries ahead of what is "
 				 "finished", x->peer, SINK_TABLE);
 	while ((ret = proto_entries_next(m, &pos, e)) == 1) {
+		s->inflight_bytes += proto_entry_bytes(e);
+		if (s->inflight_bytes > PROTO_MAX_INFLIGHT_BYTES)
+			return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u bytes of names "
+					 "ahead of what is finished", x->peer,
+					 PROTO_MAX_INFLIGHT_BYTES);
 		if (s->t->to_stdout && (e->id > 0 || e->type != PROTO_ENT_REG))
 			return xfer_fail(x, -PC_E_PROTO, "%s sent more than one file for standard "
 					 "output", x->peer);
@@ -295,6 +300,8 @@ static int sink_advance(struct sink *s, bool flush)
 		if (r->ok && r->type == PROTO_ENT_REG && (r->flags & PROTO_ENT_LINKED) &&
 		    sink_keep_link(s, r) < 0)
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
+		s->inflight_bytes -= strlen(r->path) + strlen(r->target) + strlen(r->user) +
+				     strlen(r->group);
 		sync_lock(&s->lock);
 		s->table[id % SINK_TABLE] = NULL;
 		atomic_fetch_and(&s->done[(id % SINK_TABLE) / 64], ~(1ull << (id % 64)));

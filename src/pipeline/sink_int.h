@@ -84,6 +84,7 @@ struct sink {
 	unsigned skipped;              /* SKIPs received */
 	uint32_t next_skip;            /* lowest index the next SKIP may have */
 	uint32_t acked;                /* our last ACK */
+	uint64_t inflight_bytes;       /* string bytes of the entries in the table */
 	struct proto_entry *scratch;
 	struct buf *job;               /* entries without contents, not yet handed out */
 	unsigned next_writer;

@@ -185,6 +185,9 @@ static int source_announce(struct source *s)
 		return xfer_fail(s->x, ret == -ENOSPC ? -PC_E_PROTO : ret,
 				 "cannot announce '%s': %s", it->display, pc_strerror(ret));
 	s->next_id = e->id + 1;
+	size_t nb = proto_entry_bytes(e); /* <= 2 * 4096 + 2 * 255: fits a u16 */
+	s->win_bytes[e->id % SOURCE_WINDOW] = (uint16_t)nb;
+	s->inflight_bytes += nb;
 	s->files += e->type == PROTO_ENT_REG;
 	s->dirs += e->type == PROTO_ENT_DIR;
 	s->links += e->type == PROTO_ENT_SYMLINK || e->type == PROTO_ENT_HARDLINK;
@@ -216,7 +219,8 @@ int source_fill_window(struct source *s)
 	struct walk_skip k;
 	int ret = 0;
 
-	while (!s->walk_done && s->next_id - s->acked < SOURCE_WINDOW && !xfer_aborted(s->x)) {
+	while (!s->walk_done && s->next_id - s->acked < SOURCE_WINDOW &&
+	       s->inflight_bytes < SOURCE_WINDOW_BYTES && !xfer_aborted(s->x)) {
 		ret = source_produce(s, &k);
 		if (ret == 0)
 			s->walk_done = true;
@@ -257,8 +261,10 @@ static int source_on_ack(struct source *s, uint32_t upto)
 		return xfer_fail(x, -PC_E_PROTO, "%s acknowledged entries up to %u, but %u were "
 				 "announced and %u acknowledged before", x->peer, (unsigned)upto,
 				 (unsigned)s->announced, (unsigned)s->acked);
-	for (uint32_t id = s->acked; id < upto; id++)
+	for (uint32_t id = s->acked; id < upto; id++) {
 		(void)source_done_bit(s, id, false);
+		s->inflight_bytes -= s->win_bytes[id % SOURCE_WINDOW];
+	}
 	s->acked = upto;
 	while (s->win_head != NULL && s->win_head->id < upto) {
 		struct src_rec *f = s->win_head;

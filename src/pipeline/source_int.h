@@ -24,6 +24,8 @@
  * packs and keep a long fat pipe busy with small files, far below what a
  * sink accepts (PROTO_MAX_INFLIGHT). */
 #define SOURCE_WINDOW 16384u
+/* ... and their names: half of what a sink accepts (PROTO_MAX_INFLIGHT_BYTES). */
+#define SOURCE_WINDOW_BYTES (PROTO_MAX_INFLIGHT_BYTES / 2)
 #define SOURCE_MAX_READERS 16u
 #define SOURCE_AUTO_TICK_NS 150000000u
 #define SOURCE_AUTO_LOWAT (512u << 10) /* unsent bytes a data socket may hold under auto */
@@ -100,6 +102,8 @@ struct source {
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */
+	uint16_t win_bytes[SOURCE_WINDOW]; /* string bytes of entry id, by id % SOURCE_WINDOW */
+	uint64_t inflight_bytes;   /* their sum over the ids announced and not acknowledged */
 	uint8_t done_bits[SOURCE_WINDOW / 8]; /* FILE_DONE seen, by id % SOURCE_WINDOW */
 	bool end_sent, plan_finished;
 	unsigned failed, skipped;

@@ -605,6 +605,12 @@ static void quote_bytes(char *out, size_t cap, size_t *len, const char *p, size_
 	out[*len] = '\0';
 }
 
+size_t proto_entry_bytes(const struct proto_entry *e)
+{
+	return strnlen(e->path, sizeof(e->path)) + strnlen(e->target, sizeof(e->target)) +
+	       strnlen(e->user, sizeof(e->user)) + strnlen(e->group, sizeof(e->group));
+}
+
 void proto_entries_explain(const uint8_t *payload, size_t len, char *out, size_t cap)
 {
 	struct proto_msg m;

@@ -31,6 +31,7 @@
 #define PROTO_MAX_NAME 255u           /* bytes in a path component, user or group name */
 #define PROTO_MAX_BATCH 4096u         /* entries in one ENTRIES */
 #define PROTO_MAX_INFLIGHT 65536u     /* entries announced and not yet covered by an ACK */
+#define PROTO_MAX_INFLIGHT_BYTES (16u << 20) /* their string bytes (proto_entry_bytes) */
 #define PROTO_MAX_PACK 65536u         /* ids covered by one PACK block */
 #define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
 #define PROTO_MAX_CODEC_SPEC 512u     /* bytes in REQUEST.codec */
@@ -328,6 +329,10 @@ void proto_batch_msg(const struct proto_batch *b, struct proto_msg *m);
  * -PC_E_PROTO (the body breaks a rule: impossible after a successful
  * proto_decode, but checked). Pure. */
 int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out);
+
+/* The string bytes of an entry (path, target, user and group, without
+ * NULs): what PROTO_MAX_INFLIGHT_BYTES counts. Pure. */
+size_t proto_entry_bytes(const struct proto_entry *e);
 
 /* Why an ENTRIES payload that proto_decode refused is wrong, for a
  * message: the first bad entry's id, its path (quoted: bytes outside

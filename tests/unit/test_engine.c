@@ -572,6 +572,51 @@ static void test_inflight_bound(void **state)
 	assert_non_null(strstr(msg, "ahead of what is finished"));
 }
 
+/* Names of more than PROTO_MAX_INFLIGHT_BYTES in flight: long paths of
+ * files that never finish. */
+static void test_inflight_bytes_bound(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_batch *b = malloc(sizeof(*b));
+	struct proto_entry *e = malloc(sizeof(*e));
+	struct proto_msg m;
+	uint64_t bytes = 0;
+	uint32_t id = 0;
+
+	assert_non_null(b);
+	assert_non_null(e);
+	start_sink(f);
+	proto_batch_init(b, 0);
+	while (bytes <= PROTO_MAX_INFLIGHT_BYTES) {
+		entry(e, id, PROTO_ENT_REG, "", 1000, NULL);
+		/* 16 components of 250 bytes: about 4 KB of path */
+		size_t n = 0;
+		for (unsigned c = 0; c < 16; c++)
+			n += (size_t)snprintf(e->path + n, sizeof(e->path) - n, "%s%0250u",
+					      c ? "/" : "", id + c);
+		int ret = proto_batch_add(b, e);
+		if (ret == -ENOSPC) {
+			proto_batch_msg(b, &m);
+			if (ctl_send(f->so.ctl, &m) < 0)
+				break; /* refused already */
+			proto_batch_init(b, id);
+			continue;
+		}
+		assert_int_equal(ret, 0);
+		bytes += proto_entry_bytes(e);
+		id++;
+	}
+	proto_batch_msg(b, &m);
+	(void)ctl_send(f->so.ctl, &m);
+	free(b);
+	free(e);
+	assert_true(id < PROTO_MAX_INFLIGHT); /* the byte bound, not the count */
+	expect_refused(f);
+	char msg[PROTO_MAX_MSG + 1];
+	(void)pc_err_get(&f->si.e, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "bytes of names ahead of what is finished"));
+}
+
 /* A symlink the tree itself carries, then a file, a directory and a link
  * through it: each fails, nothing is written outside. */
 static void test_symlink_escape(void **state)
@@ -619,6 +664,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_block_for_dir, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_out_of_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_inflight_bytes_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_escape, setup, teardown),
 	};
 
