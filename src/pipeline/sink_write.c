@@ -437,11 +437,6 @@ void sink_run_job(struct sink *s, struct writer *w, struct buf *b)
 	}
 }
 
-static uint32_t sink_be32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 /* Writes one small file whole from a PACK. */
 static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r, const uint8_t *p)
 {
@@ -470,19 +465,33 @@ static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r,
 	pc_err_destroy(&e);
 }
 
-/* One id of a PACK: checks its status against the entry. With apply,
- * also claims the file for this pack and writes it if its contents are
- * here. *took gets the bytes of contents it stands for. Returns 0 or
- * -PC_E_PROTO. */
-static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t st,
-			 const uint8_t *p, uint64_t left, bool apply, uint64_t *took)
+/* How a pack is being walked. */
+struct sink_pack_walk {
+	struct sink *s;
+	struct writer *w;
+	bool apply;                /* claim and write the files (else only check) */
+	uint32_t bad;              /* the id being looked at */
+};
+
+/* One id of a PACK (a proto_pack_visit): checks its status against the
+ * entry. With apply, also claims the file for this pack and writes it if
+ * its contents are here. *took gets the bytes of contents it stands for.
+ * Returns 0 or -PC_E_PROTO. */
+static int sink_pack_one(void *arg, uint32_t id, int32_t st, const uint8_t *p, uint64_t left,
+			 uint64_t *took)
 {
+	struct sink_pack_walk *pw = arg;
+	struct sink *s = pw->s;
 	char name[PROTO_MAX_PATH + 64], msg[PROTO_MAX_MSG + 1];
-	struct sink_ent *r = sink_ref(s, id);
+	struct sink_ent *r;
 	unsigned carry = st == 1 ? SINK_CARRY_DATA : SINK_CARRY_PACK, want = SINK_CARRY_NONE;
 	int ret = 0;
 
+	pw->bad = id;
 	*took = 0;
+	if (xfer_aborted(s->x))
+		return -PC_E_ABORTED;
+	r = sink_ref(s, id);
 	/* Finished already: an entry without contents in the range (a
 	 * directory, a link) may be, once the files before it are done. A file
 	 * this pack carries cannot be. */
@@ -493,7 +502,7 @@ static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t 
 		return st == 0 ? 0 : -PC_E_PROTO;
 	}
 	unsigned now = atomic_load(&r->carry);
-	if (st > 1 || !r->size_known || (now != SINK_CARRY_NONE && now != carry) ||
+	if (!r->size_known || (now != SINK_CARRY_NONE && now != carry) ||
 	    (carry == SINK_CARRY_PACK && now == SINK_CARRY_PACK)) {
 		sink_ent_put(r);
 		return -PC_E_PROTO;
@@ -502,7 +511,7 @@ static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t 
 		ret = -PC_E_PROTO;
 	else if (st == 0)
 		*took = r->size;
-	if (ret < 0 || !apply) {
+	if (ret < 0 || !pw->apply) {
 		sink_ent_put(r);
 		return ret;
 	}
@@ -514,41 +523,26 @@ static int sink_pack_one(struct sink *s, struct writer *w, uint32_t id, int32_t 
 			 name, pc_strerror(st));
 		sink_finished(s, r, st, msg);
 	} else if (st == 0) {
-		sink_pack_file(s, w, r, p);
+		sink_pack_file(s, pw->w, r, p);
 	}
 	sink_ent_put(r);
 	return ret;
-}
-
-/* Walks a PACK's ids; with apply, writes the files. Returns 0, or
- * -PC_E_PROTO with *bad the id at fault (first + span when only the sizes
- * do not add up). */
-static int sink_pack_walk(struct sink *s, struct writer *w, const struct buf *b, bool apply,
-			  uint32_t *bad)
-{
-	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset;
-	uint64_t off = 4 * (uint64_t)span, len = b->len;
-
-	for (uint32_t i = 0; i < span && !xfer_aborted(s->x); i++) {
-		uint64_t took;
-		int32_t st = (int32_t)sink_be32(b->data + 4 * (size_t)i);
-		*bad = first + i;
-		if (sink_pack_one(s, w, first + i, st, b->data + off, len - off, apply, &took) < 0)
-			return -PC_E_PROTO;
-		off += took;
-	}
-	*bad = first + span;
-	return off == len ? 0 : -PC_E_PROTO;
 }
 
 /* Unpacks a verified PACK block into its files, once the whole pack has
  * been checked against the entries: a malformed pack writes nothing. */
 void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b)
 {
-	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset, bad;
+	uint32_t first = b->hdr.file_id, span = (uint32_t)b->hdr.offset;
+	struct sink_pack_walk pw = { .s = s, .w = w, .bad = first };
+	int ret = proto_pack_walk(b->data, b->len, first, span, sink_pack_one, &pw);
 
-	if (sink_pack_walk(s, w, b, false, &bad) < 0 || sink_pack_walk(s, w, b, true, &bad) < 0)
+	if (ret == 0) {
+		pw.apply = true;
+		ret = proto_pack_walk(b->data, b->len, first, span, sink_pack_one, &pw);
+	}
+	if (ret == -PC_E_PROTO)
 		xfer_fail(s->x, -PC_E_PROTO, "%s sent a malformed pack of entries %u to %u (at "
 			  "entry %u, or its sizes do not add up)", s->x->peer, (unsigned)first,
-			  (unsigned)(first + span - 1), (unsigned)bad);
+			  (unsigned)(first + span - 1), (unsigned)pw.bad);
 }

@@ -605,6 +605,30 @@ static void quote_bytes(char *out, size_t cap, size_t *len, const char *p, size_
 	out[*len] = '\0';
 }
 
+int proto_pack_walk(const uint8_t *raw, size_t len, uint32_t first, uint32_t span,
+		    proto_pack_visit visit, void *arg)
+{
+	uint64_t off = 4 * (uint64_t)span;
+
+	if (span == 0 || span > PROTO_MAX_PACK || len < off)
+		return -PC_E_PROTO;
+	for (uint32_t i = 0; i < span; i++) {
+		const uint8_t *p = raw + 4 * (size_t)i;
+		int32_t st = (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+				       (uint32_t)p[2] << 8 | p[3]);
+		uint64_t took = 0;
+		if (st > 1)
+			return -PC_E_PROTO;
+		int ret = visit(arg, first + i, st, raw + off, len - off, &took);
+		if (ret < 0)
+			return ret;
+		if (took > len - off)
+			return -PC_E_PROTO;
+		off += took;
+	}
+	return off == len ? 0 : -PC_E_PROTO;
+}
+
 size_t proto_entry_bytes(const struct proto_entry *e)
 {
 	return strnlen(e->path, sizeof(e->path)) + strnlen(e->target, sizeof(e->target)) +

@@ -334,6 +334,23 @@ int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto
  * NULs): what PROTO_MAX_INFLIGHT_BYTES counts. Pure. */
 size_t proto_entry_bytes(const struct proto_entry *e);
 
+/* What the reader of a PACK is told of each id the block covers: its
+ * status (section 6.2: 0, 1, or negative) and the contents not yet taken
+ * (avail bytes at contents). It returns 0, or a negative code to stop, and
+ * sets *took to the bytes of contents that id takes (0 when none are its;
+ * at most avail). */
+typedef int (*proto_pack_visit)(void *arg, uint32_t id, int32_t status,
+				const uint8_t *contents, uint64_t avail, uint64_t *took);
+
+/* Walks the raw bytes raw[len] of a PACK block covering span ids from
+ * first: visits each id in order with its status. Returns 0 when every id
+ * was visited and the contents end exactly at len; -PC_E_PROTO when the
+ * layout is wrong (len < 4 * span, a status above 1, a visitor that took
+ * more than was there, bytes left over); or the visitor's code. Pure apart
+ * from what visit does. */
+int proto_pack_walk(const uint8_t *raw, size_t len, uint32_t first, uint32_t span,
+		    proto_pack_visit visit, void *arg);
+
 /* Why an ENTRIES payload that proto_decode refused is wrong, for a
  * message: the first bad entry's id, its path (quoted: bytes outside
  * printable ASCII as \xNN) and the rule it breaks. Writes a NUL-terminated

@@ -1073,6 +1073,62 @@ static size_t entries_encoded(const struct proto_entry *e)
 
 /* Each path rule, refused by the builder and by the decoder (the decoder
  * sees the bad path spliced into a good payload of the same length). */
+/* A visitor for proto_pack_walk: ids divisible by 3 have no contents;
+ * the others take id % 5 bytes when their status is 0. Counts visits. */
+static int pack_visits;
+
+static int pack_visit(void *arg, uint32_t id, int32_t st, const uint8_t *p, uint64_t avail,
+		      uint64_t *took)
+{
+	(void)p;
+	(void)avail;
+	pack_visits++;
+	*took = st == 0 && id % 3 != 0 ? id % 5 : 0;
+	return arg != NULL && id == *(const uint32_t *)arg ? -ENOSPC : 0;
+}
+
+static void put_status(uint8_t *p, int32_t st)
+{
+	uint32_t v = (uint32_t)st;
+
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+/* Every bound of a PACK's layout (PROTOCOL.md 6.2): statuses, contents
+ * that add up exactly, a visitor's stop. */
+static void test_pack_walk(void **state)
+{
+	uint8_t raw[64] = { 0 };
+	uint32_t stop = 11;
+
+	(void)state;
+	/* ids 10..13: 10 has 0 bytes, 11 takes 1, 12 none (div by 3), 13 takes 3 */
+	put_status(raw + 4, 1);       /* 11: carried in DATA blocks instead */
+	put_status(raw + 8, -13);     /* 12: failed at the source */
+	pack_visits = 0;
+	assert_int_equal(proto_pack_walk(raw, 16 + 3, 10, 4, pack_visit, NULL), 0);
+	assert_int_equal(pack_visits, 4);
+	/* A byte too many, a byte too few. */
+	assert_int_equal(proto_pack_walk(raw, 16 + 4, 10, 4, pack_visit, NULL), -PC_E_PROTO);
+	assert_int_equal(proto_pack_walk(raw, 16 + 2, 10, 4, pack_visit, NULL), -PC_E_PROTO);
+	/* Shorter than its statuses; no id; too many ids. */
+	assert_int_equal(proto_pack_walk(raw, 15, 10, 4, pack_visit, NULL), -PC_E_PROTO);
+	assert_int_equal(proto_pack_walk(raw, 16, 10, 0, pack_visit, NULL), -PC_E_PROTO);
+	assert_int_equal(proto_pack_walk(raw, sizeof(raw), 10, PROTO_MAX_PACK + 1, pack_visit,
+					 NULL), -PC_E_PROTO);
+	/* A status above 1. */
+	put_status(raw + 4, 2);
+	assert_int_equal(proto_pack_walk(raw, 16 + 3, 10, 4, pack_visit, NULL), -PC_E_PROTO);
+	/* The visitor's code stops the walk. */
+	put_status(raw + 4, 0);
+	pack_visits = 0;
+	assert_int_equal(proto_pack_walk(raw, 16 + 4, 10, 4, pack_visit, &stop), -ENOSPC);
+	assert_int_equal(pack_visits, 2);
+}
+
 /* What is wrong with a refused ENTRIES, for the message: the entry, its
  * path (control bytes quoted) and the rule. */
 static void test_entries_explain(void **state)
@@ -1621,6 +1677,7 @@ int main(void)
 		cmocka_unit_test(test_dhello),
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_entries_explain),
+		cmocka_unit_test(test_pack_walk),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
