@@ -389,6 +389,21 @@ static int walk_follow(struct walk *w, int fd, const char *name, struct walk_ite
 	return ret;
 }
 
+/* walk_follow, or the skip that says why the link cannot be followed.
+ * Returns 0 (followed: *st describes the target) or 2 (*sk filled). */
+static int walk_follow_or_skip(struct walk *w, int fd, const char *name, struct walk_item *it,
+			       struct stat *st, struct walk_skip *sk)
+{
+	int ret = walk_follow(w, fd, name, it, st);
+
+	if (ret == -EXDEV)
+		return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it leads outside "
+				     "the served directory", walk_cut(w, 0, it->display));
+	if (ret < 0)
+		return walk_skip_err(w, sk, ret, "follow symlink", it->display);
+	return 0;
+}
+
 /* A regular file: REG, or HARDLINK with -H to one seen before. */
 static int walk_reg(struct walk *w, struct walk_item *it, struct walk_skip *sk,
 		    const struct stat *st, struct pc_err *e)
@@ -599,13 +614,9 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT ? 0 : walk_skip_err(w, sk, -errno, "access", it->display);
 	if (S_ISLNK(st.st_mode) && w->o.deref) {
-		ret = walk_follow(w, fd, name, it, &st);
-		if (ret == -EXDEV)
-			return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it leads "
-					     "outside the served directory",
-					     walk_cut(w, 0, it->display));
-		if (ret < 0)
-			return walk_skip_err(w, sk, ret, "follow symlink", it->display);
+		ret = walk_follow_or_skip(w, fd, name, it, &st, sk);
+		if (ret != 0)
+			return ret;
 		via_link = true;
 	}
 	if (S_ISDIR(st.st_mode)) {
@@ -844,13 +855,9 @@ static int walk_source_check(struct walk *w, int pfd, const char *name, bool sla
 
 	/* Without -r a source symlink is followed, as cp and scp do. */
 	if (S_ISLNK(st->st_mode) && (w->o.deref || slash || !w->o.recursive)) {
-		ret = walk_follow(w, pfd, name, it, st);
-		if (ret == -EXDEV)
-			return walk_skip_set(w, sk, ret, "cannot follow symlink '%s': it leads "
-					     "outside the served directory",
-					     walk_cut(w, 0, it->display));
-		if (ret < 0)
-			return walk_skip_err(w, sk, ret, "follow symlink", it->display);
+		ret = walk_follow_or_skip(w, pfd, name, it, st, sk);
+		if (ret != 0)
+			return ret;
 		*via_link = true;
 	}
 	if (slash && !S_ISDIR(st->st_mode))
