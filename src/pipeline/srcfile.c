@@ -90,7 +90,7 @@ int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool ben
 	if (S_ISDIR(st.st_mode)) {
 		close(fd);
 		return pc_err_set(e, -EISDIR,
-				  "omitting directory '%s' (recursive copy is not supported yet)",
+				  "omitting directory '%s' (use -r to copy it)",
 				  display);
 	}
 	if (S_ISFIFO(st.st_mode)) {
