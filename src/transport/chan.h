@@ -26,7 +26,9 @@ struct chan;
 
 /* A channel in clear over rfd and wfd, which may be one socket or two ends
  * of pipes (the control channel to a process we started). Takes ownership
- * of both. NULL on ENOMEM (the fds are then still the caller's). */
+ * of both. NULL with errno set on failure: ENOMEM, or for pipes no eventfd
+ * to wake them with (EMFILE); the fds are then still the caller's. Pipes
+ * are waited on with poll, so their fds may stay blocking. */
 struct chan *chan_plain_new(int rfd, int wfd);
 
 /* Sends every byte of iov[0..n-1]; iov itself is not modified. */
@@ -58,9 +60,10 @@ int chan_wfd(const struct chan *c);
  * this also sets TCP_USER_TIMEOUT (net_set_timeout). Returns 0 or -errno. */
 int chan_set_timeout(struct chan *c, unsigned sec);
 
-/* Makes every send and receive blocked on c return promptly with an error,
- * and every later one fail at once. Thread-safe, idempotent, does not free:
- * the abort path of a transfer. */
+/* Makes every send and receive blocked on c return promptly with
+ * -PC_E_ABORTED, and every later one fail at once with it. Thread-safe,
+ * async, idempotent, does not free: the abort path of a transfer. Sockets
+ * are shut down (SHUT_RDWR), pipes are woken through an eventfd. */
 void chan_abort(struct chan *c);
 
 /* Ends our sending direction in order (TLS: close_notify, then for sockets
