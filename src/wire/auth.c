@@ -2,6 +2,7 @@
 /* auth: control and data channel proofs of key possession. */
 #include "wire/auth.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -103,4 +104,33 @@ int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, 
 	if (ret == 0)
 		*stream = h.stream;
 	return ret;
+}
+
+/* HKDF-SHA256(salt "pcopy/4", IKM key, info label | suffix) */
+static int auth_psk(const uint8_t key[PROTO_KEY_LEN], const char *label, const uint8_t *suffix,
+		    size_t suffix_len, uint8_t psk[AUTH_PSK_LEN])
+{
+	static const char salt[] = "pcopy/4";
+	uint8_t info[32];
+	size_t n = strlen(label);
+
+	if (n + suffix_len > sizeof(info))
+		return -EINVAL;
+	memcpy(info, label, n);
+	if (suffix_len > 0)
+		memcpy(info + n, suffix, suffix_len);
+	return crypto_hkdf(key, PROTO_KEY_LEN, (const uint8_t *)salt, sizeof(salt) - 1, info,
+			   n + suffix_len, psk, AUTH_PSK_LEN);
+}
+
+int auth_ctl_psk(const uint8_t K[PROTO_KEY_LEN], uint8_t psk[AUTH_PSK_LEN])
+{
+	return auth_psk(K, "control psk", NULL, 0, psk);
+}
+
+int auth_data_psk(const uint8_t k[PROTO_KEY_LEN], uint16_t stream, uint8_t psk[AUTH_PSK_LEN])
+{
+	uint8_t idx[2] = { (uint8_t)(stream >> 8), (uint8_t)stream };
+
+	return auth_psk(k, "data psk", idx, sizeof(idx), psk);
 }

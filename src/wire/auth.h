@@ -47,4 +47,21 @@ int auth_data_confirm(int fd, const uint8_t expect[PROTO_MAC_LEN]);
  * receive timeout on fd beforehand so a silent stranger cannot stall it. */
 int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, uint16_t *stream);
 
+/* ---- Version 4: TLS 1.3 with external PSKs (docs/PROTOCOL.md 5.3, 6.1) ---- */
+
+#define AUTH_PSK_LEN 32u
+/* The label of the TLS exporter that gives a daemon session its key k. */
+#define AUTH_EXPORTER_SESSION "EXPORTER-pcopy/4 session key"
+
+/* The PSK of a daemon's control channel: HKDF-SHA256(salt "pcopy/4",
+ * IKM K, info "control psk"). Its identity is PROTO_MAGIC, version,
+ * stream 0 (proto_psk_id). Returns 0 or a negative code. */
+int auth_ctl_psk(const uint8_t K[PROTO_KEY_LEN], uint8_t psk[AUTH_PSK_LEN]);
+
+/* The PSK of data channel `stream` of the session whose key is k:
+ * HKDF-SHA256(salt "pcopy/4", IKM k, info "data psk" | stream as u16 BE).
+ * Bound to the session (k) and to the index, so a connection proved for
+ * one is useless for any other. */
+int auth_data_psk(const uint8_t k[PROTO_KEY_LEN], uint16_t stream, uint8_t psk[AUTH_PSK_LEN]);
+
 #endif

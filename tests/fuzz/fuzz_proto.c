@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
- * and both sides' reading of the data handshake (auth_data_accept,
- * auth_data_confirm).
+ * TLS PSK identities, and both sides' reading of the clear data handshake
+ * (auth_data_accept, auth_data_confirm).
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
@@ -215,6 +215,22 @@ static void fuzz_dhello(const uint8_t *in)
 	fuzz_require(memcmp(out, in, PROTO_DHELLO_LEN) == 0);
 }
 
+/* A TLS PSK identity as a listener or a daemon reads it from a ClientHello,
+ * before any proof: only our 8-byte shape decodes, and it encodes back. */
+static void fuzz_psk_id(const uint8_t *in, size_t len)
+{
+	struct proto_psk_id id;
+	uint8_t out[PROTO_PSK_ID_LEN];
+
+	memset(&id, 0, sizeof(id));
+	if (proto_psk_id_decode(in, len, &id) != 0)
+		return;
+	fuzz_require(len == PROTO_PSK_ID_LEN && id.version == PROTO_VERSION);
+	fuzz_require(id.magic == PROTO_DATA_MAGIC || (id.magic == PROTO_MAGIC && id.stream == 0));
+	proto_psk_id_encode(&id, out);
+	fuzz_require(memcmp(out, in, PROTO_PSK_ID_LEN) == 0);
+}
+
 /* The listener's handshake on the first DHELLO + proof bytes (fewer if the
  * input is shorter: a peer that hangs up early), with the key of the seed
  * 41-dhello-proof (32 bytes of 0x11) and 8 streams. It accepts only a right
@@ -288,6 +304,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size >= PROTO_DHELLO_LEN)
 		fuzz_dhello(data);
+	fuzz_psk_id(data, size);
+	if (size > PROTO_PSK_ID_LEN)
+		fuzz_psk_id(data, PROTO_PSK_ID_LEN);
 	fuzz_accept(data, size);
 	fuzz_confirm(data, size);
 	fuzz_require(proto_checksum(data, size) == proto_checksum(data, size));

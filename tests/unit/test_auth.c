@@ -397,9 +397,38 @@ static void test_data_garbage(void **state)
 	assert_int_equal(l.ret, -PC_E_NET);
 }
 
+/* Version 4's PSKs: deterministic, and different for every key, stream
+ * index and channel, so a connection proved for one is no use for another. */
+static void test_psks(void **state)
+{
+	uint8_t k1[PROTO_KEY_LEN], k2[PROTO_KEY_LEN];
+	uint8_t a[AUTH_PSK_LEN], b[AUTH_PSK_LEN], c[AUTH_PSK_LEN];
+
+	(void)state;
+	memset(k1, 0x11, sizeof(k1));
+	memset(k2, 0x11, sizeof(k2));
+	k2[31] ^= 1;
+	assert_int_equal(auth_data_psk(k1, 0, a), 0);
+	assert_int_equal(auth_data_psk(k1, 0, b), 0);
+	assert_memory_equal(a, b, sizeof(a));
+	assert_int_equal(auth_data_psk(k1, 1, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_int_equal(auth_data_psk(k1, 256, c), 0); /* both bytes of the index count */
+	assert_memory_not_equal(a, c, sizeof(a));
+	assert_memory_not_equal(b, c, sizeof(b));
+	assert_int_equal(auth_data_psk(k2, 0, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_int_equal(auth_ctl_psk(k1, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_memory_not_equal(b, k1, sizeof(b));
+	assert_int_equal(auth_ctl_psk(k2, c), 0);
+	assert_memory_not_equal(b, c, sizeof(b));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_psks),
 		cmocka_unit_test(test_ctl_mac),
 		cmocka_unit_test(test_session_key),
 		cmocka_unit_test(test_data_same_key),
