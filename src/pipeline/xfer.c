@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "sys/log.h"
@@ -108,9 +107,8 @@ static void xfer_wake_all(struct xfer *x)
 	ret = platform_event_signal(x->abort_efd);
 	if (ret < 0)
 		log_debug("abort eventfd: %s", strerror(-ret));
-	for (unsigned i = 0; x->data_fds != NULL && i < x->streams; i++)
-		if (x->data_fds[i] >= 0)
-			(void)shutdown(x->data_fds[i], SHUT_RDWR);
+	for (unsigned i = 0; x->data != NULL && i < x->streams; i++)
+		chan_abort(x->data[i]); /* NULL is a no-op */
 }
 
 int xfer_fail(struct xfer *x, int code, const char *fmt, ...)

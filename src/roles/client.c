@@ -25,6 +25,7 @@
 #include "roles/loc.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
 #include "sys/platform.h"
 #include "roles/relay.h"
 #include "roles/session.h"
@@ -63,7 +64,7 @@ struct client {
 	struct sink_target target;         /* pull: where the files go */
 	struct endpoint ep[2];             /* [0] the server, or the third-party source;
 	                                      [1] the third-party sink */
-	int fds[PROTO_MAX_STREAMS];
+	struct chan *chans[PROTO_MAX_STREAMS]; /* two-party: the data channels; owned */
 	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
@@ -451,20 +452,20 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 
 	if (lfd >= 0) {
 		ret = acceptor_run(lfd, ep->ctl, ep->k, req->streams, req->timeout_s, ep->peer,
-				   c->fds, c->e);
+				   c->chans, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	pc_err_init(&e2);
 	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
-				   req->window, req->timeout_s, pending, c->fds, &e2);
+				   req->window, req->timeout_s, pending, c->chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. */
 	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->ready_host[0] != '\0' &&
 	    strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
 					   req->streams, req->window, req->timeout_s, pending,
-					   c->fds, &e2);
+					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
 	if (own) {
 		/* We reached something, or were stopped: "cannot reach" would
@@ -523,7 +524,7 @@ static int client_two_party(struct client *c)
 		return ret;
 	c->run = (struct session_run){
 		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
-		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds,
+		.req = &ep->req, .ctl = ep->ctl, .chans = c->chans,
 		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
 		.sigfd = api_sigfd(),
 		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
@@ -532,7 +533,7 @@ static int client_two_party(struct client *c)
 		.skip_paths = server_role == PROTO_ROLE_SOURCE ? ep->req.npaths : 0,
 	};
 	ret = session_transfer(&c->run, c->e);
-	session_close_fds(c->fds, ep->req.streams);
+	session_close_chans(c->chans, ep->req.streams);
 	return ret;
 }
 
@@ -648,8 +649,6 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	c->e = &e;
 	c->target.dirfd = -1;
 	c->ep[0].child = c->ep[1].child = -1;
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		c->fds[i] = -1;
 	ret = client_check_opts(o, &e);
 	if (ret == 0)
 		ret = client_classify(c, nsrc, srcs, dst);

@@ -17,6 +17,7 @@
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
 #include "wire/pathsafe.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
@@ -116,14 +117,14 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
  * been told unless it gave up first. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
-		       int *fds, struct pc_err *e)
+		       struct chan **chans, struct pc_err *e)
 {
 	int ret;
 
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), fds, e);
+		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), chans, e);
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
@@ -133,7 +134,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		else
 			ret = session_connect_data(host, req->connect_port, req->family, k,
 						   req->streams, req->window, req->timeout_s, NULL,
-						   fds, e);
+						   chans, e);
 	}
 	if (ret < 0)
 		server_tell(c, e, ret);
@@ -148,10 +149,9 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
-	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
+	struct chan *chans[PROTO_MAX_STREAMS] = { NULL }; /* owned */
+	int lfd = -1, ret;
 
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		fds[i] = -1;
 	if (req == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	/* Daemon: READY goes out with our HELLO and AUTH, a round trip before
@@ -184,15 +184,15 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		if (ret < 0)
 			goto out;
 	}
-	ret = server_data(c, cfg, req, k, lfd, fds, e);
+	ret = server_data(c, cfg, req, k, lfd, chans, e);
 	if (lfd >= 0)
 		close(lfd);
 	lfd = -1;
 	if (ret < 0)
 		goto out;
-	session_check_window(fds[0], req->window);
+	session_check_window(chan_wfd(chans[0]), req->window);
 	struct session_run run = {
-		.role = req->role, .req = req, .ctl = c, .fds = fds,
+		.role = req->role, .req = req, .ctl = c, .chans = chans,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .input = &input,
 		.target = &target, .strip_setid = cfg->transport == SESSION_DAEMON,
 	};
@@ -204,7 +204,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 out:
 	if (lfd >= 0)
 		close(lfd);
-	session_close_fds(fds, PROTO_MAX_STREAMS);
+	session_close_chans(chans, PROTO_MAX_STREAMS);
 	srclist_free(&list);
 	sink_target_close(&target);
 	crypto_wipe(k, sizeof(k));

@@ -198,12 +198,11 @@ int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KE
 	return ret;
 }
 
-void session_close_fds(int *fds, unsigned n)
+void session_close_chans(struct chan **chans, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (fds[i] >= 0)
-			close(fds[i]);
-		fds[i] = -1;
+		chan_free(chans[i]);
+		chans[i] = NULL;
 	}
 }
 
@@ -226,21 +225,50 @@ struct connector {
 	uint32_t window;
 	unsigned timeout_s;
 	uint8_t *pending;       /* NULL: confirm the listener now; else its proof, checked later */
-	int fd;                 /* result; owned by the connector until joined */
+	struct chan *ch;        /* result; owned by the connector until joined */
 	struct pc_err err;
 	pthread_t tid;
 };
 
 /* Waits up to SESSION_AUTH_TIMEOUT_S for the listener's proof to start
- * arriving on fd, or a stop signal (platform_poll): the read itself only
- * has SO_RCVTIMEO, which no signal shortens. Returns 0, -PC_E_TIMEOUT,
- * -PC_E_INTERRUPTED or -errno. */
-static int session_await_proof(int fd)
+ * arriving on ch (at once if bytes wait inside it already), or a stop
+ * signal (platform_poll): the read itself only has the chan's timeout,
+ * which no signal shortens. Returns 0, -PC_E_TIMEOUT, -PC_E_INTERRUPTED
+ * or -errno. */
+static int session_await_proof(struct chan *ch)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int n = platform_poll(&p, 1, (int)SESSION_AUTH_TIMEOUT_S * 1000);
+	struct pollfd p = { .fd = chan_rfd(ch), .events = POLLIN };
+	int n;
 
+	if (chan_pending(ch))
+		return 0;
+	n = platform_poll(&p, 1, (int)SESSION_AUTH_TIMEOUT_S * 1000);
 	return n > 0 ? 0 : n == 0 ? -PC_E_TIMEOUT : n;
+}
+
+/* Readies a connected data channel: TCP_NODELAY, the handshake's timeout,
+ * our proof, the listener's proof (unless c->pending defers it), then the
+ * transfer's timeout. Returns 0 or a negative code. */
+static int session_connect_chan(struct connector *c, struct chan *ch)
+{
+	uint8_t expect[PROTO_MAC_LEN];
+	/* Blocks leave in single large writes: Nagle only delays the small
+	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
+	int ret = net_set_nodelay(chan_wfd(ch));
+
+	if (ret == 0)
+		ret = chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
+	if (ret == 0)
+		ret = auth_data_connect(ch, c->k, c->idx, expect);
+	if (ret == 0 && c->pending == NULL)
+		ret = session_await_proof(ch);
+	if (ret == 0 && c->pending == NULL)
+		ret = auth_data_confirm(ch, expect);
+	else if (ret == 0)
+		memcpy(c->pending, expect, sizeof(expect));
+	if (ret == 0)
+		ret = chan_set_timeout(ch, c->timeout_s);
+	return ret;
 }
 
 static void *session_connect_one(void *arg)
@@ -248,26 +276,15 @@ static void *session_connect_one(void *arg)
 	struct connector *c = arg;
 	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
 			     &c->err);
-	uint8_t expect[PROTO_MAC_LEN];
+	struct chan *ch;
 	int ret;
 
 	if (fd < 0)
 		return NULL;
-	/* Blocks leave in single large writes: Nagle only delays the small
-	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
-	ret = net_set_nodelay(fd);
-	if (ret == 0)
-		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
-	if (ret == 0)
-		ret = auth_data_connect(fd, c->k, c->idx, expect);
-	if (ret == 0 && c->pending == NULL)
-		ret = session_await_proof(fd);
-	if (ret == 0 && c->pending == NULL)
-		ret = auth_data_confirm(fd, expect);
-	else if (ret == 0)
-		memcpy(c->pending, expect, sizeof(expect));
-	if (ret == 0)
-		ret = net_set_timeout(fd, c->timeout_s);
+	ch = chan_plain_new(fd, fd);
+	if (ch == NULL)
+		close(fd); /* still ours */
+	ret = ch != NULL ? session_connect_chan(c, ch) : -ENOMEM;
 	if (ret == -PC_E_INTERRUPTED) {
 		pc_err_set(&c->err, ret, "interrupted while data connection %u to %s port %u "
 			   "waited for the listener's proof", (unsigned)c->idx, c->host,
@@ -283,17 +300,17 @@ static void *session_connect_one(void *arg)
 			   (unsigned)c->port, pc_strerror(ret));
 	}
 	if (ret < 0) {
-		close(fd);
+		chan_free(ch);
 		return NULL;
 	}
-	c->fd = fd;
+	c->ch = ch;
 	return NULL;
 }
 
 int session_connect_data(const char *host, uint16_t port, int family,
 			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
-			 struct pc_err *e)
+			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN],
+			 struct chan **chans, struct pc_err *e)
 {
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started = 0;
@@ -303,7 +320,7 @@ int session_connect_data(const char *host, uint16_t port, int family,
 		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
 					   .idx = (uint16_t)i, .window = window,
 					   .timeout_s = timeout_s,
-					   .pending = pending ? pending[i] : NULL, .fd = -1 };
+					   .pending = pending ? pending[i] : NULL, .ch = NULL };
 		pc_err_init(&c[i].err);
 		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
 		if (rc != 0) {
@@ -320,13 +337,13 @@ int session_connect_data(const char *host, uint16_t port, int family,
 		int code = pc_err_get(&c[i].err, msg, sizeof(msg));
 		if (code < 0 && ret == 0)
 			ret = pc_err_set(e, code, "%s", msg);
-		fds[i] = c[i].fd;
+		chans[i] = c[i].ch;
 		pc_err_destroy(&c[i].err);
 	}
 	if (ret == 0 && n > 0)
-		session_check_window(fds[0], window);
+		session_check_window(chan_wfd(chans[0]), window);
 	if (ret < 0)
-		session_close_fds(fds, started);
+		session_close_chans(chans, started);
 	return ret;
 }
 
@@ -344,7 +361,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.ctl = run->ctl,
 		.sigfd = run->sigfd,
 		.err = e,
-		.data_fds = run->fds,
+		.data = run->chans,
 		.data_confirm = run->confirm,
 		.skip_paths = run->skip_paths,
 	};

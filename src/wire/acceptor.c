@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "wire/auth.h"
@@ -25,7 +24,7 @@ struct acceptor;
 /* One connection being authenticated by its own thread. */
 struct acc_job {
 	struct acceptor *a;
-	int fd;                   /* owned by the job until collected */
+	struct chan *ch;          /* owned by the job until collected */
 	char who[NET_MAX_ADDR];   /* immutable */
 	uint16_t idx;             /* result: the stream index */
 	int ret;                  /* result; guarded by a->lock */
@@ -46,14 +45,14 @@ static void *acc_job_main(void *arg)
 {
 	struct acc_job *j = arg;
 	struct acceptor *a = j->a;
-	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
+	int ret = net_set_nodelay(chan_wfd(j->ch)); /* as the connector does: no 40 ms END */
 
 	if (ret == 0)
-		ret = net_set_timeout(j->fd, ACCEPTOR_AUTH_TIMEOUT_S);
+		ret = chan_set_timeout(j->ch, ACCEPTOR_AUTH_TIMEOUT_S);
 	if (ret == 0)
-		ret = auth_data_accept(j->fd, a->k, a->n, &j->idx);
+		ret = auth_data_accept(j->ch, a->k, a->n, &j->idx);
 	if (ret == 0)
-		ret = net_set_timeout(j->fd, a->timeout_s);
+		ret = chan_set_timeout(j->ch, a->timeout_s);
 	sync_lock(&a->lock);
 	j->ret = ret;
 	j->done = true;
@@ -66,7 +65,7 @@ static void *acc_job_main(void *arg)
 
 /* Joins every finished job and keeps its connection if it is good and
  * its stream index still free. Returns how many connections it kept. */
-static unsigned acc_collect(struct acceptor *a, int *fds, bool all)
+static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 {
 	unsigned kept = 0;
 
@@ -80,18 +79,18 @@ static unsigned acc_collect(struct acceptor *a, int *fds, bool all)
 		if (!done && !all)
 			continue;
 		if (!done)
-			(void)shutdown(j->fd, SHUT_RDWR); /* a silent stranger: cut it off */
+			chan_abort(j->ch); /* a silent stranger: cut it off */
 		if (pthread_join(j->tid, NULL) != 0)
 			log_error("cannot join an acceptor thread");
-		if (j->ret == 0 && fds[j->idx] < 0 && !all) {
-			fds[j->idx] = j->fd;
+		if (j->ret == 0 && chans[j->idx] == NULL && !all) {
+			chans[j->idx] = j->ch;
 			kept++;
 		} else {
 			if (!all || j->ret != 0)
 				log_warn("dropped data connection from %s: %s", j->who,
 					 j->ret == -PC_E_AUTH ? "bad authentication"
 					 : j->ret == 0 ? "duplicate stream" : pc_strerror(j->ret));
-			close(j->fd);
+			chan_free(j->ch);
 		}
 		j->used = false;
 	}
@@ -105,6 +104,7 @@ static int acc_accept(struct acceptor *a, int lfd)
 {
 	struct acc_job *j = NULL;
 	char who[NET_MAX_ADDR];
+	struct chan *ch;
 	int fd, rc;
 
 	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS && j == NULL; i++)
@@ -117,13 +117,19 @@ static int acc_accept(struct acceptor *a, int lfd)
 		return 0;
 	if (fd < 0)
 		return fd;
-	*j = (struct acc_job){ .a = a, .fd = fd, .used = true };
+	ch = chan_plain_new(fd, fd);
+	if (ch == NULL) {
+		log_warn("dropped data connection from %s: out of memory", who);
+		close(fd);
+		return 0;
+	}
+	*j = (struct acc_job){ .a = a, .ch = ch, .used = true };
 	snprintf(j->who, sizeof(j->who), "%s", who);
 	rc = pthread_create(&j->tid, NULL, acc_job_main, j);
 	if (rc != 0) {
 		log_warn("dropped data connection from %s: cannot start a thread: %s", who,
 			 strerror(rc));
-		close(fd);
+		chan_free(ch);
 		j->used = false;
 	}
 	return 0;
@@ -162,7 +168,7 @@ static int acc_hear(struct ctl *watch, struct pc_err *e)
 }
 
 int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
-		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
+		 unsigned timeout_s, const char *peer, struct chan **chans, struct pc_err *e)
 {
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
 	struct acceptor *a = calloc(1, sizeof(*a));
@@ -171,7 +177,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		fds[i] = -1;
+		chans[i] = NULL;
 	if (a == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = timeout_s };
@@ -225,7 +231,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			int err = platform_event_drain(a->efd);
 			if (err < 0)
 				log_debug("acceptor eventfd: %s", strerror(-err));
-			have += acc_collect(a, fds, false);
+			have += acc_collect(a, chans, false);
 		}
 		if (nr > 0 && (p[0].revents & POLLIN)) {
 			ret = acc_accept(a, lfd);
@@ -235,7 +241,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			}
 		}
 	}
-	acc_collect(a, fds, true); /* cut off and join whoever is left */
+	acc_collect(a, chans, true); /* cut off and join whoever is left */
 	if (ret == 0 && have < n && started)
 		ret = pc_err_set(e, -PC_E_TIMEOUT,
 				 "only %u of %u data connections from %s arrived, though it had "
@@ -246,9 +252,8 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 				 "is a firewall blocking them?", have, n, peer, ACCEPTOR_TIMEOUT_S);
 	if (ret < 0)
 		for (unsigned i = 0; i < n; i++) {
-			if (fds[i] >= 0)
-				close(fds[i]);
-			fds[i] = -1;
+			chan_free(chans[i]);
+			chans[i] = NULL;
 		}
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&a->lock));
 	close(a->efd);

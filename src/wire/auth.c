@@ -8,7 +8,6 @@
 
 #include "sys/crypto.h"
 #include "sys/err.h"
-#include "sys/platform.h"
 
 /* HMAC(key, label | a | b) */
 static int auth_mac2(const uint8_t key[PROTO_KEY_LEN], const char *label,
@@ -37,6 +36,14 @@ int auth_session_key(const uint8_t K[PROTO_KEY_LEN], const uint8_t nonce_c[PROTO
 	return auth_mac2(K, "pcopy session", nonce_c, nonce_s, k);
 }
 
+/* Sends len bytes of buf on ch in one write. Returns 0 or a negative code. */
+static int auth_send(struct chan *ch, const void *buf, size_t len)
+{
+	const struct iovec iov = { .iov_base = (void *)(uintptr_t)buf, .iov_len = len };
+
+	return chan_send(ch, &iov, 1);
+}
+
 static int auth_data_mac(const uint8_t k[PROTO_KEY_LEN], bool connector,
 			 const uint8_t nc[PROTO_NONCE_LEN], uint16_t stream, uint8_t mac[PROTO_MAC_LEN])
 {
@@ -51,7 +58,7 @@ static int auth_data_mac(const uint8_t k[PROTO_KEY_LEN], bool connector,
 	return crypto_hmac(k, PROTO_KEY_LEN, iov, 3, mac);
 }
 
-int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+int auth_data_connect(struct chan *ch, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
 		      uint8_t expect[PROTO_MAC_LEN])
 {
 	struct proto_dhello h = { .magic = PROTO_DATA_MAGIC, .version = PROTO_VERSION,
@@ -67,27 +74,28 @@ int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
 	if (ret == 0)
 		ret = auth_data_mac(k, false, h.nonce, stream, expect);
 	if (ret == 0)
-		ret = platform_write_full(fd, hello, sizeof(hello));
+		ret = auth_send(ch, hello, sizeof(hello));
 	return ret;
 }
 
-int auth_data_confirm(int fd, const uint8_t expect[PROTO_MAC_LEN])
+int auth_data_confirm(struct chan *ch, const uint8_t expect[PROTO_MAC_LEN])
 {
 	uint8_t mac[PROTO_MAC_LEN];
-	int ret = platform_read_full(fd, mac, sizeof(mac), NULL);
+	int ret = chan_recv(ch, mac, sizeof(mac), NULL);
 
 	if (ret < 0)
 		return ret;
 	return crypto_equal(expect, mac, PROTO_MAC_LEN) ? 0 : -PC_E_AUTH;
 }
 
-int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, uint16_t *stream)
+int auth_data_accept(struct chan *ch, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams,
+		     uint16_t *stream)
 {
 	uint8_t hello[PROTO_DHELLO_LEN + PROTO_MAC_LEN], expect[PROTO_MAC_LEN];
 	struct proto_dhello h;
 	int ret;
 
-	ret = platform_read_full(fd, hello, sizeof(hello), NULL);
+	ret = chan_recv(ch, hello, sizeof(hello), NULL);
 	if (ret < 0)
 		return ret;
 	if (proto_dhello_decode(hello, &h) < 0 || h.stream >= nstreams)
@@ -100,7 +108,7 @@ int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, 
 		return -PC_E_AUTH;
 	ret = auth_data_mac(k, false, h.nonce, h.stream, expect);
 	if (ret == 0)
-		ret = platform_write_full(fd, expect, sizeof(expect));
+		ret = auth_send(ch, expect, sizeof(expect));
 	if (ret == 0)
 		*stream = h.stream;
 	return ret;

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* auth: proving knowledge of a key, on the control channel of a daemon
  * session and on every data connection (docs/PROTOCOL.md, "Authentication").
- * Pure key derivation plus blocking handshakes on a connected fd.
+ * Pure key derivation plus blocking handshakes on a data channel (a chan,
+ * which the caller owns and on which it has set a timeout).
  * Thread-safe: no shared state. */
 #ifndef PCOPY_AUTH_H
 #define PCOPY_AUTH_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 /* MAC for the daemon control handshake: HMAC(K, label | nonce_c | nonce_s),
@@ -25,27 +27,29 @@ int auth_session_key(const uint8_t K[PROTO_KEY_LEN], const uint8_t nonce_c[PROTO
  * connector sends DHELLO and its proof, the listener checks it and answers
  * with its own proof, bound to the connector's fresh nonce.
  *
- * Connector side, on fd for stream index `stream` with session key k:
+ * Connector side, on ch for stream index `stream` with session key k:
  * sends DHELLO and the proof in one write and does not wait, so a
  * connector that is the source may write blocks at once. expect receives
  * the proof the listener will send; the caller checks it with
  * auth_data_confirm before it trusts the connection: at once if it is
  * going to read from it, or after its last block if it only writes.
  * Returns 0 or a negative code. */
-int auth_data_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+int auth_data_connect(struct chan *ch, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
 		      uint8_t expect[PROTO_MAC_LEN]);
 
 /* Connector side: reads the listener's proof and compares it with expect
  * in constant time. Returns 0, -PC_E_AUTH if it is wrong, or a negative I/O
  * code (-PC_E_NET if the listener hung up without one). */
-int auth_data_confirm(int fd, const uint8_t expect[PROTO_MAC_LEN]);
+int auth_data_confirm(struct chan *ch, const uint8_t expect[PROTO_MAC_LEN]);
 
 /* Listener side: reads the connector's hello and proof and checks it; only
  * then proves itself. On success sets *stream (< nstreams) and returns 0;
  * -PC_E_AUTH for a wrong proof (nothing was sent), -PC_E_PROTO for garbage
  * or an index out of range, or a negative I/O code. The caller sets a
- * receive timeout on fd beforehand so a silent stranger cannot stall it. */
-int auth_data_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams, uint16_t *stream);
+ * timeout on ch beforehand (chan_set_timeout) so a silent stranger cannot
+ * stall it. */
+int auth_data_accept(struct chan *ch, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams,
+		     uint16_t *stream);
 
 /* ---- Version 4: TLS 1.3 with external PSKs (docs/PROTOCOL.md 5.3, 6.1) ---- */
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
  * TLS PSK identities, and both sides' reading of the clear data handshake
- * (auth_data_accept, auth_data_confirm).
+ * (auth_data_accept, auth_data_confirm, over a plain chan).
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
@@ -17,6 +17,7 @@
 #include "wire/auth.h"
 #include "sys/err.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -245,6 +246,7 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 	};
 	uint8_t reply[PROTO_MAC_LEN + 1];
 	uint16_t stream = 0xffff;
+	struct chan *ch;
 	int sv[2], ret;
 
 	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -252,8 +254,10 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 		len = PROTO_DHELLO_LEN + PROTO_MAC_LEN;
 	fuzz_require(platform_write_full(sv[0], in, len) == 0);
 	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
-	ret = auth_data_accept(sv[1], k, 8, &stream);
-	close(sv[1]);
+	ch = chan_plain_new(sv[1], sv[1]);
+	fuzz_require(ch != NULL);
+	ret = auth_data_accept(ch, k, 8, &stream);
+	chan_free(ch); /* closes sv[1] */
 	ssize_t n = read(sv[0], reply, sizeof(reply));
 	if (ret == 0)
 		fuzz_require(stream < 8 && n == PROTO_MAC_LEN);
@@ -271,6 +275,7 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 static void fuzz_confirm(const uint8_t *in, size_t len)
 {
 	uint8_t expect[PROTO_MAC_LEN];
+	struct chan *ch;
 	int sv[2], ret;
 
 	memset(expect, 0x33, sizeof(expect));
@@ -279,13 +284,15 @@ static void fuzz_confirm(const uint8_t *in, size_t len)
 	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 	fuzz_require(platform_write_full(sv[0], in, len) == 0);
 	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
-	ret = auth_data_confirm(sv[1], expect);
+	ch = chan_plain_new(sv[1], sv[1]);
+	fuzz_require(ch != NULL);
+	ret = auth_data_confirm(ch, expect);
 	if (len < PROTO_MAC_LEN)
 		fuzz_require(ret == -PC_E_NET);
 	else
 		fuzz_require(ret == (memcmp(in, expect, PROTO_MAC_LEN) == 0 ? 0 : -PC_E_AUTH));
 	close(sv[0]);
-	close(sv[1]);
+	chan_free(ch); /* closes sv[1] */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

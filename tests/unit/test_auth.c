@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "sys/crypto.h"
 #include "sys/err.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 static void fill(uint8_t *p, size_t len, uint8_t start)
@@ -149,9 +151,16 @@ static void *listener_main(void *arg)
 {
 	struct listener *l = arg;
 
+	struct chan *ch = chan_plain_new(l->fd, l->fd);
+
 	l->stream = 0xffff;
-	l->ret = auth_data_accept(l->fd, l->key, l->nstreams, &l->stream);
-	close(l->fd);
+	if (ch == NULL) {
+		l->ret = -ENOMEM;
+		close(l->fd);
+		return NULL;
+	}
+	l->ret = auth_data_accept(ch, l->key, l->nstreams, &l->stream);
+	chan_free(ch); /* closes l->fd */
 	return NULL;
 }
 
@@ -189,15 +198,18 @@ static void handshake(const uint8_t *kc, const uint8_t *kl, uint16_t stream,
 		      unsigned nstreams, int *cret, struct listener *l)
 {
 	uint8_t expect[PROTO_MAC_LEN];
+	struct chan *ch;
 	pthread_t th;
 	int sv[2];
 
 	make_pair(sv);
 	listener_start(l, sv[1], kl, nstreams, &th);
-	*cret = auth_data_connect(sv[0], kc, stream, expect);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	*cret = auth_data_connect(ch, kc, stream, expect);
 	if (*cret == 0)
-		*cret = auth_data_confirm(sv[0], expect);
-	close(sv[0]);
+		*cret = auth_data_confirm(ch, expect);
+	chan_free(ch); /* closes sv[0] */
 	assert_int_equal(pthread_join(th, NULL), 0);
 }
 
@@ -319,12 +331,15 @@ static void test_data_connector(void **state)
 	uint8_t k[PROTO_KEY_LEN], sent[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
 	uint8_t expect[PROTO_MAC_LEN], want[PROTO_MAC_LEN], zero[PROTO_MAC_LEN] = { 0 };
 	struct proto_dhello h;
+	struct chan *ch;
 	int sv[2];
 
 	(void)state;
 	fill(k, sizeof(k), 20);
 	make_pair(sv);
-	assert_int_equal(auth_data_connect(sv[0], k, 9, expect), 0);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	assert_int_equal(auth_data_connect(ch, k, 9, expect), 0);
 	assert_int_equal(platform_read_full(sv[1], sent, sizeof(sent), NULL), 0);
 	assert_int_equal(proto_dhello_decode(sent, &h), 0);
 	assert_int_equal(h.stream, 9);
@@ -336,17 +351,19 @@ static void test_data_connector(void **state)
 
 	/* A zero MAC is refused; so is a listener that hangs up. */
 	assert_int_equal(platform_write_full(sv[1], zero, sizeof(zero)), 0);
-	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_AUTH);
+	assert_int_equal(auth_data_confirm(ch, expect), -PC_E_AUTH);
 	close(sv[1]);
-	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_NET);
-	close(sv[0]);
+	assert_int_equal(auth_data_confirm(ch, expect), -PC_E_NET);
+	chan_free(ch); /* closes sv[0] */
 
 	/* Every connection has a fresh nonce. */
 	uint8_t expect2[PROTO_MAC_LEN];
 	make_pair(sv);
-	assert_int_equal(auth_data_connect(sv[0], k, 9, expect2), 0);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	assert_int_equal(auth_data_connect(ch, k, 9, expect2), 0);
 	assert_memory_not_equal(expect, expect2, PROTO_MAC_LEN);
-	close(sv[0]);
+	chan_free(ch);
 	close(sv[1]);
 }
 
