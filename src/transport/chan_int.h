@@ -29,7 +29,7 @@ struct chan {
 	unsigned timeout_s;           /* owner: 0 = none */
 	atomic_bool aborted;          /* set by chan_abort */
 	char describe[96];            /* immutable after creation */
-	char error[128];              /* owner: detail of the last failure */
+	char error[256];              /* owner: detail of the last failure */
 };
 
 /* Fills the common part (ops, fds, whether each is a socket (fstat),

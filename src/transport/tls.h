@@ -68,6 +68,11 @@ int tls_accept(int fd, tls_find_psk find, void *arg, uint64_t deadline_ns,
  * even one who later learns the PSK. -EINVAL for a channel in clear. */
 int tls_export(struct chan *c, const char *label, uint8_t *out, size_t len);
 
+/* The (EC)DHE group the handshake of c used ("X25519"), into name[cap]:
+ * 0, -ENOENT if it did none (psk_ke: never offered nor accepted here), or
+ * -EINVAL for a channel in clear. For -v and the tests. */
+int tls_kex_group(struct chan *c, char *name, size_t cap);
+
 /* Kernel TLS on this machine, for -v: "on", or why not ("the kernel has no
  * tls module", "this OpenSSL was built without it"). */
 const char *tls_ktls_status(void);
