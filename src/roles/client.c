@@ -20,6 +20,8 @@
 #include "roles/api.h"
 #include "codec/codec.h"
 #include "sys/crypto.h"
+#include "wire/auth.h"
+#include "transport/tls.h"
 #include "wire/ctl.h"
 #include "wire/keyfile.h"
 #include "roles/loc.h"
@@ -88,6 +90,14 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
 		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
 				  PROTO_MIN_DATA_PORT);
+	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
+		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
+	if (o->cipher != NULL) {
+		enum tls_cipher tc;
+		int ret = tls_cipher_parse(o->cipher, &tc, e);
+		if (ret < 0)
+			return ret;
+	}
 	if (o->codec != NULL) {
 		struct codec_choice c[CODEC_MAX_CHOICES];
 		unsigned n;
@@ -382,6 +392,26 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 
 /* ---- Requests ---------------------------------------------------------- */
 
+/* How the data of a session with ep travels: TLS wherever it crosses a
+ * network (every far end: ssh, a daemon, third party), in clear to our own
+ * local child unless --encrypt; --no-encrypt: in clear everywhere. The
+ * cipher was checked by client_check_opts. */
+static struct auth_data_mode client_data_mode(const struct pcopy_opts *o,
+					      const struct endpoint *ep)
+{
+	struct auth_data_mode m = { .tls = o->encrypt == PCOPY_ENCRYPT_ON ||
+					   (o->encrypt == PCOPY_ENCRYPT_DEFAULT && ep->loc != NULL) };
+
+	if (o->cipher != NULL) {
+		struct pc_err e;
+		pc_err_init(&e);
+		if (tls_cipher_parse(o->cipher, &m.cipher, &e) < 0)
+			m.cipher = TLS_CIPHER_AUTO;
+		pc_err_destroy(&e);
+	}
+	return m;
+}
+
 static int client_request(struct client *c, struct endpoint *ep, enum proto_role role)
 {
 	const struct pcopy_opts *o = c->o;
@@ -401,6 +431,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 		      (o->numeric_ids ? PROTO_REQ_NUMERIC_IDS : 0) |
 		      (o->dereference ? PROTO_REQ_DEREF : 0) |
 		      (o->hard_links ? PROTO_REQ_HARDLINKS : 0);
+	req->flags |= auth_data_flags(client_data_mode(o, ep));
 	if (c->dst.kind == LOC_STDIO)
 		req->flags |= PROTO_REQ_ORDERED;
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
@@ -451,20 +482,17 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	int ret;
 
 	if (lfd >= 0) {
-		ret = acceptor_run(lfd, ep->ctl, ep->k, req->streams, req->timeout_s, ep->peer,
-				   c->chans, c->e);
+		ret = acceptor_run(lfd, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	pc_err_init(&e2);
-	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
-				   req->window, req->timeout_s, pending, c->chans, &e2);
+	ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending, c->chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. */
 	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->ready_host[0] != '\0' &&
 	    strcmp(ep->ready_host, ep->data_host) != 0)
-		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
-					   req->streams, req->window, req->timeout_s, pending,
+		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
 					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
 	if (own) {
@@ -515,7 +543,8 @@ static int client_two_party(struct client *c)
 	 * is the daemon's, on the address our control connection reached.
 	 * Through ssh the data host is resolved by us, not by ssh, and may be
 	 * another machine: there each listener proves itself first. */
-	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON;
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON &&
+		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
 		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
 	if (lfd >= 0)

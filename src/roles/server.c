@@ -124,7 +124,7 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), chans, e);
+		ret = acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e);
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
@@ -132,9 +132,8 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		if (host == NULL || host[0] == '\0')
 			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
 		else
-			ret = session_connect_data(host, req->connect_port, req->family, k,
-						   req->streams, req->window, req->timeout_s, NULL,
-						   chans, e);
+			ret = session_connect_data(host, req->connect_port, req, k, NULL, chans,
+						   e);
 	}
 	if (ret < 0)
 		server_tell(c, e, ret);

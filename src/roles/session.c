@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "wire/auth.h"
+#include "transport/tls.h"
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/net.h"
@@ -219,11 +220,10 @@ void session_check_window(int fd, uint32_t window)
 struct connector {
 	const char *host;
 	uint16_t port;
-	int family;
+	const struct proto_request *req;
+	struct auth_data_mode mode;
 	const uint8_t *k;
 	uint16_t idx;
-	uint32_t window;
-	unsigned timeout_s;
 	uint8_t *pending;       /* NULL: confirm the listener now; else its proof, checked later */
 	struct chan *ch;        /* result; owned by the connector until joined */
 	struct pc_err err;
@@ -246,18 +246,14 @@ static int session_await_proof(struct chan *ch)
 	return n > 0 ? 0 : n == 0 ? -PC_E_TIMEOUT : n;
 }
 
-/* Readies a connected data channel: TCP_NODELAY, the handshake's timeout,
- * our proof, the listener's proof (unless c->pending defers it), then the
- * transfer's timeout. Returns 0 or a negative code. */
-static int session_connect_chan(struct connector *c, struct chan *ch)
+/* Readies a data channel in clear: the handshake's timeout, our proof, the
+ * listener's proof (unless c->pending defers it). Returns 0 or a negative
+ * code. */
+static int session_connect_clear(struct connector *c, struct chan *ch)
 {
 	uint8_t expect[PROTO_MAC_LEN];
-	/* Blocks leave in single large writes: Nagle only delays the small
-	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
-	int ret = net_set_nodelay(chan_wfd(ch));
+	int ret = chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
 
-	if (ret == 0)
-		ret = chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
 	if (ret == 0)
 		ret = auth_data_connect(ch, c->k, c->idx, expect);
 	if (ret == 0 && c->pending == NULL)
@@ -266,26 +262,61 @@ static int session_connect_chan(struct connector *c, struct chan *ch)
 		ret = auth_data_confirm(ch, expect);
 	else if (ret == 0)
 		memcpy(c->pending, expect, sizeof(expect));
+	return ret;
+}
+
+/* Makes c->ch of the connected socket fd: TLS or in clear. On failure fd
+ * is closed. Returns 0 or a negative code, with a message in c->err for
+ * TLS failures. */
+static int session_connect_secure(struct connector *c, int fd)
+{
+	int ret;
+
+	/* Blocks leave in single large writes: Nagle only delays the small
+	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
+	ret = net_set_nodelay(fd);
+	if (ret == 0 && c->mode.tls) {
+		uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+		ret = auth_data_tls_connect(fd, c->k, c->idx, c->mode.cipher, deadline, &c->ch,
+					    &c->err);
+	} else if (ret == 0) {
+		c->ch = chan_plain_new(fd, fd);
+		ret = c->ch != NULL ? 0 : -ENOMEM;
+		if (ret == 0) {
+			fd = -1; /* the chan's now */
+			ret = session_connect_clear(c, c->ch);
+		}
+	}
 	if (ret == 0)
-		ret = chan_set_timeout(ch, c->timeout_s);
+		return chan_set_timeout(c->ch, c->req->timeout_s);
+	if (c->ch != NULL) {
+		chan_free(c->ch);
+		c->ch = NULL;
+	} else if (fd >= 0) {
+		close(fd);
+	}
 	return ret;
 }
 
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
-	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
-			     &c->err);
-	struct chan *ch;
+	int fd = net_connect(c->host, c->port, c->req->family, c->req->window,
+			     SESSION_CONNECT_TIMEOUT_S, &c->err);
 	int ret;
 
 	if (fd < 0)
 		return NULL;
-	ch = chan_plain_new(fd, fd);
-	if (ch == NULL)
-		close(fd); /* still ours */
-	ret = ch != NULL ? session_connect_chan(c, ch) : -ENOMEM;
-	if (ret == -PC_E_INTERRUPTED) {
+	ret = session_connect_secure(c, fd);
+	if (ret == 0)
+		return NULL;
+	char why[sizeof(c->err.msg)];
+	int code = pc_err_get(&c->err, why, sizeof(why));
+	if (code < 0) {
+		/* TLS said why; say which connection. */
+		pc_err_replace(&c->err, code, "data connection %u to %s port %u: %s",
+			       (unsigned)c->idx, c->host, (unsigned)c->port, why);
+	} else if (ret == -PC_E_INTERRUPTED) {
 		pc_err_set(&c->err, ret, "interrupted while data connection %u to %s port %u "
 			   "waited for the listener's proof", (unsigned)c->idx, c->host,
 			   (unsigned)c->port);
@@ -294,32 +325,27 @@ static void *session_connect_one(void *arg)
 		pc_err_set(&c->err, ret, "data connection %u to %s port %u: connected, but no "
 			   "answer to our handshake within %u s", (unsigned)c->idx, c->host,
 			   (unsigned)c->port, SESSION_AUTH_TIMEOUT_S);
-	} else if (ret < 0) {
+	} else {
 		pc_err_set(&c->err, ret == -PC_E_AUTH ? ret : -PC_E_NET,
 			   "data connection %u to %s port %u failed: %s", (unsigned)c->idx, c->host,
 			   (unsigned)c->port, pc_strerror(ret));
 	}
-	if (ret < 0) {
-		chan_free(ch);
-		return NULL;
-	}
-	c->ch = ch;
 	return NULL;
 }
 
-int session_connect_data(const char *host, uint16_t port, int family,
-			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN],
+int session_connect_data(const char *host, uint16_t port, const struct proto_request *req,
+			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
 			 struct chan **chans, struct pc_err *e)
 {
+	unsigned n = req->streams;
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started = 0;
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
-					   .idx = (uint16_t)i, .window = window,
-					   .timeout_s = timeout_s,
+		c[i] = (struct connector){ .host = host, .port = port, .req = req,
+					   .mode = auth_data_mode(req->flags), .k = k,
+					   .idx = (uint16_t)i,
 					   .pending = pending ? pending[i] : NULL, .ch = NULL };
 		pc_err_init(&c[i].err);
 		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
@@ -341,7 +367,7 @@ int session_connect_data(const char *host, uint16_t port, int family,
 		pc_err_destroy(&c[i].err);
 	}
 	if (ret == 0 && n > 0)
-		session_check_window(chan_wfd(chans[0]), window);
+		session_check_window(chan_wfd(chans[0]), req->window);
 	if (ret < 0)
 		session_close_chans(chans, started);
 	return ret;

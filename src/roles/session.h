@@ -62,18 +62,20 @@ int session_server_open(struct ctl *c, enum session_transport t,
 int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
 			struct pc_err *e);
 
-/* Opens n data connections to host:port (in parallel), wraps each in a
- * channel (chan_plain_new) and proves the key on it. chans[0..n-1] receive
- * them, owned by the caller (session_close_chans), each with a timeout of
- * timeout_s. With pending NULL (a side that reads them: the sink) it also
- * waits for each listener's proof. A source passes pending[n]: it does
- * not wait, so its blocks follow the proof in the same flight, and
- * pending[i] receives the proof listener i owes, for the source to confirm
- * after its last block (session_run.confirm). Returns 0 or a negative code
- * (nothing left open). */
-int session_connect_data(const char *host, uint16_t port, int family,
-			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN],
+/* Opens req->streams data connections to host:port (in parallel), each
+ * with req->window and req->family, secured as req->flags say
+ * (auth_data_mode): TLS 1.3 keyed from k, the listener proved by the
+ * handshake; or in clear with the DHELLO proofs of k. chans[0..n-1]
+ * receive them, owned by the caller (session_close_chans), each with a
+ * timeout of req->timeout_s. In clear, with pending NULL (a side that reads
+ * them: the sink) it also waits for each listener's proof; a source passes
+ * pending[n]: it does not wait, so its blocks follow the proof in the same
+ * flight, and pending[i] receives the proof listener i owes, for the
+ * source to confirm after its last block (session_run.confirm). In TLS
+ * pending is not used (set it NULL). Returns 0 or a negative code (nothing
+ * left open). */
+int session_connect_data(const char *host, uint16_t port, const struct proto_request *req,
+			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
 			 struct chan **chans, struct pc_err *e);
 
 /* Frees chans[0..n-1] that are set (chan_free closes their sockets) and

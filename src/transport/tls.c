@@ -674,10 +674,19 @@ static int tls_hs_run(SSL *ssl, int fd, bool server, const struct tls_hs *hs,
 		if (f.sslerr != SSL_ERROR_WANT_READ && f.sslerr != SSL_ERROR_WANT_WRITE)
 			return tls_hs_fail(fd, server, hs, &f, e);
 		r = tls_ms_left(deadline_ns);
-		if (r != 0)
-			r = tls_poll(fd, f.sslerr, r);
-		else
+		if (r != 0) {
+			/* A stop signal ends the handshake too (platform_poll),
+			 * as it ends a connect or a wait for a proof in clear. */
+			struct pollfd p = { .fd = fd, .events = f.sslerr == SSL_ERROR_WANT_READ
+								? POLLIN : POLLOUT };
+			r = platform_poll(&p, 1, r);
+			r = r > 0 ? 0 : r == 0 ? -PC_E_TIMEOUT : r;
+		} else {
 			r = -PC_E_TIMEOUT;
+		}
+		if (r == -PC_E_INTERRUPTED)
+			return pc_err_set(e, r, "%s: interrupted during the TLS handshake",
+					  tls_hs_where(fd, where, sizeof(where)));
 		if (r == -PC_E_TIMEOUT)
 			return pc_err_set(e, -PC_E_TIMEOUT, "%s: the peer did not finish the "
 					  "handshake in time", tls_hs_where(fd, where, sizeof(where)));

@@ -10,6 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "transport/chan.h"
+#include "sys/err.h"
+#include "transport/chan.h"
+#include "transport/tls.h"
 #include "wire/proto.h"
 
 /* MAC for the daemon control handshake: HMAC(K, label | nonce_c | nonce_s),
@@ -67,5 +70,49 @@ int auth_ctl_psk(const uint8_t K[PROTO_KEY_LEN], uint8_t psk[AUTH_PSK_LEN]);
  * Bound to the session (k) and to the index, so a connection proved for
  * one is useless for any other. */
 int auth_data_psk(const uint8_t k[PROTO_KEY_LEN], uint16_t stream, uint8_t psk[AUTH_PSK_LEN]);
+
+/* How a session's data connections prove themselves and travel, from its
+ * REQUEST's flags: TLS 1.3 with ENCRYPT (the connector offering the
+ * cipher the flags name, or both), else in clear with the DHELLO proofs. */
+struct auth_data_mode {
+	bool tls;
+	enum tls_cipher cipher;
+};
+
+struct auth_data_mode auth_data_mode(uint16_t req_flags);
+
+/* The REQUEST flags that ask for mode m. */
+uint16_t auth_data_flags(struct auth_data_mode m);
+
+/* Data connection `stream` as the TLS client on the connected socket fd:
+ * offers the stream's identity and PSK (auth_data_psk of k). On success
+ * *out owns fd, and the listener has proved the same k and index; on
+ * failure fd is still the caller's. Gives up at deadline_ns (absolute,
+ * platform_now_ns). Errors as tls_connect, with the message in e. */
+int auth_data_tls_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+			  enum tls_cipher cipher, uint64_t deadline_ns, struct chan **out,
+			  struct pc_err *e);
+
+/* The listener's side: accepts only a data identity of our version whose
+ * index is below nstreams, with the PSK of that index under k. *stream is
+ * the index the client proved. Ownership, deadline and errors as
+ * tls_accept. */
+int auth_data_tls_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstreams,
+			 uint64_t deadline_ns, uint16_t *stream, struct chan **out,
+			 struct pc_err *e);
+
+/* A daemon's control channel in TLS: the client offers the control
+ * identity and auth_ctl_psk(K); the daemon accepts only that identity.
+ * Ownership, deadline and errors as tls_connect/tls_accept. */
+int auth_ctl_tls_connect(int fd, const uint8_t K[PROTO_KEY_LEN], enum tls_cipher cipher,
+			 uint64_t deadline_ns, struct chan **out, struct pc_err *e);
+int auth_ctl_tls_accept(int fd, const uint8_t K[PROTO_KEY_LEN], uint64_t deadline_ns,
+			struct chan **out, struct pc_err *e);
+
+/* The session key k of a daemon session whose control channel is TLS: the
+ * TLS exporter with label AUTH_EXPORTER_SESSION. Both ends get the same
+ * bytes, which depend on the (EC)DHE secret of this connection, so a later
+ * theft of K does not reveal k. Returns 0 or a negative code. */
+int auth_session_key_tls(struct chan *ctl, uint8_t k[PROTO_KEY_LEN]);
 
 #endif

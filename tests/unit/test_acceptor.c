@@ -25,6 +25,7 @@
 #include "sys/net.h"
 #include "sys/platform.h"
 #include "transport/chan.h"
+#include "transport/tls.h"
 
 #define NSTREAMS 3u
 
@@ -38,6 +39,7 @@ struct peer {
 	bool stranger;              /* open one connection with a wrong key first */
 	unsigned nconnect;          /* good connections to open, indexes 0.. */
 	uint8_t k[PROTO_KEY_LEN];
+	bool tls;                   /* connect with TLS (ENCRYPT) */
 	struct chan *chans[NSTREAMS]; /* results, read after join */
 	uint8_t expect[NSTREAMS][PROTO_MAC_LEN];
 	int ret;
@@ -54,6 +56,13 @@ static struct chan *peer_connect(struct peer *p, const uint8_t *k, uint16_t idx,
 
 	pc_err_init(&e);
 	fd = net_connect("127.0.0.1", p->port, 4, 0, 5, &e);
+	if (fd >= 0 && p->tls) {
+		if (auth_data_tls_connect(fd, k, idx, TLS_CIPHER_AUTO,
+					  platform_now_ns() + 5000000000ull, &ch, &e) < 0)
+			close(fd);
+		pc_err_destroy(&e);
+		return ch;
+	}
 	pc_err_destroy(&e);
 	if (fd >= 0 && (ch = chan_plain_new(fd, fd)) == NULL)
 		close(fd);
@@ -84,7 +93,9 @@ static void *peer_main(void *arg)
 		memcpy(bad, p->k, sizeof(bad));
 		bad[7] ^= 0x40;
 		struct chan *ch = peer_connect(p, bad, 0, junk);
-		if (ch == NULL)
+		/* In clear the connector does not wait for the listener; in
+		 * TLS its handshake must fail. */
+		if ((ch == NULL) != p->tls)
 			p->ret = -1;
 		else
 			chan_free(ch);
@@ -98,6 +109,7 @@ static void *peer_main(void *arg)
 }
 
 struct rig {
+	struct proto_request req;   /* what the acceptor is asked for */
 	int lfd;
 	struct ctl *ours;
 	struct peer peer;
@@ -119,6 +131,8 @@ static void rig_start(struct rig *r, const struct proto_msg *first, unsigned nco
 	r->peer.ctl = ctl_new(sv[1], sv[1], "us", false);
 	assert_non_null(r->ours);
 	assert_non_null(r->peer.ctl);
+	r->req.streams = NSTREAMS;
+	r->req.timeout_s = 10;
 	r->peer.port = net_local_port(r->lfd);
 	r->peer.first = first;
 	r->peer.nconnect = nconnect;
@@ -167,7 +181,7 @@ static void test_file_overtakes_connections(void **state)
 	rig_start(&r, &file, NSTREAMS);
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
@@ -198,7 +212,7 @@ static void expect_stop(const struct proto_msg *first, int ret, int want, char m
 	r.peer.close_ctl = first == NULL;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", chans, &e),
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 ret);
 	assert_int_equal(pc_err_get(&e, msg, 256), want);
 	pc_err_destroy(&e);
@@ -240,7 +254,7 @@ static void test_stranger_dropped(void **state)
 	r.peer.stranger = true;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	assert_false(ctl_pending(r.ours));
 	rig_join(&r);
@@ -248,6 +262,37 @@ static void test_stranger_dropped(void **state)
 	for (unsigned i = 0; i < NSTREAMS; i++) {
 		assert_non_null(chans[i]);
 		assert_int_equal(auth_data_confirm(r.peer.chans[i], r.peer.expect[i]), 0);
+	}
+	rig_close(&r, chans);
+}
+
+/* In TLS (ENCRYPT) the handshake proves both ends: a stranger with a wrong
+ * key is dropped, and each good connection lands at the index it proved. */
+static void test_tls_connections(void **state)
+{
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	r.peer.stranger = true;
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0); /* the stranger's handshake failed, as it should */
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		uint8_t b = (uint8_t)(0xa0 + i), got = 0;
+		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+		assert_non_null(chans[i]);
+		assert_true(chan_encrypted(chans[i]));
+		assert_int_equal(chan_send(r.peer.chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
 	}
 	rig_close(&r, chans);
 }
@@ -271,7 +316,7 @@ static void test_interrupted(void **state)
 	rig_start(&r, NULL, 0);
 	assert_int_equal(kill(getpid(), SIGTERM), 0);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", chans, &e),
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 -PC_E_INTERRUPTED);
 	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
 	assert_string_equal(msg, "interrupted while waiting for data connections from peer");
@@ -289,6 +334,7 @@ int main(void)
 		cmocka_unit_test(test_file_overtakes_connections),
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
+		cmocka_unit_test(test_tls_connections),
 		cmocka_unit_test(test_interrupted),
 	};
 
