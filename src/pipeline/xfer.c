@@ -175,7 +175,10 @@ void xfer_await_peer_error(struct xfer *x)
 		return;
 	while (platform_now_ns() < deadline) {
 		int left = (int)((deadline - platform_now_ns()) / 1000000u) + 1;
-		if (poll(&p, 1, left) <= 0 || ctl_recv(x->ctl, &m) < 0)
+		/* A message already inside the ctl is not seen by poll. */
+		if (!ctl_pending(x->ctl) && poll(&p, 1, left) <= 0)
+			return;
+		if (ctl_recv(x->ctl, &m) < 0)
 			return;
 		if (m.type != PROTO_ERROR)
 			continue;
@@ -236,6 +239,9 @@ int xfer_await(struct xfer *x, uint8_t want, struct proto_msg *m)
 			       { .fd = x->sigfd, .events = POLLIN } };
 	int n;
 
+	/* A message already inside the ctl is not seen by poll: take it. */
+	if (ctl_pending(x->ctl))
+		return ctl_expect(x->ctl, want, m, x->err);
 	do
 		n = poll(p, x->sigfd >= 0 ? 2 : 1, x->timeout_s ? (int)x->timeout_s * 1000 : -1);
 	while (n < 0 && errno == EINTR);

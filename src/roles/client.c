@@ -170,7 +170,7 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 static int client_open_sources(struct client *c, char *const srcs[])
 {
 	int ret = srclist_build(&c->list, AT_FDCWD, false, (const char *const *)srcs,
-				(unsigned)c->nsrc, c->o->recursive, true, -1, c->e);
+				(unsigned)c->nsrc, c->o->recursive, true, NULL, c->e);
 
 	if (ret < 0)
 		return ret;
@@ -217,6 +217,29 @@ static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
 											     : "-q");
 }
 
+/* ep->ctl over a plain chan on rfd and wfd (one socket, or the pipes to
+ * a child), which it owns from now on; on failure both are closed.
+ * Returns 0 or a negative code (c->e set). */
+static int client_ctl_new(struct client *c, struct endpoint *ep, int rfd, int wfd, bool local)
+{
+	struct chan *ch = chan_plain_new(rfd, wfd);
+	int err = ch == NULL ? errno : ENOMEM;
+
+	ep->ctl = ch != NULL ? ctl_new(ch, ep->peer, local) : NULL;
+	if (ep->ctl != NULL)
+		return 0;
+	if (ch != NULL) {
+		chan_free(ch); /* closes rfd and wfd */
+	} else {
+		close(rfd);
+		if (wfd != rfd)
+			close(wfd);
+	}
+	if (err == ENOMEM)
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	return pc_err_set(c->e, -err, "control channel to %s: %s", ep->peer, strerror(err));
+}
+
 static int client_spawn_ssh(struct client *c, struct endpoint *ep)
 {
 	const char *rsh = c->o->rsh ? c->o->rsh : "ssh";
@@ -235,13 +258,7 @@ static int client_spawn_ssh(struct client *c, struct endpoint *ep)
 	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, c->e);
 	if (ret < 0)
 		return ret;
-	ep->ctl = ctl_new(rfd, wfd, ep->peer, false);
-	if (ep->ctl == NULL) {
-		close(rfd);
-		close(wfd);
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	}
-	return 0;
+	return client_ctl_new(c, ep, rfd, wfd, false);
 }
 
 static int client_spawn_local(struct client *c, struct endpoint *ep)
@@ -259,12 +276,7 @@ static int client_spawn_local(struct client *c, struct endpoint *ep)
 				 &ep->child, &fd, c->e);
 	if (ret < 0)
 		return ret;
-	ep->ctl = ctl_new(fd, fd, ep->peer, true);
-	if (ep->ctl == NULL) {
-		close(fd);
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	}
-	return 0;
+	return client_ctl_new(c, ep, fd, fd, true);
 }
 
 static int client_connect_daemon(struct client *c, struct endpoint *ep)
@@ -281,12 +293,7 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 		close(fd);
 		return pc_err_set(c->e, ret, "%s: %s", ep->peer, pc_strerror(ret));
 	}
-	ep->ctl = ctl_new(fd, fd, ep->peer, false);
-	if (ep->ctl == NULL) {
-		close(fd);
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	}
-	return 0;
+	return client_ctl_new(c, ep, fd, fd, false);
 }
 
 static int client_open_endpoint_raw(struct client *c, struct endpoint *ep);
@@ -459,7 +466,9 @@ static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
 	struct pc_err said;
 	char msg[sizeof(said.msg)];
 
-	if (poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0 || (m = malloc(sizeof(*m))) == NULL)
+	if (!ctl_pending(ep->ctl) && poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0)
+		return ret;
+	if ((m = malloc(sizeof(*m))) == NULL)
 		return ret;
 	pc_err_init(&said);
 	if (ctl_recv(ep->ctl, m) == 0 && m->type == PROTO_ERROR) {

@@ -20,6 +20,7 @@
 #include "wire/keyfile.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
 #include "roles/server.h"
 
 #define DAEMON_MAX_SESSIONS 64
@@ -91,24 +92,29 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 		.client_host = client, .allow_stdout = false, .sigfd = api_sigfd(),
 	};
 	struct pc_err e;
-	struct ctl *c;
+	struct chan *ch;
+	struct ctl *c;  /* owns ch */
 	int ret;
 
 	close(d->lfd);
 	close(d->chldfd);
 	pc_err_init(&e);
 	(void)net_set_nodelay(fd);
-	/* A stranger gets SESSION_AUTH_TIMEOUT_S to complete the handshake. */
-	(void)net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
 	/* Data connections come to the address the client reached us on. */
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
 	(void)net_peer_host(fd, client, sizeof(client));
-	c = ctl_new(fd, fd, who, false);
+	ch = chan_plain_new(fd, fd);
+	c = ch != NULL ? ctl_new(ch, who, false) : NULL;
 	if (c == NULL) {
-		close(fd);
+		if (ch != NULL)
+			chan_free(ch);
+		else
+			close(fd);
 		_exit(PC_EXIT_FILEIO);
 	}
+	/* A stranger gets SESSION_AUTH_TIMEOUT_S to complete the handshake. */
+	(void)chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
 	ctl_set_intr(c, cfg.sigfd);
 	/* The whole handshake, up to the client's proof, gets that long too:
 	 * the session holds a data listener from READY on. */

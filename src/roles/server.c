@@ -57,7 +57,7 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 		for (unsigned i = 0; i < req->npaths; i++)
 			paths[i] = proto_request_path(req, i);
 		return srclist_build(list, cfg->rootfd, cfg->beneath, paths, req->npaths,
-				     req->flags & PROTO_REQ_RECURSIVE, false, ctl_rfd(c), e);
+				     req->flags & PROTO_REQ_RECURSIVE, false, c, e);
 	}
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
@@ -235,7 +235,9 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 							o->control_fd != STDOUT_FILENO,
 		.sigfd = api_sigfd(), .self_host = self, .client_host = client,
 	};
-	struct ctl *c = ctl_new(rfd, wfd, "client", false);
+	struct chan *ch = chan_plain_new(rfd, wfd);
+	int err = ch == NULL ? errno : ENOMEM; /* if c is NULL */
+	struct ctl *c = ch != NULL ? ctl_new(ch, "client", false) : NULL; /* owns ch */
 	struct pc_err e;
 	int ret;
 
@@ -248,8 +250,13 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 		snprintf(client, sizeof(client), "%s", o->bind);
 		snprintf(self, sizeof(self), "%s", o->bind);
 	}
-	if (c == NULL)
-		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	if (c == NULL) {
+		chan_free(ch);
+		if (err == ENOMEM)
+			return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+		return api_result(r, &e, pc_err_set(&e, -err, "control channel to the client: %s",
+						    strerror(err)));
+	}
 	ctl_set_intr(c, cfg.sigfd);
 	ret = server_session(c, &cfg, &e);
 	ctl_free(c);

@@ -240,9 +240,10 @@ int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
 		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
 				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
+		/* A message already inside the ctl is not seen by poll. */
+		bool heard = !busy && watch != NULL && ctl_pending(watch);
 		/* A stop signal ends the wait too (platform_poll). */
-		int nr = platform_poll(p, 3, !busy && watch != NULL && ctl_pending(watch) ? 0
-					  : (int)((deadline - now) / 1000000u) + 1);
+		int nr = platform_poll(p, 3, heard ? 0 : (int)((deadline - now) / 1000000u) + 1);
 		if (nr == -PC_E_INTERRUPTED) {
 			ret = pc_err_set(e, nr, "interrupted while waiting for data connections "
 					 "from %s", peer);
@@ -252,10 +253,7 @@ int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
 			ret = pc_err_set(e, nr, "poll: %s", strerror(-nr));
 			break;
 		}
-		/* A message may wait inside the control channel (a TLS record
-		 * read ahead), where poll cannot see it. */
-		bool heard = !busy && watch != NULL && ctl_pending(watch);
-		if (heard || (nr > 0 && p[2].revents && !(p[0].revents & POLLIN))) {
+		if ((heard || (nr > 0 && p[2].revents)) && !(p[0].revents & POLLIN)) {
 			ret = acc_hear(watch, e);
 			if (ret < 0)
 				break;

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 #include <pthread.h>
@@ -127,8 +128,8 @@ static void rig_start(struct rig *r, const struct proto_msg *first, unsigned nco
 	pc_err_destroy(&e);
 	assert_true(r->lfd >= 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	r->ours = ctl_new(sv[0], sv[0], "peer", false);
-	r->peer.ctl = ctl_new(sv[1], sv[1], "us", false);
+	r->ours = testchan_ctl(sv[0], sv[0], "peer", false);
+	r->peer.ctl = testchan_ctl(sv[1], sv[1], "us", false);
 	assert_non_null(r->ours);
 	assert_non_null(r->peer.ctl);
 	r->req.streams = NSTREAMS;
@@ -297,6 +298,41 @@ static void test_tls_connections(void **state)
 	rig_close(&r, chans);
 }
 
+/* The peer's ERROR already inside the control channel's chan (as TLS
+ * holds what it decrypted; poll on the socket shows nothing) ends the wait
+ * at once too, rather than after ACCEPTOR_TIMEOUT_S. */
+static void test_peer_gave_up_inside_chan(void **state)
+{
+	struct proto_msg err = { .type = PROTO_ERROR };
+	struct chan *chans[NSTREAMS];
+	struct pc_err e;
+	char msg[256];
+	int sv[2], lfd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = net_listen("127.0.0.1", 0, 0, 4, 0, &e);
+	assert_true(lfd >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	err.u.error.code = -PC_E_PARTIAL;
+	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
+	struct ctl *watch = testchan_held_ctl(sv[0], &err, "peer");
+	uint64_t t0 = platform_now_ns();
+	struct proto_request req = { .streams = NSTREAMS, .timeout_s = 10 };
+	assert_int_equal(acceptor_run(lfd, watch, &req,
+				      (const uint8_t *)"0123456789abcdef0123456789abcdef", "peer",
+				      chans, &e), -PC_E_ABORTED);
+	assert_true(platform_now_ns() - t0 < 5000000000u);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_PARTIAL);
+	assert_non_null(strstr(msg, "cannot open 'x'"));
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_null(chans[i]);
+	pc_err_destroy(&e);
+	ctl_free(watch);
+	close(sv[1]);
+	close(lfd);
+}
+
 /* The stop signals' signalfd, set up by main before any thread exists, as
  * pcopy_init does. */
 static int g_sigfd = -1;
@@ -335,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
 		cmocka_unit_test(test_tls_connections),
+		cmocka_unit_test(test_peer_gave_up_inside_chan),
 		cmocka_unit_test(test_interrupted),
 	};
 

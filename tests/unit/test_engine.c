@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -80,7 +81,7 @@ static void write_file(const char *path, size_t len, unsigned seed)
 static void side_init(struct side *sd, int ctlfd, const char *peer, int *fds)
 {
 	pc_err_init(&sd->e);
-	sd->ctl = ctl_new(ctlfd, ctlfd, peer, false);
+	sd->ctl = testchan_ctl(ctlfd, ctlfd, peer, false);
 	assert_non_null(sd->ctl);
 	for (unsigned i = 0; i < STREAMS; i++) {
 		sd->chans[i] = chan_plain_new(fds[i], fds[i]);

@@ -20,6 +20,7 @@
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 struct fixture {
@@ -34,9 +35,9 @@ static struct ctl *pair(const char *peer, struct ctl **relay_end)
 	int sv[2];
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	*relay_end = ctl_new(sv[1], sv[1], peer, false);
+	*relay_end = testchan_ctl(sv[1], sv[1], peer, false);
 	assert_non_null(*relay_end);
-	struct ctl *c = ctl_new(sv[0], sv[0], "client", false);
+	struct ctl *c = testchan_ctl(sv[0], sv[0], "client", false);
 	assert_non_null(c);
 	return c;
 }

@@ -30,6 +30,7 @@
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 struct fixture {
@@ -57,8 +58,8 @@ static int setup(void **state)
 			 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cs), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->data), 0);
-	f->src = ctl_new(cs[0], cs[0], "test sink", false);
-	f->snk = ctl_new(cs[1], cs[1], "testhost", false);
+	f->src = testchan_ctl(cs[0], cs[0], "test sink", false);
+	f->snk = testchan_ctl(cs[1], cs[1], "testhost", false);
 	assert_non_null(f->src);
 	assert_non_null(f->snk);
 	f->data_ch = chan_plain_new(f->data[1], f->data[1]);

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,8 +72,8 @@ static int setup(void **state)
 	fx->in = (struct source_input){ .dirfd = fx->dirfd, .paths = &fx->path, .npaths = 1,
 					.walk = { .recursive = true } };
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	fx->ctl = ctl_new(sv[0], sv[0], "test sink", false);
-	fx->peer = ctl_new(sv[1], sv[1], "test source", false);
+	fx->ctl = testchan_ctl(sv[0], sv[0], "test sink", false);
+	fx->peer = testchan_ctl(sv[1], sv[1], "test source", false);
 	assert_non_null(fx->ctl);
 	assert_non_null(fx->peer);
 	for (unsigned i = 0; i < STREAMS; i++) {
