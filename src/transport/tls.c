@@ -363,17 +363,18 @@ static int tls_chan_after(struct chan_tls *t, int r)
 	return code;
 }
 
-/* Writes len bytes at p, in as few calls as OpenSSL allows. A retry after
- * WANT_WRITE repeats the same (p, len), as OpenSSL requires. */
+/* Writes len bytes at p, at most TLS_WRITE_BUF per call, so that a
+ * receiver on the same chan never waits long for the mutex. A retry after
+ * WANT_WRITE repeats the same (p, chunk), as OpenSSL requires. */
 static int tls_write_all(struct chan_tls *t, const uint8_t *p, size_t len)
 {
 	while (len > 0) {
-		size_t w = 0;
+		size_t w = 0, chunk = len < TLS_WRITE_BUF ? len : TLS_WRITE_BUF;
 		int r;
 
 		sync_lock(&t->lock);
 		tls_call_begin();
-		r = SSL_write_ex(t->ssl, p, len, &w);
+		r = SSL_write_ex(t->ssl, p, chunk, &w);
 		if (r == 1) {
 			sync_unlock(&t->lock);
 			p += w;
