@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* crypto: randomness, HMAC-SHA256, HKDF-SHA256, constant-time comparison and wiping.
- * The only file in pcopy that includes OpenSSL headers. */
+/* crypto: randomness, HMAC-SHA256, HKDF-SHA256, constant-time comparison
+ * and wiping. With transport/tls.c, the only file in pcopy that includes
+ * OpenSSL headers. */
 #include "sys/crypto.h"
 
 #include <errno.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* crypto: the only file that includes OpenSSL. Randomness, HMAC-SHA256, HKDF-SHA256,
- * constant-time comparison and wiping. All functions are thread-safe. */
+/* crypto: with transport/tls.c, the only file that includes OpenSSL.
+ * Randomness, HMAC-SHA256, HKDF-SHA256, constant-time comparison and
+ * wiping. All functions are thread-safe. */
 #ifndef PCOPY_CRYPTO_H
 #define PCOPY_CRYPTO_H
 

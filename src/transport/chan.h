@@ -25,7 +25,8 @@
 struct chan;
 
 /* A channel in clear over rfd and wfd, which may be one socket or two ends
- * of pipes (the control channel to a process we started). Takes ownership
+ * of pipes (the control channel to a process we started; a write to a pipe
+ * whose reader is gone raises SIGPIPE, which pcopy ignores). Takes ownership
  * of both. NULL with errno set on failure: ENOMEM, or for pipes no eventfd
  * to wake them with (EMFILE); the fds are then still the caller's. Pipes
  * are waited on with poll, so their fds may stay blocking. */

@@ -49,6 +49,7 @@
 
 #define TLS_RECORD 16384u            /* the largest TLS plaintext record */
 #define TLS_READ_BUF (128u * 1024u)  /* read-ahead buffer: several records per recv */
+#define TLS_WRITE_BUF (256u * 1024u) /* write buffer: several records per send */
 
 #define TLS_SUITE_AES "TLS_AES_128_GCM_SHA256"
 #define TLS_SUITE_CHACHA "TLS_CHACHA20_POLY1305_SHA256"
@@ -307,6 +308,7 @@ struct chan_tls {
 	struct chan c;            /* first: the common part */
 	pthread_mutex_t lock;     /* guards ssl; never held in poll */
 	SSL *ssl;                 /* guarded by lock */
+	bool wbuf;                /* immutable: records wait in a BIO_f_buffer until a flush */
 	uint8_t coalesce[TLS_RECORD];  /* sending thread only */
 };
 
@@ -361,17 +363,18 @@ static int tls_chan_after(struct chan_tls *t, int r)
 	return code;
 }
 
-/* Writes len bytes at p, in as few calls as OpenSSL allows. A retry after
- * WANT_WRITE repeats the same (p, len), as OpenSSL requires. */
+/* Writes len bytes at p, at most TLS_WRITE_BUF per call, so that a
+ * receiver on the same chan never waits long for the mutex. A retry after
+ * WANT_WRITE repeats the same (p, chunk), as OpenSSL requires. */
 static int tls_write_all(struct chan_tls *t, const uint8_t *p, size_t len)
 {
 	while (len > 0) {
-		size_t w = 0;
+		size_t w = 0, chunk = len < TLS_WRITE_BUF ? len : TLS_WRITE_BUF;
 		int r;
 
 		sync_lock(&t->lock);
 		tls_call_begin();
-		r = SSL_write_ex(t->ssl, p, len, &w);
+		r = SSL_write_ex(t->ssl, p, chunk, &w);
 		if (r == 1) {
 			sync_unlock(&t->lock);
 			p += w;
@@ -387,8 +390,43 @@ static int tls_write_all(struct chan_tls *t, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* Pushes the records waiting in the write buffer to the socket. */
+static int tls_flush(struct chan_tls *t)
+{
+	while (t->wbuf) {
+		BIO *w;
+		int r, e;
+
+		sync_lock(&t->lock);
+		tls_call_begin();
+		w = SSL_get_wbio(t->ssl);
+		r = BIO_flush(w);
+		if (r > 0) {
+			sync_unlock(&t->lock);
+			return 0;
+		}
+		e = errno;
+		if (!BIO_should_retry(w)) {
+			snprintf(t->c.error, sizeof(t->c.error), "sending TLS records: %s",
+				 e != 0 ? strerror(e) : "the connection broke");
+			ERR_clear_error();
+			sync_unlock(&t->lock);
+			return e != 0 ? -e : -PC_E_NET;
+		}
+		ERR_clear_error();
+		sync_unlock(&t->lock);
+		r = tls_poll(t->c.wfd, SSL_ERROR_WANT_WRITE, tls_chan_timeout_ms(t));
+		if (atomic_load(&t->c.aborted))
+			return -PC_E_ABORTED;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* Small leading vectors (a block header) travel in one record with the
- * first payload bytes: copied into t->coalesce up to TLS_RECORD bytes. */
+ * first payload bytes: copied into t->coalesce up to TLS_RECORD bytes.
+ * Every send ends with a flush: nothing stays behind in the buffer. */
 static int tls_send(struct chan *c, const struct iovec *iov, int n)
 {
 	struct chan_tls *t = (struct chan_tls *)c;
@@ -418,7 +456,7 @@ static int tls_send(struct chan *c, const struct iovec *iov, int n)
 		if (r < 0)
 			return r;
 	}
-	return 0;
+	return tls_flush(t);
 }
 
 static ssize_t tls_recv_some(struct chan *c, void *buf, size_t len)
@@ -459,10 +497,9 @@ static bool tls_pending(struct chan *c)
 static int tls_close_send(struct chan *c)
 {
 	struct chan_tls *t = (struct chan_tls *)c;
+	int r;
 
 	for (;;) {
-		int r;
-
 		sync_lock(&t->lock);
 		tls_call_begin();
 		r = SSL_shutdown(t->ssl);
@@ -476,6 +513,9 @@ static int tls_close_send(struct chan *c)
 		if (r < 0)
 			return r;
 	}
+	r = tls_flush(t);
+	if (r < 0)
+		return r;
 	return shutdown(c->wfd, SHUT_WR) == 0 ? 0 : -errno;
 }
 
@@ -702,8 +742,34 @@ static int tls_hs_run(SSL *ssl, int fd, bool server, const struct tls_hs *hs,
 	return 0;
 }
 
+/* Gives ssl its BIOs on fd: the socket for reading; for writing too where
+ * the kernel may take over the record layer (kernel TLS wants the socket
+ * itself), else a 256 KiB buffer in front of it, so that a large write is
+ * one syscall per 16 records rather than one per record. *buffered says
+ * which. Returns 0 or -ENOMEM. */
+static int tls_set_bios(SSL *ssl, int fd, bool *buffered)
+{
+	BIO *sock = NULL, *buf = NULL;
+
+	*buffered = false;
+	if (tls_kernel_has_tls())
+		return SSL_set_fd(ssl, fd) == 1 ? 0 : -ENOMEM;
+	sock = BIO_new_socket(fd, BIO_NOCLOSE);
+	buf = BIO_new(BIO_f_buffer());
+	if (sock == NULL || buf == NULL || BIO_set_write_buffer_size(buf, TLS_WRITE_BUF) != 1 ||
+	    BIO_up_ref(sock) != 1) {
+		BIO_free(sock);
+		BIO_free(buf);
+		return -ENOMEM;
+	}
+	/* sock is in both: SSL_free's BIO_free_all of each drops one reference. */
+	SSL_set_bio(ssl, sock, BIO_push(buf, sock));
+	*buffered = true;
+	return 0;
+}
+
 /* The chan around an established ssl on fd. NULL on ENOMEM. */
-static struct chan *tls_chan_new(SSL *ssl, int fd)
+static struct chan *tls_chan_new(SSL *ssl, int fd, bool buffered)
 {
 	struct chan_tls *t = calloc(1, sizeof(*t));
 	char describe[sizeof(t->c.describe)];
@@ -721,6 +787,7 @@ static struct chan *tls_chan_new(SSL *ssl, int fd)
 		 krecv ? ", kernel TLS (receive)" : "");
 	chan_init(&t->c, &chan_tls_ops, fd, fd, describe);
 	t->ssl = ssl;
+	t->wbuf = buffered;
 	return &t->c;
 }
 
@@ -731,6 +798,7 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs, uint64_t dea
 {
 	SSL_CTX *ctx = tls_ctx_get(role);
 	int flags = -1, ret;
+	bool buffered = false;
 	SSL *ssl = NULL;
 
 	*out = NULL;
@@ -746,7 +814,8 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs, uint64_t dea
 		goto out;
 	}
 	ssl = SSL_new(ctx);
-	if (ssl == NULL || SSL_set_fd(ssl, fd) != 1 || SSL_set_app_data(ssl, hs) != 1) {
+	if (ssl == NULL || tls_set_bios(ssl, fd, &buffered) != 0 ||
+	    SSL_set_app_data(ssl, hs) != 1) {
 		ret = pc_err_set(e, -ENOMEM, "TLS: cannot make a connection (OpenSSL)");
 		goto out;
 	}
@@ -761,7 +830,7 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs, uint64_t dea
 	if (ret < 0)
 		goto out;
 	SSL_set_app_data(ssl, NULL);  /* hs lives on the caller's stack */
-	*out = tls_chan_new(ssl, fd);
+	*out = tls_chan_new(ssl, fd, buffered);
 	if (*out == NULL) {
 		ret = pc_err_set(e, -ENOMEM, "TLS: out of memory");
 		goto out;

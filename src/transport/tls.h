@@ -6,7 +6,10 @@
  * module knows nothing of pcopy's keys: the caller gives the identity and
  * the key (client) or a function that finds the key for an identity
  * (server). The only file besides sys/crypto.c that includes OpenSSL.
- * Thread-safe: contexts are shared, each connection is its own. */
+ * Thread-safe: contexts are shared, each connection is its own.
+ * OpenSSL writes to the socket with write(2): a process using this module
+ * ignores SIGPIPE (platform_signals_setup does), or a peer that vanishes
+ * kills it instead of giving -EPIPE. */
 #ifndef PCOPY_TLS_H
 #define PCOPY_TLS_H
 

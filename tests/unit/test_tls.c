@@ -30,7 +30,9 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "sys/err.h"
 #include "sys/platform.h"
@@ -447,6 +449,81 @@ static void test_unknown_identity(void **state)
 	assert_non_null(strstr(err_msg(&a.e), "the client offered a key identity this end does "
 					      "not know"));
 	failed_pair_end(&c, &a, sv);
+}
+
+/* ---- a server that does not know the key, with a certificate ------------------- */
+
+/* A TLS 1.3 server of plain OpenSSL with a self-signed certificate and no
+ * PSK: what a man in the middle would run. Blocking; the handshake result
+ * is ignored, the client's is what the test checks. */
+struct cert_server {
+	int fd;
+	SSL_CTX *ctx;
+};
+
+static void *cert_server_main(void *arg)
+{
+	struct cert_server *cs = arg;
+	SSL *ssl = SSL_new(cs->ctx);
+
+	if (ssl != NULL && SSL_set_fd(ssl, cs->fd) == 1)
+		(void)SSL_accept(ssl);
+	SSL_free(ssl);
+	ERR_clear_error();
+	shutdown(cs->fd, SHUT_RDWR);
+	return NULL;
+}
+
+static SSL_CTX *cert_server_ctx(void)
+{
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *x = X509_new();
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	assert_non_null(key);
+	assert_non_null(x);
+	assert_non_null(ctx);
+	assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(x), 1), 1);
+	assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), 0));
+	assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), 3600));
+	assert_int_equal(X509_set_pubkey(x, key), 1);
+	assert_int_equal(X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
+						    (const unsigned char *)"mitm", -1, -1, 0), 1);
+	assert_int_equal(X509_set_issuer_name(x, X509_get_subject_name(x)), 1);
+	assert_true(X509_sign(x, key, EVP_sha256()) > 0);
+	assert_int_equal(SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION), 1);
+	assert_int_equal(SSL_CTX_use_certificate(ctx, x), 1);
+	assert_int_equal(SSL_CTX_use_PrivateKey(ctx, key), 1);
+	X509_free(x);
+	EVP_PKEY_free(key);
+	return ctx;
+}
+
+/* The client refuses a server that answers with a certificate instead of
+ * proving the PSK (it could be anyone). */
+static void test_certificate_instead_of_key(void **state)
+{
+	struct cert_server cs;
+	struct chan *ch = NULL;
+	struct pc_err e;
+	pthread_t t;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	cs = (struct cert_server){ sv[1], cert_server_ctx() };
+	assert_int_equal(pthread_create(&t, NULL, cert_server_main, &cs), 0);
+	pc_err_init(&e);
+	assert_int_equal(tls_connect(sv[0], TLS_CIPHER_AUTO, (const uint8_t *)key_a.id,
+				     strlen(key_a.id), key_a.psk, platform_now_ns() + 10 * SEC,
+				     &ch, &e), -PC_E_AUTH);
+	assert_null(ch);
+	pc_err_destroy(&e);
+	shutdown(sv[0], SHUT_RDWR);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	SSL_CTX_free(cs.ctx);
+	close(sv[0]);
+	close(sv[1]);
 }
 
 /* ---- a peer that does not speak TLS ------------------------------------------ */
@@ -968,6 +1045,7 @@ int main(void)
 		cmocka_unit_test(test_auto_cipher),
 		cmocka_unit_test(test_wrong_key),
 		cmocka_unit_test(test_unknown_identity),
+		cmocka_unit_test(test_certificate_instead_of_key),
 		cmocka_unit_test(test_not_tls),
 		cmocka_unit_test(test_trickle_deadline),
 		cmocka_unit_test(test_flipped_byte),
