@@ -68,6 +68,21 @@ static int sink_block_owner(struct sink *s, const struct proto_block *h, struct 
 	return 1;
 }
 
+/* Reading from data connection rc failed with ret: a TLS record that
+ * failed its integrity check (altered on the way) is that, with what TLS
+ * said; anything else is a lost connection. Returns the code. */
+static int sink_chan_failed(struct receiver *rc, struct chan *ch, int ret)
+{
+	struct xfer *x = rc->s->x;
+
+	if (ret == -PC_E_INTEGRITY)
+		return xfer_fail(x, ret, "data connection %u from %s: %s", rc->idx, x->peer,
+				 chan_error(ch)[0] ? chan_error(ch) : pc_strerror(ret));
+	return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
+			 "lost data connection %u from %s: %s", rc->idx, x->peer,
+			 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));
+}
+
 static int sink_receive_one(struct receiver *rc, struct chan *ch)
 {
 	struct sink *s = rc->s;
@@ -80,9 +95,7 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 
 	ret = chan_recv(ch, raw, sizeof(raw), NULL);
 	if (ret < 0)
-		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s: %s", rc->idx, x->peer,
-				 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));
+		return sink_chan_failed(rc, ch, ret);
 	atomic_fetch_add(&x->wire_bytes, sizeof(raw));
 	if (proto_block_decode(raw, x->block_size, &h) < 0)
 		return xfer_fail(x, -PC_E_PROTO, "malformed block header from %s", x->peer);
@@ -104,12 +117,17 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 	b->hdr = h;
 	b->ctx = r;
 	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, ch, b);
-	if (ret == 0 && h.type == PROTO_BLK_DATA && r == NULL) {
+	if (ret < 0) {
+		bufpool_release(s->pool, b);
+		if (r != NULL)
+			sink_ent_put(r);
+		return sink_chan_failed(rc, ch, ret);
+	}
+	if (h.type == PROTO_BLK_DATA && r == NULL) {
 		bufpool_release(s->pool, b); /* an entry already given up: drop it */
 		return 0;
 	}
-	if (ret == 0)
-		ret = decoder_verify(rc->dec, b);
+	ret = decoder_verify(rc->dec, b);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (ret == -PC_E_INTEGRITY && r != NULL) {
@@ -128,8 +146,8 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 					 "from %s", (unsigned)h.offset, (unsigned)h.file_id, x->peer);
 		if (ret == -PC_E_PROTO)
 			return xfer_fail(x, ret, "malformed block from %s", x->peer);
-		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s", rc->idx, x->peer);
+		return xfer_fail(x, ret, "cannot decode a block from %s: %s", x->peer,
+				 pc_strerror(ret));
 	}
 	unsigned qi = x->ordered ? rc->idx : h.file_id % s->nq;
 	if (queue_push(s->wq[qi], b) < 0) {

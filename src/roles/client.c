@@ -68,6 +68,7 @@ struct client {
 	                                      [1] the third-party sink */
 	struct chan *chans[PROTO_MAX_STREAMS]; /* two-party: the data channels; owned */
 	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
+	char security[96];                 /* how the data travelled, for the summary */
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
 };
@@ -217,6 +218,26 @@ static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
 											     : "-q");
 }
 
+/* How the data of a session with ep travels: TLS wherever it crosses a
+ * network (every far end: ssh, a daemon, third party), in clear to our own
+ * local child unless --encrypt; --no-encrypt: in clear everywhere. The
+ * cipher was checked by client_check_opts. */
+static struct auth_data_mode client_data_mode(const struct pcopy_opts *o,
+					      const struct endpoint *ep)
+{
+	struct auth_data_mode m = { .tls = o->encrypt == PCOPY_ENCRYPT_ON ||
+					   (o->encrypt == PCOPY_ENCRYPT_DEFAULT && ep->loc != NULL) };
+
+	if (o->cipher != NULL) {
+		struct pc_err e;
+		pc_err_init(&e);
+		if (tls_cipher_parse(o->cipher, &m.cipher, &e) < 0)
+			m.cipher = TLS_CIPHER_AUTO;
+		pc_err_destroy(&e);
+	}
+	return m;
+}
+
 /* ep->ctl over a plain chan on rfd and wfd (one socket, or the pipes to
  * a child), which it owns from now on; on failure both are closed.
  * Returns 0 or a negative code (c->e set). */
@@ -293,7 +314,38 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 		close(fd);
 		return pc_err_set(c->e, ret, "%s: %s", ep->peer, pc_strerror(ret));
 	}
-	return client_ctl_new(c, ep, fd, fd, false);
+	struct auth_data_mode m = client_data_mode(c->o, ep);
+	if (!m.tls)
+		return client_ctl_new(c, ep, fd, fd, false);
+	/* The control channel in TLS keyed by K: the handshake proves both
+	 * ends, and hides names, sizes and errors. */
+	struct chan *ch;
+	struct pc_err e2;
+	char why[sizeof(e2.msg)];
+	uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	pc_err_init(&e2);
+	ret = auth_ctl_tls_connect(fd, ep->K, m.cipher, deadline, &ch, &e2);
+	pc_err_get(&e2, why, sizeof(why));
+	pc_err_destroy(&e2);
+	if (ret < 0) {
+		close(fd);
+		if (ret == -PC_E_AUTH)
+			return pc_err_set(c->e, ret, "%s proved a different key: the client's and the "
+					  "daemon's key files must hold the same key (check "
+					  "--key-file)", ep->peer);
+		if (ret == -PC_E_PROTO)
+			return pc_err_set(c->e, ret, "%s does not speak TLS 1.3: it is not a pcopy "
+					  "daemon, or one older than protocol version %u (%s)",
+					  ep->peer, PROTO_VERSION, why);
+		return pc_err_set(c->e, ret, "%s: %s", ep->peer, why);
+	}
+	ep->t = SESSION_DAEMON_TLS;
+	ep->ctl = ctl_new(ch, ep->peer, false);
+	if (ep->ctl == NULL) {
+		chan_free(ch);
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	}
+	return 0;
 }
 
 static int client_open_endpoint_raw(struct client *c, struct endpoint *ep);
@@ -399,26 +451,6 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 
 /* ---- Requests ---------------------------------------------------------- */
 
-/* How the data of a session with ep travels: TLS wherever it crosses a
- * network (every far end: ssh, a daemon, third party), in clear to our own
- * local child unless --encrypt; --no-encrypt: in clear everywhere. The
- * cipher was checked by client_check_opts. */
-static struct auth_data_mode client_data_mode(const struct pcopy_opts *o,
-					      const struct endpoint *ep)
-{
-	struct auth_data_mode m = { .tls = o->encrypt == PCOPY_ENCRYPT_ON ||
-					   (o->encrypt == PCOPY_ENCRYPT_DEFAULT && ep->loc != NULL) };
-
-	if (o->cipher != NULL) {
-		struct pc_err e;
-		pc_err_init(&e);
-		if (tls_cipher_parse(o->cipher, &m.cipher, &e) < 0)
-			m.cipher = TLS_CIPHER_AUTO;
-		pc_err_destroy(&e);
-	}
-	return m;
-}
-
 static int client_request(struct client *c, struct endpoint *ep, enum proto_role role)
 {
 	const struct pcopy_opts *o = c->o;
@@ -519,9 +551,30 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		ret = pc_err_get(c->e, NULL, 0);
 	else if (ret < 0)
 		ret = -PC_E_NET;
-	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->t == SESSION_DAEMON)
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->t != SESSION_PIPE)
 		return client_server_said(ep, ret, c->e);
 	return ret;
+}
+
+/* Records how the data travels (for the summary) and says it with -v:
+ * the protocol version, the cipher or why not, and the control channel. */
+static void client_say_security(struct client *c, const struct endpoint *ep,
+				const struct chan *data)
+{
+	const char *ctl = ep->t == SESSION_DAEMON_TLS ? "TLS 1.3 too"
+			  : ep->t == SESSION_DAEMON ? "in clear (--no-encrypt)"
+			  : ep->loc == NULL ? "a socket to our own child" : "inside ssh";
+
+	if (data != NULL && chan_encrypted(data))
+		snprintf(c->security, sizeof(c->security), "encrypted (%s)", chan_describe(data));
+	else if (c->o->encrypt == PCOPY_ENCRYPT_OFF)
+		snprintf(c->security, sizeof(c->security), "not encrypted (--no-encrypt)");
+	else
+		snprintf(c->security, sizeof(c->security), "not encrypted (a local copy)");
+	const char *ktls = tls_ktls_status();
+	log_info("protocol version %u; data %s, kernel TLS %s%s%s; control channel %s",
+		 PROTO_VERSION, c->security, strcmp(ktls, "on") == 0 ? "on" : "off (",
+		 strcmp(ktls, "on") == 0 ? "" : ktls, strcmp(ktls, "on") == 0 ? "" : ")", ctl);
 }
 
 static int client_two_party(struct client *c)
@@ -552,7 +605,7 @@ static int client_two_party(struct client *c)
 	 * is the daemon's, on the address our control connection reached.
 	 * Through ssh the data host is resolved by us, not by ssh, and may be
 	 * another machine: there each listener proves itself first. */
-	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON &&
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t != SESSION_PIPE &&
 		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
 		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
@@ -560,6 +613,7 @@ static int client_two_party(struct client *c)
 		close(lfd);
 	if (ret < 0)
 		return ret;
+	client_say_security(c, ep, c->chans[0]);
 	c->run = (struct session_run){
 		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
 		.req = &ep->req, .ctl = ep->ctl, .chans = c->chans,
@@ -618,6 +672,11 @@ static int client_third_party(struct client *c)
 	ret = client_handshake(c, connector);
 	if (ret < 0)
 		return ret;
+	/* The data goes from h1 to h2 directly: we know how it was asked to
+	 * travel, not which cipher the two settled on. */
+	client_say_security(c, connector, NULL);
+	if (connector->req.flags & PROTO_REQ_ENCRYPT)
+		snprintf(c->security, sizeof(c->security), "encrypted (TLS 1.3 between the hosts)");
 	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, src->req.npaths,
 			 &c->relay, c->e);
 }
@@ -701,6 +760,7 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	if (ret == 0)
 		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
 	client_results(c, r);
+	snprintf(r->security, sizeof(r->security), "%s", c->security);
 	if (none)
 		r->files_failed = c->list.unusable;
 	client_free(c, &ret);

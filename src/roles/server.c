@@ -43,6 +43,11 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 		if (ret < 0)
 			return ret;
 	}
+	if (!(req->flags & PROTO_REQ_ENCRYPT) && cfg->transport != SESSION_PIPE &&
+	    !cfg->allow_unencrypted)
+		return pc_err_set(e, -PC_E_AUTH, "this daemon sends and receives data only in TLS; "
+				  "it was started without --allow-unencrypted, so --no-encrypt "
+				  "cannot be used with it");
 	if ((req->flags & PROTO_REQ_DATA_KEY) && cfg->transport != SESSION_PIPE)
 		return pc_err_set(e, -PC_E_PROTO, "a data key may only travel over a private "
 				  "channel (ssh), not to a daemon");
@@ -159,6 +164,8 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	 * READY is in our first flight anyway: the paths come first, and a
 	 * bad one is refused before any data connection exists. */
 	bool early = cfg->transport == SESSION_DAEMON;
+	/* In TLS the handshake proved the client before its REQUEST came:
+	 * nothing is early, and no data listener opens before that proof. */
 	ret = session_server_open(c, cfg->transport, cfg->key, req, &hs, e);
 	if (ret < 0)
 		goto out;
@@ -193,7 +200,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct session_run run = {
 		.role = req->role, .req = req, .ctl = c, .chans = chans,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .input = &input,
-		.target = &target, .strip_setid = cfg->transport == SESSION_DAEMON,
+		.target = &target, .strip_setid = cfg->transport != SESSION_PIPE,
 	};
 	input.paths = list.paths;
 	input.npaths = list.n;

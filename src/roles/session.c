@@ -55,6 +55,20 @@ static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err 
 	return 0;
 }
 
+/* The session key: from the TLS exporter of a daemon's control channel in
+ * TLS (forward secret), else derived from key and both nonces. */
+static int session_key(struct ctl *c, enum session_transport t, const uint8_t key[PROTO_KEY_LEN],
+		       const uint8_t nc[PROTO_NONCE_LEN], const uint8_t ns[PROTO_NONCE_LEN],
+		       uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	int ret = t == SESSION_DAEMON_TLS ? auth_session_key_tls(ctl_chan(c), k)
+					  : auth_session_key(key, nc, ns, k);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot derive the session key: %s", pc_strerror(ret));
+	return 0;
+}
+
 int session_client_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
 			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
@@ -68,7 +82,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		ret = crypto_random(key, sizeof(key));
 	if (ret < 0)
 		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
-	if (t == SESSION_DAEMON)
+	if (t != SESSION_PIPE)
 		memcpy(key, K, sizeof(key));
 	/* Everything at once: the server answers HELLO, its proof (daemon)
 	 * and READY in one flight. */
@@ -113,7 +127,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 	ret = ctl_expect(c, PROTO_READY, &m, e);
 	if (ret == 0) {
 		*ready = m.u.ready;
-		ret = auth_session_key(key, nc, ns, k);
+		ret = session_key(c, t, key, nc, ns, k, e);
 	}
 out:
 	crypto_wipe(key, sizeof(key));
@@ -128,6 +142,7 @@ int session_server_open(struct ctl *c, enum session_transport t,
 	int ret = m ? ctl_expect(c, PROTO_HELLO, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
 
 	hs->t = t;
+	memset(hs->key, 0, sizeof(hs->key));
 	if (ret == 0 && session_check_version(&m->u.hello, ctl_peer(c), e) < 0) {
 		char msg[PROTO_MAX_MSG];
 		pc_err_get(e, msg, sizeof(msg));
@@ -150,7 +165,7 @@ int session_server_open(struct ctl *c, enum session_transport t,
 		ret = ctl_expect(c, PROTO_KEY, m, e);
 		if (ret == 0)
 			memcpy(hs->key, m->u.key.key, sizeof(hs->key));
-	} else if (ret == 0) {
+	} else if (ret == 0 && t == SESSION_DAEMON) {
 		memcpy(hs->key, K, sizeof(hs->key));
 	}
 	if (ret == 0)
@@ -194,7 +209,7 @@ int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KE
 		}
 	}
 	if (ret == 0)
-		ret = auth_session_key(hs->key, hs->nc, hs->ns, k);
+		ret = session_key(c, hs->t, hs->key, hs->nc, hs->ns, k, e);
 	crypto_wipe(hs->key, sizeof(hs->key));
 	return ret;
 }

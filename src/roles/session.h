@@ -21,7 +21,10 @@
 /* How the control channel reached the server. */
 enum session_transport {
 	SESSION_PIPE = 1,   /* a private pipe/socketpair to a process we started: trusted */
-	SESSION_DAEMON,     /* TCP to a daemon: both prove knowledge of the key file's key */
+	SESSION_DAEMON,     /* TCP to a daemon in clear (--no-encrypt): both prove knowledge
+	                       of the key file's key with AUTH */
+	SESSION_DAEMON_TLS, /* TCP to a daemon inside TLS 1.3 keyed by the key file's key:
+	                       the TLS handshake proved both ends; no AUTH */
 };
 
 #define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */

@@ -234,6 +234,11 @@ int ctl_rfd(const struct ctl *c)
 	return chan_rfd(c->ch);
 }
 
+struct chan *ctl_chan(struct ctl *c)
+{
+	return c->ch;
+}
+
 const char *ctl_peer(const struct ctl *c)
 {
 	return c->peer;

@@ -84,4 +84,8 @@ const char *ctl_why(const struct ctl *c);
 int ctl_rfd(const struct ctl *c);
 const char *ctl_peer(const struct ctl *c);
 
+/* The channel c owns (to ask how it travels, or for TLS keying material);
+ * still c's. */
+struct chan *ctl_chan(struct ctl *c);
+
 #endif
