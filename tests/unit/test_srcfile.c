@@ -273,6 +273,34 @@ static void test_fifo_peer_gives_up(void **state)
 	ctl_free(watch); /* closes sv[0] */
 }
 
+/* A message already inside the watched control channel's chan (TLS holds
+ * what it decrypted, and poll on the socket shows nothing) ends the wait
+ * too. Without that the wait would never end: the alarm turns that hang
+ * into a failure. */
+static void test_fifo_peer_spoke_inside_chan(void **state)
+{
+	struct fixture *fx = *state;
+	struct proto_msg err = { .type = PROTO_ERROR };
+	struct ctl *watch;
+	char msg[256];
+	int sv[2];
+
+	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	err.u.error.code = -PC_E_NET;
+	strcpy(err.u.error.msg, "cannot reach you");
+	watch = testchan_held_ctl(sv[0], &err, "host");
+	alarm(10);
+	assert_int_equal(srcfile_open_watch(&fx->f, fx->dirfd, "fifo", true, "host:fifo", watch,
+					    &fx->err), -PC_E_ABORTED);
+	alarm(0);
+	assert_int_equal(fx->f.fd, -1);
+	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_ABORTED);
+	assert_non_null(strstr(msg, "'host:fifo'"));
+	ctl_free(watch); /* closes sv[0] */
+	close(sv[1]);
+}
+
 /* The stop signals' signalfd, set up by main before any test runs, as
  * pcopy_init does. */
 static int g_sigfd = -1;
@@ -401,6 +429,7 @@ int main(void)
 		FX_TEST(test_missing),
 		FX_TEST(test_fifo_is_stream),
 		FX_TEST(test_fifo_peer_gives_up),
+		FX_TEST(test_fifo_peer_spoke_inside_chan),
 		FX_TEST(test_char_device_is_stream),
 		FX_TEST(test_beneath_refuses_escape),
 		FX_TEST(test_close_twice),
