@@ -557,7 +557,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 }
 
 /* Records how the data travels (for the summary) and says it with -v:
- * the protocol version, the cipher or why not, and the control channel. */
+ * the protocol version, the cipher or why not, and the control channel.
+ * data is one of our data channels, or NULL in a third-party copy. */
 static void client_say_security(struct client *c, const struct endpoint *ep,
 				const struct chan *data)
 {
@@ -567,6 +568,10 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 
 	if (data != NULL && chan_encrypted(data))
 		snprintf(c->security, sizeof(c->security), "encrypted (%s)", chan_describe(data));
+	else if (data == NULL && (ep->req.flags & PROTO_REQ_ENCRYPT))
+		/* Third party: the data goes from h1 to h2 directly; we know
+		 * how it was asked to travel, not the cipher they settled on. */
+		snprintf(c->security, sizeof(c->security), "encrypted (TLS 1.3 between the hosts)");
 	else if (c->o->encrypt == PCOPY_ENCRYPT_OFF)
 		snprintf(c->security, sizeof(c->security), "not encrypted (--no-encrypt)");
 	else
@@ -672,11 +677,7 @@ static int client_third_party(struct client *c)
 	ret = client_handshake(c, connector);
 	if (ret < 0)
 		return ret;
-	/* The data goes from h1 to h2 directly: we know how it was asked to
-	 * travel, not which cipher the two settled on. */
 	client_say_security(c, connector, NULL);
-	if (connector->req.flags & PROTO_REQ_ENCRYPT)
-		snprintf(c->security, sizeof(c->security), "encrypted (TLS 1.3 between the hosts)");
 	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, src->req.npaths,
 			 &c->relay, c->e);
 }

@@ -366,11 +366,13 @@ const char *proto_type_name(uint8_t type);
 
 /* ---- Data channels ---------------------------------------------------- */
 
-/* Handshake on each data connection (connector C, listener L):
- *   C -> L  DHELLO: magic u32, version u16, stream u16, nonce_c[32]   (40 bytes)
- *   L -> C  nonce_l[32], mac_l[32] = HMAC(k, "pcopy data L" | nonce_c | nonce_l | stream)
- *   C -> L  mac_c[32] = HMAC(k, "pcopy data C" | nonce_c | nonce_l | stream)
- * k is the session key. Both sides compare MACs in constant time. */
+/* Handshake on each data connection in clear (without ENCRYPT; connector
+ * C, listener L; docs/PROTOCOL.md 6.1), one flight each way:
+ *   C -> L  DHELLO: magic u32, version u16, stream u16, nonce_c[32] (40 bytes),
+ *           then mac_c[32] = HMAC(k, "pcopy data C" | nonce_c | stream)
+ *   L -> C  mac_l[32] = HMAC(k, "pcopy data L" | nonce_c | stream)
+ * k is the session key. Both sides compare MACs in constant time. With
+ * ENCRYPT the TLS handshake (proto_psk_id) takes its place. */
 #define PROTO_DHELLO_LEN 40u
 
 struct proto_dhello {
