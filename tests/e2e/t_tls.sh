@@ -202,6 +202,44 @@ case_clear_refused() {
     serves_others --no-encrypt
 }
 
+case_log_one_line() {
+    # A daemon that allows clear text hears a stranger before any proof: an
+    # ERROR whose text holds a newline, a forged log line and a terminal
+    # escape must stay one line of the daemon's log, its control
+    # characters escaped.
+    local before new
+    DAEMON_ARGS=(--allow-unencrypted)
+    daemon_at "$T/root"
+    before=$(log_lines)
+    python3 - "$DAEMON_PORT" <<'EOF' || fail "the stranger could not send its ERROR"
+import socket, struct, sys
+msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
+payload = struct.pack(">iH", -1001, len(msg)) + msg
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
+try:
+    while s.recv(4096):
+        pass
+except OSError:
+    pass
+EOF
+    wait_daemon_logged 'session from 127\.0\.0\.1:[0-9]+ failed: .*forged' "the stranger's failed session"
+    new=$(daemon_log_since "$before")
+    [[ $(grep -c . <<<"$new") -eq 1 ]] || {
+        sed -n l <<<"$new" >&2
+        fail "one stranger's ERROR made $(grep -c . <<<"$new") lines of the daemon's log, not 1"
+    }
+    if LC_ALL=C grep -q '[^[:print:]]' <<<"$new"; then
+        sed -n l <<<"$new" >&2
+        fail "the daemon's log holds the stranger's control characters"
+    fi
+    grep -qF 'forged\x0apcopy: refused 10.6.6.6: FORGED\x1b[31m red\x0d' <<<"$new" || {
+        sed -n l <<<"$new" >&2
+        fail "the stranger's text is not in the log, escaped as \\xNN"
+    }
+    serves_others
+}
+
 case_mitm_control() {
     # A relay between the client and the daemon's control port flips one
     # byte in the client's second TLS record (its first after the
@@ -544,6 +582,7 @@ case_ssh_summaries() {
 
 run_case wrong-key case_wrong_key
 run_case clear-refused case_clear_refused
+run_case log-one-line case_log_one_line
 run_case mitm-control case_mitm_control
 run_case mitm-data case_mitm_data
 run_case replay case_replay
