@@ -42,7 +42,7 @@ _relay_ready() {
 # --flip, --record, --hold) and wait until it listens. Sets RELAY_PID and
 # RELAY_LOG ($T/relay.N.NAME.log, N counting the relays of the case); it
 # is stopped at the end of the case.
-RELAY_PID= RELAY_LOG= _RELAY_N=0
+RELAY_PID='' RELAY_LOG='' _RELAY_N=0
 start_relay() {
     _RELAY_N=$((_RELAY_N + 1))
     local name=relay.$_RELAY_N.$1
@@ -79,6 +79,11 @@ daemon_log_since() {
 # log_lines: the number of lines in the daemon's log.
 log_lines() {
     wc -l <"$DAEMON_LOG"
+}
+
+# log_grew N M: the daemon's log has at least M lines after its first N.
+log_grew() {
+    [[ $(daemon_log_since "$1" | wc -l) -ge $2 ]]
 }
 
 # daemon_logged REGEX: a line of the daemon's log matches REGEX (ERE).
@@ -147,7 +152,7 @@ case_wrong_key() {
     expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
     expect_stderr_contains "--key-file"
     nothing_written "$T/local" pulled
-    wait_until 10 eval '[[ $(daemon_log_since "$before" | wc -l) -ge 2 ]]' || true
+    wait_until 10 log_grew "$before" 2 || true # the count is checked below
     new=$(daemon_log_since "$before")
     [[ $(grep -c . <<<"$new") -eq 2 ]] || {
         sed 's/^/  daemon: /' <<<"$new" >&2
@@ -279,7 +284,7 @@ case_mitm_control() {
 # connects its data streams to the address its control connection reached
 # (127.0.0.2), so they pass the relay, which flips one byte in the middle
 # of the 5th full TLS record going DIR (c2s: a push, s2c: a pull).
-RPORT= DPORT=
+RPORT='' DPORT=''
 mitm_data_relay() {
     RPORT=$(free_port)
     DPORT=$(free_port)
@@ -398,6 +403,7 @@ EOF
     touch "$T/gate"
     wait_exit 120 "$cpid" || fail "session 2 did not finish"
     [[ $WAIT_RC -eq 0 ]] || { sed 's/^/  stderr: /' "$T/two.err" >&2; fail "session 2 exited with $WAIT_RC"; }
+    # shellcheck disable=SC2034  # read by expect_summary (lib.sh)
     LAST_STDERR=$T/two.err
     expect_summary 25165824 1 2 "$ENCRYPTED"
     same_file "$T/two" "$T/root/two"
@@ -416,10 +422,10 @@ start_capture() {
     tcpdump -i lo -n -U -s 0 -Z root -w "$1" "$2" 2>"$1.err" &
     CAPTURE_PID=$!
     track_pid "$CAPTURE_PID"
-    wait_until 20 _capturing "$1" "$CAPTURE_PID" && ! proc_gone "$CAPTURE_PID" || {
+    if ! wait_until 20 _capturing "$1" "$CAPTURE_PID" || proc_gone "$CAPTURE_PID"; then
         sed 's/^/  tcpdump: /' "$1.err" >&2
         fail "tcpdump did not start capturing on lo"
-    }
+    fi
 }
 
 # stop_capture FILE: stop tcpdump and check that it captured packets.

@@ -110,8 +110,8 @@ def pump(src, dst, flipper, record, counts, key):
             dst.sendall(data)
             counts[key] += len(data)
     except OSError:
-        # A reset on one side: cut the other off at once, as a router would
-        # not, but as the end that reset it wants.
+        # One side reset or broke: cut both off, so that the other end
+        # hears of it at once instead of waiting for bytes that never come.
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
