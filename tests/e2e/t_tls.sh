@@ -344,10 +344,14 @@ case_replay() {
     # relay, so its data listener waits for them; meanwhile the bytes of
     # one of session 1's streams (its ClientHello with its PSK binder, and
     # the records after it) are sent to that listener. The daemon must drop
-    # that connection, and session 2 must complete. (A stream replayed
-    # under another index of the same session fails the binder the same
-    # way: the unit tests test_tls and test_acceptor cover that, and the
-    # listener of session 1 itself is closed once its streams arrived.)
+    # that connection, and session 2 must complete. A stream replayed
+    # under another index of the same session fails the same way, and the
+    # unit tests cover it: test_auth (test_psks: every stream index has its
+    # own PSK), test_tls (test_wrong_key: another PSK fails the binder;
+    # test_replayed_flight) and test_acceptor (test_tls_connections: a
+    # wrong key is dropped, each good connection lands at the index it
+    # proved). Session 1's own listener cannot be replayed into: it closes
+    # once its streams arrived.
     local r1 d1 r2 d2 cpid rec out
     daemon_at "$T/root"
     mkfile "$T/one" 3M
