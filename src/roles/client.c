@@ -329,7 +329,10 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	pc_err_destroy(&e2);
 	if (ret < 0) {
 		close(fd);
-		if (ret == -PC_E_AUTH)
+		/* A handshake record that failed its check was altered on the
+		 * way (tls.c says so in why): a wrong key fails the binder
+		 * instead, so --key-file is no advice then. */
+		if (ret == -PC_E_AUTH && strstr(why, "altered on the way") == NULL)
 			return pc_err_set(c->e, ret, "%s proved a different key: the client's and the "
 					  "daemon's key files must hold the same key (check "
 					  "--key-file)", ep->peer);
