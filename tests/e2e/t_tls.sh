@@ -278,6 +278,36 @@ case_mitm_control() {
     serves_others
 }
 
+case_mitm_handshake() {
+    # The relay flips a byte of a Finished message of the control channel's
+    # TLS handshake. The daemon's (s2c, its 2nd encrypted record): the
+    # client's handshake fails, exit 5. The client's (c2s, its 1st): the
+    # client has finished its part of the handshake, the daemon has not;
+    # its alert reaches the client as a record that failed: exit 12. Either
+    # way the message says the data was altered on the way, not that the
+    # keys differ (the key files are fine: --key-file is no advice here).
+    local rport flip
+    daemon_at "$T/root"
+    mkfile "$T/src" 1M
+    for flip in s2c:2:5 c2s:1:12; do
+        rport=$(free_port)
+        start_relay "hs-${flip%%:*}" --route "ctl:127.0.0.1:$rport:127.0.0.1:$DAEMON_PORT" \
+            --flip "ctl:${flip%:*}:0"
+        expect_fail "$PCOPY" "$T/src" "pcopy://127.0.0.1:$rport/pushed" --key-file "$DAEMON_KEY"
+        expect_flipped
+        nothing_written "$T/root" pushed
+        expect_rc "${flip##*:}"
+        expect_stderr_contains "127.0.0.1:$rport"
+        expect_stderr_contains "altered on the way"
+        expect_stderr_lacks "different key"
+        expect_stderr_lacks "--key-file"
+        stop_pid "$RELAY_PID"
+    done
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: TLS handshake with 127\.0\.0\.1: .*altered on the way' \
+        "that the client's handshake was altered"
+    serves_others
+}
+
 # mitm_data_relay DIR: start a relay that stands for the daemon on
 # 127.0.0.2: its control port RPORT and its data port DPORT (the client
 # asks for that one with -Z) lead to the daemon's on 127.0.0.1. The client
@@ -594,6 +624,7 @@ run_case wrong-key case_wrong_key
 run_case clear-refused case_clear_refused
 run_case log-one-line case_log_one_line
 run_case mitm-control case_mitm_control
+run_case mitm-handshake case_mitm_handshake
 run_case mitm-data case_mitm_data
 run_case replay case_replay
 run_case capture-daemon case_capture_daemon

@@ -95,7 +95,9 @@ class Flipper:
 
 
 def pump(src, dst, flipper, record, counts, key):
-    """Copies src to dst until EOF or an error, then shuts dst for writing."""
+    """Copies src to dst until EOF or an error, then ends dst's direction.
+    An error (a reset) ends this direction only: what the other side sent
+    before it reset (a TLS alert saying why) still goes the other way."""
     try:
         while True:
             data = src.recv(65536)
@@ -110,14 +112,7 @@ def pump(src, dst, flipper, record, counts, key):
             dst.sendall(data)
             counts[key] += len(data)
     except OSError:
-        # One side reset or broke: cut both off, so that the other end
-        # hears of it at once instead of waiting for bytes that never come.
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        return
+        pass
     try:
         dst.shutdown(socket.SHUT_WR)
     except OSError:
