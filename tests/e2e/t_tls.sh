@@ -8,7 +8,11 @@
 #     --allow-unencrypted changes that;
 #   - a man in the middle (tests/e2e/tls_relay.py, a relay on the network
 #     path) that flips one byte of a TLS record: on the daemon's control
-#     channel and on a data stream (push and pull): 12, "altered on the way";
+#     channel and on a data stream (push and pull): 12, "altered on the
+#     way"; in a Finished of the control channel's handshake: 5 or 12,
+#     "altered on the way" too, and no advice to check --key-file;
+#   - a stranger's ERROR text with newlines and escapes, to a daemon that
+#     allows clear text: one line of the daemon's log, escaped;
 #   - a data stream recorded in one session and replayed into another
 #     session's data listener: dropped, and that session still completes;
 #   - a capture (tcpdump on lo) of a copy of a text file, to a daemon and
