@@ -361,6 +361,33 @@ case_mitm_data() {
     done
 }
 
+case_mitm_data_handshake() {
+    # The relay flips a byte of the daemon's Finished on a data connection
+    # (s2c, its 2nd encrypted record): that connection's handshake fails
+    # at the client, which must say the handshake was altered (exit 5), not
+    # go around the relay to the address the daemon's READY names (the
+    # fallback for a data host only ssh knows), nor end in a confusing
+    # "lost data connection" when the daemon already holds the streams
+    # that did get through.
+    local s
+    daemon_at "$T/root"
+    mkfile "$T/src" 3M
+    for s in 1 2; do
+        RPORT=$(free_port)
+        DPORT=$(free_port)
+        start_relay "data-hs-$s" --route "ctl:127.0.0.2:$RPORT:127.0.0.1:$DAEMON_PORT" \
+            --route "data:127.0.0.2:$DPORT:127.0.0.1:$DPORT" --flip "data:s2c:2:0"
+        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "$T/src" \
+            "pcopy://127.0.0.2:$RPORT/pushed" --key-file "$DAEMON_KEY"
+        expect_flipped
+        nothing_written "$T/root" pushed
+        expect_rc 5
+        expect_stderr_matches "data connection [0-9]+ to 127\.0\.0\.2 port $DPORT: TLS handshake with 127\.0\.0\.2: .*altered on the way"
+        stop_pid "$RELAY_PID"
+        serves_others
+    done
+}
+
 # session_listens PORT: one of the daemon's session processes listens on
 # 127.0.0.1:PORT.
 session_listens() {
@@ -630,6 +657,7 @@ run_case log-one-line case_log_one_line
 run_case mitm-control case_mitm_control
 run_case mitm-handshake case_mitm_handshake
 run_case mitm-data case_mitm_data
+run_case mitm-data-handshake case_mitm_data_handshake
 run_case replay case_replay
 run_case capture-daemon case_capture_daemon
 run_case capture-ssh case_capture_ssh
