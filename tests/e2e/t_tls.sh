@@ -10,7 +10,8 @@
 #     path) that flips one byte of a TLS record: on the daemon's control
 #     channel and on a data stream (push and pull): 12, "altered on the
 #     way"; in a Finished of the control channel's handshake: 5 or 12,
-#     "altered on the way" too, and no advice to check --key-file;
+#     "altered on the way" too, and no advice to check --key-file; in the
+#     daemon's Finished on a data connection: 5, and no retry elsewhere;
 #   - a stranger's ERROR text with newlines and escapes, to a daemon that
 #     allows clear text: one line of the daemon's log, escaped;
 #   - a data stream recorded in one session and replayed into another
