@@ -329,7 +329,10 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	pc_err_destroy(&e2);
 	if (ret < 0) {
 		close(fd);
-		if (ret == -PC_E_AUTH)
+		/* A handshake record that failed its check was altered on the
+		 * way (tls.c says so in why): a wrong key fails the binder
+		 * instead, so --key-file is no advice then. */
+		if (ret == -PC_E_AUTH && strstr(why, "altered on the way") == NULL)
 			return pc_err_set(c->e, ret, "%s proved a different key: the client's and the "
 					  "daemon's key files must hold the same key (check "
 					  "--key-file)", ep->peer);
@@ -530,9 +533,12 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	pc_err_init(&e2);
 	ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending, c->chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
-	 * says it has. */
-	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->ready_host[0] != '\0' &&
-	    strcmp(ep->ready_host, ep->data_host) != 0)
+	 * says it has. Not after a handshake failed its proof (-PC_E_AUTH:
+	 * a wrong key, or altered on the way): that reached the listener,
+	 * which may hold our other streams already; going around would hide
+	 * why, and duplicate them. */
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH &&
+	    ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
 					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;

@@ -683,6 +683,7 @@ static int tls_hs_fail(int fd, bool server, const struct tls_hs *hs, const struc
 	    (f->sslerr == SSL_ERROR_SYSCALL && f->reason == 0))
 		return pc_err_set(e, -PC_E_NET, "%s: the peer closed the connection (%s)", where,
 				  f->sys != 0 ? strerror(f->sys) : "end of stream");
+	/* "altered on the way": client.c tells this from a wrong key by it. */
 	if (f->sslerr == SSL_ERROR_SSL && tls_reason_is_mac(f->reason))
 		return pc_err_set(e, -PC_E_AUTH, "%s: the peer's handshake did not decrypt with "
 				  "this connection's keys (%s): replayed, or altered on the way",

@@ -196,9 +196,12 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 		return pc_err_set(e, ret, "interrupted while waiting for %s", c->peer);
 	if (ret == -PC_E_TIMEOUT)
 		return pc_err_set(e, ret, "%s did not answer in time", c->peer);
-	if (ret < 0)
+	if (ret < 0) {
+		/* TLS says more than the code: a record altered on the way. */
+		const char *why = chan_error(c->ch);
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
-				  pc_strerror(ret));
+				  why[0] != '\0' ? why : pc_strerror(ret));
+	}
 	return ctl_check(c, m, want, e);
 }
 
