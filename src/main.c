@@ -24,7 +24,8 @@ struct cli {
 
 enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
-	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS,
+	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
+	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED,
 };
 
 static const struct option cli_longopts[] = {
@@ -56,6 +57,10 @@ static const struct option cli_longopts[] = {
 	{ "reverse", no_argument, NULL, 'z' },
 	{ "ipv4", no_argument, NULL, '4' },
 	{ "ipv6", no_argument, NULL, '6' },
+	{ "encrypt", no_argument, NULL, OPT_ENCRYPT },
+	{ "no-encrypt", no_argument, NULL, OPT_NO_ENCRYPT },
+	{ "cipher", required_argument, NULL, OPT_CIPHER },
+	{ "allow-unencrypted", no_argument, NULL, OPT_ALLOW_UNENCRYPTED },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -69,7 +74,8 @@ static void cli_usage(FILE *out)
 	      "       pcopy [OPTIONS] pcopy://HOST:PORT/PATH DST      (pull from a daemon)\n"
 	      "       pcopy --serve [ADDR:]PORT --root DIR --key-file KEY\n"
 	      "       pcopy --gen-key FILE\n"
-	      "Copy files and trees over parallel, authenticated TCP streams.\n"
+	      "Copy files and trees over parallel TCP streams, encrypted and authenticated\n"
+	      "with TLS 1.3 wherever they cross a network.\n"
 	      "\n"
 	      "  -r, -R, --recursive   copy directories and everything in them\n"
 	      "  -p, --preserve        keep modes and times, and owners where the copy is\n"
@@ -94,6 +100,14 @@ static void cli_usage(FILE *out)
 	      "  -z, --reverse         the local side listens for data, the remote connects\n"
 	      "  -4, --ipv4            data over IPv4 only\n"
 	      "  -6, --ipv6            data over IPv6 only\n"
+	      "      --encrypt         encrypt a local copy too (TLS 1.3; on by default\n"
+	      "                        for every stream that crosses a network)\n"
+	      "      --no-encrypt      send data (and a daemon's control channel) in clear;\n"
+	      "                        the daemon must allow it\n"
+	      "      --cipher NAME     auto (AES-128-GCM where the CPU has AES\n"
+	      "                        instructions, else ChaCha20-Poly1305), aes128-gcm\n"
+	      "                        or chacha20-poly1305\n"
+	      "      --allow-unencrypted  with --serve: also serve --no-encrypt clients\n"
 	      "      --serve [ADDR:]PORT  run a daemon serving --root DIR\n"
 	      "      --root DIR        the directory a daemon serves\n"
 	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
@@ -185,6 +199,10 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'z': o->reverse = true; return 0;
 	case '4': o->family = 4; return 0;
 	case '6': o->family = 6; return 0;
+	case OPT_ENCRYPT: o->encrypt = PCOPY_ENCRYPT_ON; return 0;
+	case OPT_NO_ENCRYPT: o->encrypt = PCOPY_ENCRYPT_OFF; return 0;
+	case OPT_CIPHER: o->cipher = arg; return 0;
+	case OPT_ALLOW_UNENCRYPTED: o->allow_unencrypted = true; return 0;
 	case OPT_CONTROL_FD: {
 		unsigned fd;
 		if (cli_uint("--control-fd", arg, 0, 1u << 20, &fd, "a file descriptor") < 0)
@@ -237,6 +255,8 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 		fprintf(stderr, ", %u skipped", r->files_failed);
 	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
 		r->streams == 1 ? "" : "s");
+	if (r->security[0] != '\0')
+		fprintf(stderr, ", %s", r->security);
 	if (c->o.codec != NULL && r->source.wire_bytes > 0)
 		fprintf(stderr, ", compression %.2fx (cpu: compress %.2f s, decompress %.2f s)",
 			(double)r->source.bytes / (double)r->source.wire_bytes,

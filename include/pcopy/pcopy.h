@@ -45,6 +45,18 @@ struct pcopy_opts {
 	uint16_t port_lo, port_hi; /* -Z: data ports of the listening side; 0 = ephemeral */
 	bool reverse;            /* -z: the client side listens, the remote side connects */
 	int family;              /* -4 / -6: 4 or 6; 0 = either */
+	/* encryption (TLS 1.3 on the data channels and a daemon's control channel) */
+	int encrypt;             /* PCOPY_ENCRYPT_*: --encrypt / --no-encrypt */
+	const char *cipher;      /* --cipher: "auto", "aes128-gcm", "chacha20-poly1305";
+	                            NULL = auto */
+	bool allow_unencrypted;  /* --serve --allow-unencrypted: accept --no-encrypt clients */
+};
+
+/* pcopy_opts.encrypt */
+enum {
+	PCOPY_ENCRYPT_DEFAULT = 0, /* TLS wherever data crosses a network; clear in a local copy */
+	PCOPY_ENCRYPT_ON,          /* --encrypt: TLS in a local copy too */
+	PCOPY_ENCRYPT_OFF,         /* --no-encrypt: clear everywhere (both ends must agree) */
 };
 
 struct pcopy_side_stats {
@@ -73,6 +85,8 @@ struct pcopy_result {
 	                            ready to the last file verified (the client's side;
 	                            third party: the sink's) */
 	unsigned streams;
+	char security[96];       /* how the data travelled: "TLS 1.3, TLS_AES_128_GCM_SHA256"
+	                            or "clear" */
 	unsigned files_failed;   /* entries not copied: failed, or skipped by the source */
 	struct pcopy_side_stats source, sink;
 	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */

@@ -21,8 +21,8 @@
 #include "sys/fault.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
-#include "sys/platform.h"
 #include "sys/sync.h"
+#include "transport/chan.h"
 
 /* ---- Threads ---------------------------------------------------------- */
 
@@ -35,10 +35,11 @@ void sink_wake(void *arg)
 	sync_unlock(&s->lock);
 }
 
-/* Reads exactly n bytes of a block's payload into b->data. */
-static int sink_read_payload(struct receiver *r, int fd, struct buf *b)
+/* Reads exactly the block's enc_len bytes of payload into b->data.
+ * Returns 0 or chan_recv's negative code. */
+static int sink_read_payload(struct receiver *r, struct chan *ch, struct buf *b)
 {
-	int ret = platform_read_full(fd, b->data, b->hdr.enc_len, NULL);
+	int ret = chan_recv(ch, b->data, b->hdr.enc_len, NULL);
 
 	if (ret == 0)
 		atomic_fetch_add(&r->s->x->wire_bytes, b->hdr.enc_len);
@@ -67,7 +68,22 @@ static int sink_block_owner(struct sink *s, const struct proto_block *h, struct 
 	return 1;
 }
 
-static int sink_receive_one(struct receiver *rc, int fd)
+/* Reading from data connection rc failed with ret: a TLS record that
+ * failed its integrity check (altered on the way) is that, with what TLS
+ * said; anything else is a lost connection. Returns the code. */
+static int sink_chan_failed(struct receiver *rc, struct chan *ch, int ret)
+{
+	struct xfer *x = rc->s->x;
+
+	if (ret == -PC_E_INTEGRITY)
+		return xfer_fail(x, ret, "data connection %u from %s: %s", rc->idx, x->peer,
+				 chan_error(ch)[0] ? chan_error(ch) : pc_strerror(ret));
+	return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
+			 "lost data connection %u from %s: %s", rc->idx, x->peer,
+			 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));
+}
+
+static int sink_receive_one(struct receiver *rc, struct chan *ch)
 {
 	struct sink *s = rc->s;
 	struct xfer *x = s->x;
@@ -77,11 +93,9 @@ static int sink_receive_one(struct receiver *rc, int fd)
 	struct buf *b;
 	int ret;
 
-	ret = platform_read_full(fd, raw, sizeof(raw), NULL);
+	ret = chan_recv(ch, raw, sizeof(raw), NULL);
 	if (ret < 0)
-		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s: %s", rc->idx, x->peer,
-				 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));
+		return sink_chan_failed(rc, ch, ret);
 	atomic_fetch_add(&x->wire_bytes, sizeof(raw));
 	if (proto_block_decode(raw, x->block_size, &h) < 0)
 		return xfer_fail(x, -PC_E_PROTO, "malformed block header from %s", x->peer);
@@ -102,13 +116,18 @@ static int sink_receive_one(struct receiver *rc, int fd)
 	}
 	b->hdr = h;
 	b->ctx = r;
-	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, fd, b);
-	if (ret == 0 && h.type == PROTO_BLK_DATA && r == NULL) {
+	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, ch, b);
+	if (ret < 0) {
+		bufpool_release(s->pool, b);
+		if (r != NULL)
+			sink_ent_put(r);
+		return sink_chan_failed(rc, ch, ret);
+	}
+	if (h.type == PROTO_BLK_DATA && r == NULL) {
 		bufpool_release(s->pool, b); /* an entry already given up: drop it */
 		return 0;
 	}
-	if (ret == 0)
-		ret = decoder_verify(rc->dec, b);
+	ret = decoder_verify(rc->dec, b);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (ret == -PC_E_INTEGRITY && r != NULL) {
@@ -127,8 +146,8 @@ static int sink_receive_one(struct receiver *rc, int fd)
 					 "from %s", (unsigned)h.offset, (unsigned)h.file_id, x->peer);
 		if (ret == -PC_E_PROTO)
 			return xfer_fail(x, ret, "malformed block from %s", x->peer);
-		return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-				 "lost data connection %u from %s", rc->idx, x->peer);
+		return xfer_fail(x, ret, "cannot decode a block from %s: %s", x->peer,
+				 pc_strerror(ret));
 	}
 	unsigned qi = x->ordered ? rc->idx : h.file_id % s->nq;
 	if (queue_push(s->wq[qi], b) < 0) {
@@ -144,9 +163,9 @@ void *sink_receiver(void *arg)
 {
 	struct receiver *r = arg;
 	struct sink *s = r->s;
-	int fd = s->x->data_fds[r->idx];
+	struct chan *ch = s->x->data[r->idx];
 
-	while (!xfer_aborted(s->x) && sink_receive_one(r, fd) == 0)
+	while (!xfer_aborted(s->x) && sink_receive_one(r, ch) == 0)
 		;
 	if (s->x->ordered)
 		queue_close(s->wq[r->idx]);

@@ -174,7 +174,7 @@ static int source_start(struct source *s)
 	 * so that a decision to compress reaches the wire quickly. Best
 	 * effort: without it auto still works, only later. */
 	for (unsigned i = 0; x->codec_auto && i < x->streams; i++)
-		(void)net_set_notsent_lowat(x->data_fds[i], SOURCE_AUTO_LOWAT);
+		(void)net_set_notsent_lowat(chan_wfd(x->data[i]), SOURCE_AUTO_LOWAT);
 	/* From here a failure aborts the queues and the plan, which is what
 	 * releases the threads already started. A sender is joined only if
 	 * its thread started (`started`); its encoder may exist without the

@@ -59,7 +59,7 @@ struct source_input {
 	struct walk_opts walk;       /* -r, -L, -H, -p */
 };
 
-/* Sends every source of in over x, whose data sockets are connected and
+/* Sends every source of in over x, whose data channels are connected and
  * authenticated: walks each one (a tree with -r), announces the entries in
  * batches (ENTRIES) within a bounded window of entries the sink has not
  * acknowledged yet, and sends the contents (small files packed together,

@@ -32,8 +32,8 @@ static uint64_t source_queued(const struct xfer *x, uint64_t *unsent)
 
 	*unsent = 0;
 	for (unsigned i = 0; i < x->streams; i++) {
-		q += net_send_queued(x->data_fds[i]);
-		*unsent += net_send_unsent(x->data_fds[i]);
+		q += net_send_queued(chan_wfd(x->data[i]));
+		*unsent += net_send_unsent(chan_wfd(x->data[i]));
 	}
 	return q;
 }

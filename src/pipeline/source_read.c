@@ -19,7 +19,7 @@
 #include "wire/pathsafe.h"
 #include "sys/fault.h"
 #include "sys/log.h"
-#include "sys/net.h"
+#include "transport/chan.h"
 #include "sys/sync.h"
 #include "pipeline/plan.h"
 #include "pipeline/srcrec.h"
@@ -395,13 +395,16 @@ void *source_reader(void *arg)
 	return NULL;
 }
 
-static int source_send(int fd, const struct proto_block *h, const void *data, size_t len)
+/* Sends one block (its header, then len bytes of data) on ch. Returns 0
+ * or chan_send's negative code. */
+static int source_send(struct chan *ch, const struct proto_block *h, const void *data,
+		       size_t len)
 {
 	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
-	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)(uintptr_t)data, len } };
+	const struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)(uintptr_t)data, len } };
 
 	proto_block_encode(h, hdr);
-	return net_sendv_full(fd, iov, len ? 2 : 1);
+	return chan_send(ch, iov, len ? 2 : 1);
 }
 
 void *source_sender(void *arg)
@@ -410,7 +413,8 @@ void *source_sender(void *arg)
 	struct source *s = w->s;
 	struct xfer *x = s->x;
 	struct queue *q = s->q[s->per_stream ? w->idx : 0];
-	int fd = x->data_fds[w->idx], ret = 0;
+	struct chan *ch = x->data[w->idx];
+	int ret = 0;
 	struct buf *b;
 
 	for (;;) {
@@ -436,7 +440,7 @@ void *source_sender(void *arg)
 			source_release(s, b);
 			return NULL;
 		}
-		ret = source_send(fd, &b->hdr, b->data, b->len);
+		ret = source_send(ch, &b->hdr, b->data, b->len);
 		uint64_t raw = b->hdr.type == PROTO_BLK_PACK ? b->hdr.raw_len - 4 * b->hdr.offset
 							      : b->hdr.raw_len;
 		uint64_t wire = PROTO_BLOCK_HDR_LEN + b->len;
@@ -450,12 +454,12 @@ void *source_sender(void *arg)
 	}
 	if (ret == 0 && !xfer_aborted(x)) {
 		struct proto_block end = { .type = PROTO_BLK_END };
-		ret = source_send(fd, &end, NULL, 0);
+		ret = source_send(ch, &end, NULL, 0);
 	}
-	/* The listener's proof has waited in the socket since the first
+	/* The listener's proof has waited in the channel since the first
 	 * round trip; the stream is not done until it is checked. */
 	if (ret == 0 && !xfer_aborted(x) && x->data_confirm != NULL) {
-		ret = auth_data_confirm(fd, x->data_confirm[w->idx]);
+		ret = auth_data_confirm(ch, x->data_confirm[w->idx]);
 		if (ret == -PC_E_AUTH) {
 			xfer_fail(x, ret, "data connection %u to %s: the listener could not prove it "
 				  "knows the session key", w->idx, x->peer);

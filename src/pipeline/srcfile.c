@@ -37,15 +37,25 @@ static void srcfile_init(struct src_file *f, const char *display)
 	snprintf(f->display, sizeof(f->display), "%s", display);
 }
 
+static int srcfile_peer_gave_up(const char *display, struct pc_err *e)
+{
+	return pc_err_set(e, -PC_E_ABORTED, "the peer gave up while FIFO '%s' had no writer",
+			  display);
+}
+
 /* A FIFO opened with O_NONBLOCK: waits until a writer has written or
  * come and gone (Linux reports neither POLLIN nor POLLHUP to a reader
- * before its first writer), a stop signal, or watch_fd. Returns 0 or a
+ * before its first writer), a stop signal, or watch. Returns 0 or a
  * negative code with the detail in e. */
-static int srcfile_await_writer(int fd, const char *display, int watch_fd, struct pc_err *e)
+static int srcfile_await_writer(int fd, const char *display, const struct ctl *watch,
+				struct pc_err *e)
 {
+	/* A message already inside the ctl is not seen by poll. */
+	if (watch != NULL && ctl_pending(watch))
+		return srcfile_peer_gave_up(display, e);
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = watch_fd, .events = POLLIN } };
+				       { .fd = watch ? ctl_rfd(watch) : -1, .events = POLLIN } };
 		int n = platform_poll(p, 2, -1);
 		if (n == -PC_E_INTERRUPTED)
 			return pc_err_set(e, n, "interrupted while waiting for a writer to open "
@@ -55,19 +65,18 @@ static int srcfile_await_writer(int fd, const char *display, int watch_fd, struc
 		if (p[0].revents != 0)
 			return 0;
 		if (p[1].revents != 0)
-			return pc_err_set(e, -PC_E_ABORTED, "the peer gave up while FIFO '%s' "
-					  "had no writer", display);
+			return srcfile_peer_gave_up(display, e);
 	}
 }
 
 int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 		 const char *display, struct pc_err *e)
 {
-	return srcfile_open_watch(f, dirfd, path, beneath, display, -1, e);
+	return srcfile_open_watch(f, dirfd, path, beneath, display, NULL, e);
 }
 
 int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool beneath,
-		       const char *display, int watch_fd, struct pc_err *e)
+		       const char *display, const struct ctl *watch, struct pc_err *e)
 {
 	struct stat st;
 	int fd, fl;
@@ -94,7 +103,7 @@ int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool ben
 				  display);
 	}
 	if (S_ISFIFO(st.st_mode)) {
-		int ret = srcfile_await_writer(fd, display, watch_fd, e);
+		int ret = srcfile_await_writer(fd, display, watch, e);
 		if (ret < 0) {
 			close(fd);
 			return ret;

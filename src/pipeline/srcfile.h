@@ -11,6 +11,7 @@
 
 #include "pipeline/encoder.h"
 #include "sys/err.h"
+#include "wire/ctl.h"
 #include "wire/proto.h"
 
 struct src_file {
@@ -42,11 +43,13 @@ struct src_file {
 int srcfile_open(struct src_file *f, int dirfd, const char *path, bool beneath,
 		 const char *display, struct pc_err *e);
 
-/* srcfile_open that also ends a FIFO's wait when watch_fd (-1: none; the
- * control channel of a server) becomes readable: the peer gave up, or has
- * something to say. Returns -PC_E_ABORTED then, with a message in e. */
+/* srcfile_open that also ends a FIFO's wait when watch (NULL: none; the
+ * control channel of a server) has a message or is closed: the peer gave
+ * up, or has something to say. Returns -PC_E_ABORTED then, with a message
+ * in e. Reads nothing from watch (it polls ctl_rfd, after ctl_pending);
+ * call it on watch's receiving thread. */
 int srcfile_open_watch(struct src_file *f, int dirfd, const char *path, bool beneath,
-		       const char *display, int watch_fd, struct pc_err *e);
+		       const char *display, const struct ctl *watch, struct pc_err *e);
 
 /* Fills f for standard input (a stream named "stdin"). The fd is a dup of
  * 0, so closing it leaves fd 0 alone. Returns 0 or -errno. */

@@ -32,7 +32,8 @@ static int srclist_kind(int dirfd, const char *path, bool beneath, bool recursiv
 }
 
 int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const *paths,
-		  unsigned n, bool recursive, bool allow_stdin, int watch_fd, struct pc_err *e)
+		  unsigned n, bool recursive, bool allow_stdin, const struct ctl *watch,
+		  struct pc_err *e)
 {
 	memset(l, 0, sizeof(*l));
 	l->paths = calloc(n ? n : 1, sizeof(*l->paths));
@@ -55,7 +56,7 @@ int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const 
 			ret = srclist_kind(dirfd, paths[i], beneath, recursive);
 			if (ret == 1)
 				ret = srcfile_open_watch(&l->streams[i], dirfd, paths[i], beneath,
-							 paths[i], watch_fd, &fe);
+							 paths[i], watch, &fe);
 			else if (ret == -EXDEV || ret == -ELOOP || (beneath && ret == -EINVAL))
 				pc_err_set(&fe, ret, "source '%s' leads outside the served "
 					   "directory", paths[i]);

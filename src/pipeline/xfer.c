@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "sys/log.h"
@@ -108,9 +107,8 @@ static void xfer_wake_all(struct xfer *x)
 	ret = platform_event_signal(x->abort_efd);
 	if (ret < 0)
 		log_debug("abort eventfd: %s", strerror(-ret));
-	for (unsigned i = 0; x->data_fds != NULL && i < x->streams; i++)
-		if (x->data_fds[i] >= 0)
-			(void)shutdown(x->data_fds[i], SHUT_RDWR);
+	for (unsigned i = 0; x->data != NULL && i < x->streams; i++)
+		chan_abort(x->data[i]); /* NULL is a no-op */
 }
 
 int xfer_fail(struct xfer *x, int code, const char *fmt, ...)
@@ -177,7 +175,10 @@ void xfer_await_peer_error(struct xfer *x)
 		return;
 	while (platform_now_ns() < deadline) {
 		int left = (int)((deadline - platform_now_ns()) / 1000000u) + 1;
-		if (poll(&p, 1, left) <= 0 || ctl_recv(x->ctl, &m) < 0)
+		/* A message already inside the ctl is not seen by poll. */
+		if (!ctl_pending(x->ctl) && poll(&p, 1, left) <= 0)
+			return;
+		if (ctl_recv(x->ctl, &m) < 0)
 			return;
 		if (m.type != PROTO_ERROR)
 			continue;
@@ -238,6 +239,9 @@ int xfer_await(struct xfer *x, uint8_t want, struct proto_msg *m)
 			       { .fd = x->sigfd, .events = POLLIN } };
 	int n;
 
+	/* A message already inside the ctl is not seen by poll: take it. */
+	if (ctl_pending(x->ctl))
+		return ctl_expect(x->ctl, want, m, x->err);
 	do
 		n = poll(p, x->sigfd >= 0 ? 2 : 1, x->timeout_s ? (int)x->timeout_s * 1000 : -1);
 	while (n < 0 && errno == EINTR);

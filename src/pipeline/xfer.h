@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* xfer: what the source and the sink share during one transfer: the
- * negotiated parameters, the data sockets, the first error, and the abort
+ * negotiated parameters, the data channels, the first error, and the abort
  * switch that wakes every thread.
  *
- * Life cycle: the session fills the parameters and data_fds, then hands the
+ * Life cycle: the session fills the parameters and data, then hands the
  * xfer to source_run or sink_run, which register their pool and queues with
  * xfer_watch before starting threads. Any thread may call xfer_fail; it
- * records the first error and wakes everybody (pool, queues, data sockets),
+ * records the first error and wakes everybody (pool, queues, data channels),
  * so every blocked thread returns and can be joined. */
 #ifndef PCOPY_XFER_H
 #define PCOPY_XFER_H
@@ -21,6 +21,7 @@
 #include "sys/err.h"
 #include "wire/proto.h"
 #include "pipeline/queue.h"
+#include "transport/chan.h"
 
 #define XFER_MAX_WAKERS (2 * PROTO_MAX_STREAMS + 8)
 
@@ -46,7 +47,7 @@ struct xfer {
 	struct ctl *ctl;              /* borrowed; ctl_send is thread-safe */
 	int sigfd;                    /* borrowed; -1 if signals are not ours */
 	struct pc_err *err;           /* borrowed; first error wins */
-	int *data_fds;                /* [streams]; borrowed, shut down on abort */
+	struct chan **data;           /* [streams]; borrowed, chan_abort on abort */
 	/* source only: the listener's proof each data connection still owes,
 	 * checked by its sender after the END block (auth_data_confirm); NULL
 	 * when the listeners proved themselves already. Borrowed. */
@@ -85,8 +86,8 @@ int xfer_watch_plan(struct xfer *x, struct plan *p);
 void xfer_unwatch(struct xfer *x);
 
 /* A local failure: records the error (first one wins), tells the peer with
- * ERROR, and aborts: wakes the watched pool, queues and plan and shuts down
- * the data sockets. Thread-safe. Returns code. */
+ * ERROR, and aborts: wakes the watched pool, queues and plan and aborts
+ * the data channels (chan_abort). Thread-safe. Returns code. */
 int xfer_fail(struct xfer *x, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -20,11 +20,14 @@
 #include "roles/api.h"
 #include "codec/codec.h"
 #include "sys/crypto.h"
+#include "wire/auth.h"
+#include "transport/tls.h"
 #include "wire/ctl.h"
 #include "wire/keyfile.h"
 #include "roles/loc.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
 #include "sys/platform.h"
 #include "roles/relay.h"
 #include "roles/session.h"
@@ -63,8 +66,9 @@ struct client {
 	struct sink_target target;         /* pull: where the files go */
 	struct endpoint ep[2];             /* [0] the server, or the third-party source;
 	                                      [1] the third-party sink */
-	int fds[PROTO_MAX_STREAMS];
+	struct chan *chans[PROTO_MAX_STREAMS]; /* two-party: the data channels; owned */
 	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
+	char security[96];                 /* how the data travelled, for the summary */
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
 };
@@ -87,6 +91,14 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
 		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
 				  PROTO_MIN_DATA_PORT);
+	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
+		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
+	if (o->cipher != NULL) {
+		enum tls_cipher tc;
+		int ret = tls_cipher_parse(o->cipher, &tc, e);
+		if (ret < 0)
+			return ret;
+	}
 	if (o->codec != NULL) {
 		struct codec_choice c[CODEC_MAX_CHOICES];
 		unsigned n;
@@ -159,7 +171,7 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 static int client_open_sources(struct client *c, char *const srcs[])
 {
 	int ret = srclist_build(&c->list, AT_FDCWD, false, (const char *const *)srcs,
-				(unsigned)c->nsrc, c->o->recursive, true, -1, c->e);
+				(unsigned)c->nsrc, c->o->recursive, true, NULL, c->e);
 
 	if (ret < 0)
 		return ret;
@@ -206,6 +218,49 @@ static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
 											     : "-q");
 }
 
+/* How the data of a session with ep travels: TLS wherever it crosses a
+ * network (every far end: ssh, a daemon, third party), in clear to our own
+ * local child unless --encrypt; --no-encrypt: in clear everywhere. The
+ * cipher was checked by client_check_opts. */
+static struct auth_data_mode client_data_mode(const struct pcopy_opts *o,
+					      const struct endpoint *ep)
+{
+	struct auth_data_mode m = { .tls = o->encrypt == PCOPY_ENCRYPT_ON ||
+					   (o->encrypt == PCOPY_ENCRYPT_DEFAULT && ep->loc != NULL) };
+
+	if (o->cipher != NULL) {
+		struct pc_err e;
+		pc_err_init(&e);
+		if (tls_cipher_parse(o->cipher, &m.cipher, &e) < 0)
+			m.cipher = TLS_CIPHER_AUTO;
+		pc_err_destroy(&e);
+	}
+	return m;
+}
+
+/* ep->ctl over a plain chan on rfd and wfd (one socket, or the pipes to
+ * a child), which it owns from now on; on failure both are closed.
+ * Returns 0 or a negative code (c->e set). */
+static int client_ctl_new(struct client *c, struct endpoint *ep, int rfd, int wfd, bool local)
+{
+	struct chan *ch = chan_plain_new(rfd, wfd);
+	int err = ch == NULL ? errno : ENOMEM;
+
+	ep->ctl = ch != NULL ? ctl_new(ch, ep->peer, local) : NULL;
+	if (ep->ctl != NULL)
+		return 0;
+	if (ch != NULL) {
+		chan_free(ch); /* closes rfd and wfd */
+	} else {
+		close(rfd);
+		if (wfd != rfd)
+			close(wfd);
+	}
+	if (err == ENOMEM)
+		return pc_err_set(c->e, -ENOMEM, "out of memory");
+	return pc_err_set(c->e, -err, "control channel to %s: %s", ep->peer, strerror(err));
+}
+
 static int client_spawn_ssh(struct client *c, struct endpoint *ep)
 {
 	const char *rsh = c->o->rsh ? c->o->rsh : "ssh";
@@ -224,13 +279,7 @@ static int client_spawn_ssh(struct client *c, struct endpoint *ep)
 	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, c->e);
 	if (ret < 0)
 		return ret;
-	ep->ctl = ctl_new(rfd, wfd, ep->peer, false);
-	if (ep->ctl == NULL) {
-		close(rfd);
-		close(wfd);
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	}
-	return 0;
+	return client_ctl_new(c, ep, rfd, wfd, false);
 }
 
 static int client_spawn_local(struct client *c, struct endpoint *ep)
@@ -248,12 +297,7 @@ static int client_spawn_local(struct client *c, struct endpoint *ep)
 				 &ep->child, &fd, c->e);
 	if (ret < 0)
 		return ret;
-	ep->ctl = ctl_new(fd, fd, ep->peer, true);
-	if (ep->ctl == NULL) {
-		close(fd);
-		return pc_err_set(c->e, -ENOMEM, "out of memory");
-	}
-	return 0;
+	return client_ctl_new(c, ep, fd, fd, true);
 }
 
 static int client_connect_daemon(struct client *c, struct endpoint *ep)
@@ -270,9 +314,38 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 		close(fd);
 		return pc_err_set(c->e, ret, "%s: %s", ep->peer, pc_strerror(ret));
 	}
-	ep->ctl = ctl_new(fd, fd, ep->peer, false);
-	if (ep->ctl == NULL) {
+	struct auth_data_mode m = client_data_mode(c->o, ep);
+	if (!m.tls)
+		return client_ctl_new(c, ep, fd, fd, false);
+	/* The control channel in TLS keyed by K: the handshake proves both
+	 * ends, and hides names, sizes and errors. */
+	struct chan *ch;
+	struct pc_err e2;
+	char why[sizeof(e2.msg)];
+	uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	pc_err_init(&e2);
+	ret = auth_ctl_tls_connect(fd, ep->K, m.cipher, deadline, &ch, &e2);
+	pc_err_get(&e2, why, sizeof(why));
+	pc_err_destroy(&e2);
+	if (ret < 0) {
 		close(fd);
+		/* A handshake record that failed its check was altered on the
+		 * way (tls.c says so in why): a wrong key fails the binder
+		 * instead, so --key-file is no advice then. */
+		if (ret == -PC_E_AUTH && strstr(why, "altered on the way") == NULL)
+			return pc_err_set(c->e, ret, "%s proved a different key: the client's and the "
+					  "daemon's key files must hold the same key (check "
+					  "--key-file)", ep->peer);
+		if (ret == -PC_E_PROTO)
+			return pc_err_set(c->e, ret, "%s does not speak TLS 1.3: it is not a pcopy "
+					  "daemon, or one older than protocol version %u (%s)",
+					  ep->peer, PROTO_VERSION, why);
+		return pc_err_set(c->e, ret, "%s: %s", ep->peer, why);
+	}
+	ep->t = SESSION_DAEMON_TLS;
+	ep->ctl = ctl_new(ch, ep->peer, false);
+	if (ep->ctl == NULL) {
+		chan_free(ch);
 		return pc_err_set(c->e, -ENOMEM, "out of memory");
 	}
 	return 0;
@@ -400,6 +473,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 		      (o->numeric_ids ? PROTO_REQ_NUMERIC_IDS : 0) |
 		      (o->dereference ? PROTO_REQ_DEREF : 0) |
 		      (o->hard_links ? PROTO_REQ_HARDLINKS : 0);
+	req->flags |= auth_data_flags(client_data_mode(o, ep));
 	if (c->dst.kind == LOC_STDIO)
 		req->flags |= PROTO_REQ_ORDERED;
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
@@ -427,7 +501,9 @@ static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
 	struct pc_err said;
 	char msg[sizeof(said.msg)];
 
-	if (poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0 || (m = malloc(sizeof(*m))) == NULL)
+	if (!ctl_pending(ep->ctl) && poll(&p, 1, CLIENT_ERROR_GRACE_MS) <= 0)
+		return ret;
+	if ((m = malloc(sizeof(*m))) == NULL)
 		return ret;
 	pc_err_init(&said);
 	if (ctl_recv(ep->ctl, m) == 0 && m->type == PROTO_ERROR) {
@@ -450,21 +526,21 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	int ret;
 
 	if (lfd >= 0) {
-		ret = acceptor_run(lfd, ep->ctl, ep->k, req->streams, req->timeout_s, ep->peer,
-				   c->fds, c->e);
+		ret = acceptor_run(lfd, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	pc_err_init(&e2);
-	ret = session_connect_data(ep->data_host, ep->port, c->o->family, ep->k, req->streams,
-				   req->window, req->timeout_s, pending, c->fds, &e2);
+	ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending, c->chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
-	 * says it has. */
-	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->ready_host[0] != '\0' &&
-	    strcmp(ep->ready_host, ep->data_host) != 0)
-		ret = session_connect_data(ep->ready_host, ep->port, c->o->family, ep->k,
-					   req->streams, req->window, req->timeout_s, pending,
-					   c->fds, &e2);
+	 * says it has. Not after a handshake failed its proof (-PC_E_AUTH:
+	 * a wrong key, or altered on the way): that reached the listener,
+	 * which may hold our other streams already; going around would hide
+	 * why, and duplicate them. */
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH &&
+	    ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
+		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
+					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
 	if (own) {
 		/* We reached something, or were stopped: "cannot reach" would
@@ -481,9 +557,35 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		ret = pc_err_get(c->e, NULL, 0);
 	else if (ret < 0)
 		ret = -PC_E_NET;
-	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->t == SESSION_DAEMON)
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ep->t != SESSION_PIPE)
 		return client_server_said(ep, ret, c->e);
 	return ret;
+}
+
+/* Records how the data travels (for the summary) and says it with -v:
+ * the protocol version, the cipher or why not, and the control channel.
+ * data is one of our data channels, or NULL in a third-party copy. */
+static void client_say_security(struct client *c, const struct endpoint *ep,
+				const struct chan *data)
+{
+	const char *ctl = ep->t == SESSION_DAEMON_TLS ? "TLS 1.3 too"
+			  : ep->t == SESSION_DAEMON ? "in clear (--no-encrypt)"
+			  : ep->loc == NULL ? "a socket to our own child" : "inside ssh";
+
+	if (data != NULL && chan_encrypted(data))
+		snprintf(c->security, sizeof(c->security), "encrypted (%s)", chan_describe(data));
+	else if (data == NULL && (ep->req.flags & PROTO_REQ_ENCRYPT))
+		/* Third party: the data goes from h1 to h2 directly; we know
+		 * how it was asked to travel, not the cipher they settled on. */
+		snprintf(c->security, sizeof(c->security), "encrypted (TLS 1.3 between the hosts)");
+	else if (c->o->encrypt == PCOPY_ENCRYPT_OFF)
+		snprintf(c->security, sizeof(c->security), "not encrypted (--no-encrypt)");
+	else
+		snprintf(c->security, sizeof(c->security), "not encrypted (a local copy)");
+	const char *ktls = tls_ktls_status();
+	log_info("protocol version %u; data %s, kernel TLS %s%s%s; control channel %s",
+		 PROTO_VERSION, c->security, strcmp(ktls, "on") == 0 ? "on" : "off (",
+		 strcmp(ktls, "on") == 0 ? "" : ktls, strcmp(ktls, "on") == 0 ? "" : ")", ctl);
 }
 
 static int client_two_party(struct client *c)
@@ -514,16 +616,18 @@ static int client_two_party(struct client *c)
 	 * is the daemon's, on the address our control connection reached.
 	 * Through ssh the data host is resolved by us, not by ssh, and may be
 	 * another machine: there each listener proves itself first. */
-	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t == SESSION_DAEMON;
+	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t != SESSION_PIPE &&
+		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
 		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
 	if (lfd >= 0)
 		close(lfd);
 	if (ret < 0)
 		return ret;
+	client_say_security(c, ep, c->chans[0]);
 	c->run = (struct session_run){
 		.role = server_role == PROTO_ROLE_SINK ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK,
-		.req = &ep->req, .ctl = ep->ctl, .fds = c->fds,
+		.req = &ep->req, .ctl = ep->ctl, .chans = c->chans,
 		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
 		.sigfd = api_sigfd(),
 		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
@@ -532,7 +636,7 @@ static int client_two_party(struct client *c)
 		.skip_paths = server_role == PROTO_ROLE_SOURCE ? ep->req.npaths : 0,
 	};
 	ret = session_transfer(&c->run, c->e);
-	session_close_fds(c->fds, ep->req.streams);
+	session_close_chans(c->chans, ep->req.streams);
 	return ret;
 }
 
@@ -579,6 +683,7 @@ static int client_third_party(struct client *c)
 	ret = client_handshake(c, connector);
 	if (ret < 0)
 		return ret;
+	client_say_security(c, connector, NULL);
 	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, src->req.npaths,
 			 &c->relay, c->e);
 }
@@ -648,8 +753,6 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	c->e = &e;
 	c->target.dirfd = -1;
 	c->ep[0].child = c->ep[1].child = -1;
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		c->fds[i] = -1;
 	ret = client_check_opts(o, &e);
 	if (ret == 0)
 		ret = client_classify(c, nsrc, srcs, dst);
@@ -664,6 +767,7 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	if (ret == 0)
 		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
 	client_results(c, r);
+	snprintf(r->security, sizeof(r->security), "%s", c->security);
 	if (none)
 		r->files_failed = c->list.unusable;
 	client_free(c, &ret);

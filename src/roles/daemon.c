@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@
 #include "wire/keyfile.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
+#include "sys/platform.h"
+#include "wire/auth.h"
 #include "roles/server.h"
 
 #define DAEMON_MAX_SESSIONS 64
@@ -32,6 +36,7 @@ struct daemon {
 	pid_t kids[DAEMON_MAX_SESSIONS];
 	unsigned nkids;
 	char listen_host[NET_MAX_ADDR];
+	bool allow_unencrypted;        /* --allow-unencrypted */
 };
 
 /* Splits "[ADDR:]PORT" ("7000", "127.0.0.1:7000", "[::1]:7000"). */
@@ -81,6 +86,51 @@ static void daemon_reap(struct daemon *d)
 	}
 }
 
+/* Waits (until deadline_ns, or a stop signal) for the client's first byte,
+ * without reading it, and tells TLS from a control frame in clear. Returns
+ * 0 or a negative code. */
+static int daemon_sniff(int fd, uint64_t deadline_ns, bool *tls)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	uint64_t now = platform_now_ns();
+	uint8_t first;
+	int n = now >= deadline_ns ? 0
+		: platform_poll(&p, 1, (int)((deadline_ns - now) / 1000000u) + 1);
+
+	if (n == 0)
+		return -PC_E_TIMEOUT;
+	if (n < 0)
+		return n;
+	ssize_t r = recv(fd, &first, 1, MSG_PEEK);
+	if (r == 0)
+		return -PC_E_NET;
+	if (r < 0)
+		return -errno;
+	*tls = proto_starts_tls(first);
+	return 0;
+}
+
+/* A client in clear (--no-encrypt, or a pcopy older than protocol 4) to a
+ * daemon that requires TLS: tell it why, let it read that (we read what it
+ * sent, so closing does not reset the connection under its reply), end the
+ * process. */
+static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
+{
+	uint8_t junk[4096];
+
+	(void)ctl_send_error(c, -PC_E_AUTH, "this daemon requires encryption (TLS 1.3) and was "
+			     "started without --allow-unencrypted: do not use --no-encrypt with it "
+			     "(or update this pcopy)");
+	(void)chan_close_send(ch);
+	(void)chan_set_timeout(ch, 2);
+	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
+		;
+	log_warn("refused %s: it asked for a session in clear, and this daemon requires "
+		 "encryption (--allow-unencrypted allows it)", who);
+	ctl_free(c);
+	_exit(pc_exit_code(-PC_E_AUTH));
+}
+
 /* In the forked child: serve one session and end the process. */
 static void daemon_child(struct daemon *d, int fd, const char *who)
 {
@@ -89,26 +139,50 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 		.transport = SESSION_DAEMON, .key = d->key, .rootfd = d->rootfd, .beneath = true,
 		.listen_host = d->listen_host, .self_host = d->listen_host,
 		.client_host = client, .allow_stdout = false, .sigfd = api_sigfd(),
+		.allow_unencrypted = d->allow_unencrypted,
 	};
 	struct pc_err e;
-	struct ctl *c;
+	struct chan *ch;
+	struct ctl *c;  /* owns ch */
 	int ret;
 
 	close(d->lfd);
 	close(d->chldfd);
 	pc_err_init(&e);
 	(void)net_set_nodelay(fd);
-	/* A stranger gets SESSION_AUTH_TIMEOUT_S to complete the handshake. */
-	(void)net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
 	/* Data connections come to the address the client reached us on. */
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
 	(void)net_peer_host(fd, client, sizeof(client));
-	c = ctl_new(fd, fd, who, false);
-	if (c == NULL) {
+	/* A stranger gets SESSION_AUTH_TIMEOUT_S from accept to complete the
+	 * handshake, TLS and ours. */
+	uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	bool tls = false;
+	ret = daemon_sniff(fd, deadline, &tls);
+	if (ret == 0 && tls) {
+		cfg.transport = SESSION_DAEMON_TLS;
+		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
+	} else if (ret == 0) {
+		ch = chan_plain_new(fd, fd);
+		ret = ch != NULL ? 0 : -ENOMEM;
+	}
+	if (ret < 0) {
+		char msg[sizeof(e.msg)];
+		if (pc_err_get(&e, msg, sizeof(msg)) < 0)
+			log_warn("refused %s: %s", who, msg);
+		else
+			log_warn("refused %s: %s", who, pc_strerror(ret));
 		close(fd);
+		_exit(pc_exit_code(ret));
+	}
+	c = ctl_new(ch, who, false);
+	if (c == NULL) {
+		chan_free(ch);
 		_exit(PC_EXIT_FILEIO);
 	}
+	(void)chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
+	if (!tls && !d->allow_unencrypted)
+		daemon_refuse_clear(c, ch, who); /* does not return */
 	ctl_set_intr(c, cfg.sigfd);
 	/* The whole handshake, up to the client's proof, gets that long too:
 	 * the session holds a data listener from READY on. */
@@ -157,6 +231,7 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 	sigset_t set;
 	int ret;
 
+	d->allow_unencrypted = o->allow_unencrypted;
 	if (o->root == NULL || o->key_file == NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--serve needs --root DIR and --key-file KEY");
 	ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);

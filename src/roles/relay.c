@@ -228,7 +228,10 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 			uint64_t now = platform_now_ns();
 			timeout = now >= next ? 0 : (int)((next - now) / 1000000u) + 1;
 		}
-		int n = poll(p, sigfd >= 0 ? 3 : 2, timeout);
+		/* A message already inside a ctl is not seen by poll: take it
+		 * now, after a look at the signalfd. */
+		bool src_pending = ctl_pending(src), sink_pending = ctl_pending(sink);
+		int n = poll(p, sigfd >= 0 ? 3 : 2, src_pending || sink_pending ? 0 : timeout);
 		if (n < 0 && errno != EINTR) {
 			ret = pc_err_set(e, -errno, "poll: %s", strerror(errno));
 			break;
@@ -242,9 +245,9 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 			ret = relay_fail(rl, -PC_E_INTERRUPTED, msg);
 			break;
 		}
-		if (n > 0 && p[0].revents)
+		if (src_pending || (n > 0 && p[0].revents))
 			ret = relay_one(rl, src, sink);
-		if (ret == 0 && n > 0 && p[1].revents)
+		if (ret == 0 && (sink_pending || (n > 0 && p[1].revents)))
 			ret = relay_one(rl, sink, src);
 		if (progress_s > 0 && platform_now_ns() >= next) {
 			relay_progress(rl, start);

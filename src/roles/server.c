@@ -17,6 +17,7 @@
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "transport/chan.h"
 #include "wire/pathsafe.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
@@ -42,6 +43,11 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 		if (ret < 0)
 			return ret;
 	}
+	if (!(req->flags & PROTO_REQ_ENCRYPT) && cfg->transport != SESSION_PIPE &&
+	    !cfg->allow_unencrypted)
+		return pc_err_set(e, -PC_E_AUTH, "this daemon sends and receives data only in TLS; "
+				  "it was started without --allow-unencrypted, so --no-encrypt "
+				  "cannot be used with it");
 	if ((req->flags & PROTO_REQ_DATA_KEY) && cfg->transport != SESSION_PIPE)
 		return pc_err_set(e, -PC_E_PROTO, "a data key may only travel over a private "
 				  "channel (ssh), not to a daemon");
@@ -56,7 +62,7 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 		for (unsigned i = 0; i < req->npaths; i++)
 			paths[i] = proto_request_path(req, i);
 		return srclist_build(list, cfg->rootfd, cfg->beneath, paths, req->npaths,
-				     req->flags & PROTO_REQ_RECURSIVE, false, ctl_rfd(c), e);
+				     req->flags & PROTO_REQ_RECURSIVE, false, c, e);
 	}
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");
@@ -116,14 +122,14 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
  * been told unless it gave up first. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
-		       int *fds, struct pc_err *e)
+		       struct chan **chans, struct pc_err *e)
 {
 	int ret;
 
 	if (lfd >= 0) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = acceptor_run(lfd, c, k, req->streams, req->timeout_s, ctl_peer(c), fds, e);
+		ret = acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e);
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
@@ -131,9 +137,8 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		if (host == NULL || host[0] == '\0')
 			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
 		else
-			ret = session_connect_data(host, req->connect_port, req->family, k,
-						   req->streams, req->window, req->timeout_s, NULL,
-						   fds, e);
+			ret = session_connect_data(host, req->connect_port, req, k, NULL, chans,
+						   e);
 	}
 	if (ret < 0)
 		server_tell(c, e, ret);
@@ -148,10 +153,9 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct proto_request *req = calloc(1, sizeof(*req));
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
-	int fds[PROTO_MAX_STREAMS], lfd = -1, ret;
+	struct chan *chans[PROTO_MAX_STREAMS] = { NULL }; /* owned */
+	int lfd = -1, ret;
 
-	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		fds[i] = -1;
 	if (req == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	/* Daemon: READY goes out with our HELLO and AUTH, a round trip before
@@ -160,6 +164,8 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	 * READY is in our first flight anyway: the paths come first, and a
 	 * bad one is refused before any data connection exists. */
 	bool early = cfg->transport == SESSION_DAEMON;
+	/* In TLS the handshake proved the client before its REQUEST came:
+	 * nothing is early, and no data listener opens before that proof. */
 	ret = session_server_open(c, cfg->transport, cfg->key, req, &hs, e);
 	if (ret < 0)
 		goto out;
@@ -184,17 +190,17 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		if (ret < 0)
 			goto out;
 	}
-	ret = server_data(c, cfg, req, k, lfd, fds, e);
+	ret = server_data(c, cfg, req, k, lfd, chans, e);
 	if (lfd >= 0)
 		close(lfd);
 	lfd = -1;
 	if (ret < 0)
 		goto out;
-	session_check_window(fds[0], req->window);
+	session_check_window(chan_wfd(chans[0]), req->window);
 	struct session_run run = {
-		.role = req->role, .req = req, .ctl = c, .fds = fds,
+		.role = req->role, .req = req, .ctl = c, .chans = chans,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .input = &input,
-		.target = &target, .strip_setid = cfg->transport == SESSION_DAEMON,
+		.target = &target, .strip_setid = cfg->transport != SESSION_PIPE,
 	};
 	input.paths = list.paths;
 	input.npaths = list.n;
@@ -204,7 +210,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 out:
 	if (lfd >= 0)
 		close(lfd);
-	session_close_fds(fds, PROTO_MAX_STREAMS);
+	session_close_chans(chans, PROTO_MAX_STREAMS);
 	srclist_free(&list);
 	sink_target_close(&target);
 	crypto_wipe(k, sizeof(k));
@@ -236,7 +242,9 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 							o->control_fd != STDOUT_FILENO,
 		.sigfd = api_sigfd(), .self_host = self, .client_host = client,
 	};
-	struct ctl *c = ctl_new(rfd, wfd, "client", false);
+	struct chan *ch = chan_plain_new(rfd, wfd);
+	int err = ch == NULL ? errno : ENOMEM; /* if c is NULL */
+	struct ctl *c = ch != NULL ? ctl_new(ch, "client", false) : NULL; /* owns ch */
 	struct pc_err e;
 	int ret;
 
@@ -249,8 +257,13 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 		snprintf(client, sizeof(client), "%s", o->bind);
 		snprintf(self, sizeof(self), "%s", o->bind);
 	}
-	if (c == NULL)
-		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	if (c == NULL) {
+		chan_free(ch);
+		if (err == ENOMEM)
+			return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+		return api_result(r, &e, pc_err_set(&e, -err, "control channel to the client: %s",
+						    strerror(err)));
+	}
 	ctl_set_intr(c, cfg.sigfd);
 	ret = server_session(c, &cfg, &e);
 	ctl_free(c);

@@ -23,6 +23,7 @@ struct server_cfg {
 	const char *self_host;     /* our address for data as we know it (READY.host); "" unknown */
 	const char *client_host;   /* the client's address, to connect to it (-z); "" unknown */
 	bool allow_stdout;         /* the sink may write to our stdout */
+	bool allow_unencrypted;    /* daemon: serve data channels in clear (--allow-unencrypted) */
 	int sigfd;                 /* -1: no signal watching */
 };
 

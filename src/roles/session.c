@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "wire/auth.h"
+#include "transport/tls.h"
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/net.h"
@@ -54,6 +55,20 @@ static int session_send(struct ctl *c, const struct proto_msg *m, struct pc_err 
 	return 0;
 }
 
+/* The session key: from the TLS exporter of a daemon's control channel in
+ * TLS (forward secret), else derived from key and both nonces. */
+static int session_key(struct ctl *c, enum session_transport t, const uint8_t key[PROTO_KEY_LEN],
+		       const uint8_t nc[PROTO_NONCE_LEN], const uint8_t ns[PROTO_NONCE_LEN],
+		       uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	int ret = t == SESSION_DAEMON_TLS ? auth_session_key_tls(ctl_chan(c), k)
+					  : auth_session_key(key, nc, ns, k);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot derive the session key: %s", pc_strerror(ret));
+	return 0;
+}
+
 int session_client_handshake(struct ctl *c, enum session_transport t,
 			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
 			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
@@ -67,7 +82,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		ret = crypto_random(key, sizeof(key));
 	if (ret < 0)
 		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
-	if (t == SESSION_DAEMON)
+	if (t != SESSION_PIPE)
 		memcpy(key, K, sizeof(key));
 	/* Everything at once: the server answers HELLO, its proof (daemon)
 	 * and READY in one flight. */
@@ -112,7 +127,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 	ret = ctl_expect(c, PROTO_READY, &m, e);
 	if (ret == 0) {
 		*ready = m.u.ready;
-		ret = auth_session_key(key, nc, ns, k);
+		ret = session_key(c, t, key, nc, ns, k, e);
 	}
 out:
 	crypto_wipe(key, sizeof(key));
@@ -127,6 +142,7 @@ int session_server_open(struct ctl *c, enum session_transport t,
 	int ret = m ? ctl_expect(c, PROTO_HELLO, m, e) : pc_err_set(e, -ENOMEM, "out of memory");
 
 	hs->t = t;
+	memset(hs->key, 0, sizeof(hs->key));
 	if (ret == 0 && session_check_version(&m->u.hello, ctl_peer(c), e) < 0) {
 		char msg[PROTO_MAX_MSG];
 		pc_err_get(e, msg, sizeof(msg));
@@ -149,7 +165,7 @@ int session_server_open(struct ctl *c, enum session_transport t,
 		ret = ctl_expect(c, PROTO_KEY, m, e);
 		if (ret == 0)
 			memcpy(hs->key, m->u.key.key, sizeof(hs->key));
-	} else if (ret == 0) {
+	} else if (ret == 0 && t == SESSION_DAEMON) {
 		memcpy(hs->key, K, sizeof(hs->key));
 	}
 	if (ret == 0)
@@ -193,17 +209,16 @@ int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KE
 		}
 	}
 	if (ret == 0)
-		ret = auth_session_key(hs->key, hs->nc, hs->ns, k);
+		ret = session_key(c, hs->t, hs->key, hs->nc, hs->ns, k, e);
 	crypto_wipe(hs->key, sizeof(hs->key));
 	return ret;
 }
 
-void session_close_fds(int *fds, unsigned n)
+void session_close_chans(struct chan **chans, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (fds[i] >= 0)
-			close(fds[i]);
-		fds[i] = -1;
+		chan_free(chans[i]);
+		chans[i] = NULL;
 	}
 }
 
@@ -220,55 +235,103 @@ void session_check_window(int fd, uint32_t window)
 struct connector {
 	const char *host;
 	uint16_t port;
-	int family;
+	const struct proto_request *req;
+	struct auth_data_mode mode;
 	const uint8_t *k;
 	uint16_t idx;
-	uint32_t window;
-	unsigned timeout_s;
 	uint8_t *pending;       /* NULL: confirm the listener now; else its proof, checked later */
-	int fd;                 /* result; owned by the connector until joined */
+	struct chan *ch;        /* result; owned by the connector until joined */
 	struct pc_err err;
 	pthread_t tid;
 };
 
 /* Waits up to SESSION_AUTH_TIMEOUT_S for the listener's proof to start
- * arriving on fd, or a stop signal (platform_poll): the read itself only
- * has SO_RCVTIMEO, which no signal shortens. Returns 0, -PC_E_TIMEOUT,
- * -PC_E_INTERRUPTED or -errno. */
-static int session_await_proof(int fd)
+ * arriving on ch (at once if bytes wait inside it already), or a stop
+ * signal (platform_poll): the read itself only has the chan's timeout,
+ * which no signal shortens. Returns 0, -PC_E_TIMEOUT, -PC_E_INTERRUPTED
+ * or -errno. */
+static int session_await_proof(struct chan *ch)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int n = platform_poll(&p, 1, (int)SESSION_AUTH_TIMEOUT_S * 1000);
+	struct pollfd p = { .fd = chan_rfd(ch), .events = POLLIN };
+	int n;
 
+	if (chan_pending(ch))
+		return 0;
+	n = platform_poll(&p, 1, (int)SESSION_AUTH_TIMEOUT_S * 1000);
 	return n > 0 ? 0 : n == 0 ? -PC_E_TIMEOUT : n;
+}
+
+/* Readies a data channel in clear: the handshake's timeout, our proof, the
+ * listener's proof (unless c->pending defers it). Returns 0 or a negative
+ * code. */
+static int session_connect_clear(struct connector *c, struct chan *ch)
+{
+	uint8_t expect[PROTO_MAC_LEN];
+	int ret = chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
+
+	if (ret == 0)
+		ret = auth_data_connect(ch, c->k, c->idx, expect);
+	if (ret == 0 && c->pending == NULL)
+		ret = session_await_proof(ch);
+	if (ret == 0 && c->pending == NULL)
+		ret = auth_data_confirm(ch, expect);
+	else if (ret == 0)
+		memcpy(c->pending, expect, sizeof(expect));
+	return ret;
+}
+
+/* Makes c->ch of the connected socket fd: TLS or in clear. On failure fd
+ * is closed. Returns 0 or a negative code, with a message in c->err for
+ * TLS failures. */
+static int session_connect_secure(struct connector *c, int fd)
+{
+	int ret;
+
+	/* Blocks leave in single large writes: Nagle only delays the small
+	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
+	ret = net_set_nodelay(fd);
+	if (ret == 0 && c->mode.tls) {
+		uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+		ret = auth_data_tls_connect(fd, c->k, c->idx, c->mode.cipher, deadline, &c->ch,
+					    &c->err);
+	} else if (ret == 0) {
+		c->ch = chan_plain_new(fd, fd);
+		ret = c->ch != NULL ? 0 : -ENOMEM;
+		if (ret == 0) {
+			fd = -1; /* the chan's now */
+			ret = session_connect_clear(c, c->ch);
+		}
+	}
+	if (ret == 0)
+		return chan_set_timeout(c->ch, c->req->timeout_s);
+	if (c->ch != NULL) {
+		chan_free(c->ch);
+		c->ch = NULL;
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	return ret;
 }
 
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
-	int fd = net_connect(c->host, c->port, c->family, c->window, SESSION_CONNECT_TIMEOUT_S,
-			     &c->err);
-	uint8_t expect[PROTO_MAC_LEN];
+	int fd = net_connect(c->host, c->port, c->req->family, c->req->window,
+			     SESSION_CONNECT_TIMEOUT_S, &c->err);
 	int ret;
 
 	if (fd < 0)
 		return NULL;
-	/* Blocks leave in single large writes: Nagle only delays the small
-	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
-	ret = net_set_nodelay(fd);
+	ret = session_connect_secure(c, fd);
 	if (ret == 0)
-		ret = net_set_timeout(fd, SESSION_AUTH_TIMEOUT_S);
-	if (ret == 0)
-		ret = auth_data_connect(fd, c->k, c->idx, expect);
-	if (ret == 0 && c->pending == NULL)
-		ret = session_await_proof(fd);
-	if (ret == 0 && c->pending == NULL)
-		ret = auth_data_confirm(fd, expect);
-	else if (ret == 0)
-		memcpy(c->pending, expect, sizeof(expect));
-	if (ret == 0)
-		ret = net_set_timeout(fd, c->timeout_s);
-	if (ret == -PC_E_INTERRUPTED) {
+		return NULL;
+	char why[sizeof(c->err.msg)];
+	int code = pc_err_get(&c->err, why, sizeof(why));
+	if (code < 0) {
+		/* TLS said why; say which connection. */
+		pc_err_replace(&c->err, code, "data connection %u to %s port %u: %s",
+			       (unsigned)c->idx, c->host, (unsigned)c->port, why);
+	} else if (ret == -PC_E_INTERRUPTED) {
 		pc_err_set(&c->err, ret, "interrupted while data connection %u to %s port %u "
 			   "waited for the listener's proof", (unsigned)c->idx, c->host,
 			   (unsigned)c->port);
@@ -277,33 +340,28 @@ static void *session_connect_one(void *arg)
 		pc_err_set(&c->err, ret, "data connection %u to %s port %u: connected, but no "
 			   "answer to our handshake within %u s", (unsigned)c->idx, c->host,
 			   (unsigned)c->port, SESSION_AUTH_TIMEOUT_S);
-	} else if (ret < 0) {
+	} else {
 		pc_err_set(&c->err, ret == -PC_E_AUTH ? ret : -PC_E_NET,
 			   "data connection %u to %s port %u failed: %s", (unsigned)c->idx, c->host,
 			   (unsigned)c->port, pc_strerror(ret));
 	}
-	if (ret < 0) {
-		close(fd);
-		return NULL;
-	}
-	c->fd = fd;
 	return NULL;
 }
 
-int session_connect_data(const char *host, uint16_t port, int family,
-			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
-			 struct pc_err *e)
+int session_connect_data(const char *host, uint16_t port, const struct proto_request *req,
+			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
+			 struct chan **chans, struct pc_err *e)
 {
+	unsigned n = req->streams;
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started = 0;
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		c[i] = (struct connector){ .host = host, .port = port, .family = family, .k = k,
-					   .idx = (uint16_t)i, .window = window,
-					   .timeout_s = timeout_s,
-					   .pending = pending ? pending[i] : NULL, .fd = -1 };
+		c[i] = (struct connector){ .host = host, .port = port, .req = req,
+					   .mode = auth_data_mode(req->flags), .k = k,
+					   .idx = (uint16_t)i,
+					   .pending = pending ? pending[i] : NULL, .ch = NULL };
 		pc_err_init(&c[i].err);
 		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
 		if (rc != 0) {
@@ -320,13 +378,13 @@ int session_connect_data(const char *host, uint16_t port, int family,
 		int code = pc_err_get(&c[i].err, msg, sizeof(msg));
 		if (code < 0 && ret == 0)
 			ret = pc_err_set(e, code, "%s", msg);
-		fds[i] = c[i].fd;
+		chans[i] = c[i].ch;
 		pc_err_destroy(&c[i].err);
 	}
 	if (ret == 0 && n > 0)
-		session_check_window(fds[0], window);
+		session_check_window(chan_wfd(chans[0]), req->window);
 	if (ret < 0)
-		session_close_fds(fds, started);
+		session_close_chans(chans, started);
 	return ret;
 }
 
@@ -344,7 +402,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.ctl = run->ctl,
 		.sigfd = run->sigfd,
 		.err = e,
-		.data_fds = run->fds,
+		.data = run->chans,
 		.data_confirm = run->confirm,
 		.skip_paths = run->skip_paths,
 	};

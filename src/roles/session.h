@@ -16,11 +16,15 @@
 #include "pipeline/sink.h"
 #include "pipeline/source.h"
 #include "pipeline/srcfile.h"
+#include "transport/chan.h"
 
 /* How the control channel reached the server. */
 enum session_transport {
 	SESSION_PIPE = 1,   /* a private pipe/socketpair to a process we started: trusted */
-	SESSION_DAEMON,     /* TCP to a daemon: both prove knowledge of the key file's key */
+	SESSION_DAEMON,     /* TCP to a daemon in clear (--no-encrypt): both prove knowledge
+	                       of the key file's key with AUTH */
+	SESSION_DAEMON_TLS, /* TCP to a daemon inside TLS 1.3 keyed by the key file's key:
+	                       the TLS handshake proved both ends; no AUTH */
 };
 
 #define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */
@@ -61,30 +65,36 @@ int session_server_open(struct ctl *c, enum session_transport t,
 int session_server_auth(struct ctl *c, struct session_hs *hs, uint8_t k[PROTO_KEY_LEN],
 			struct pc_err *e);
 
-/* Opens n data connections to host:port (in parallel) and proves the key
- * on each. fds[0..n-1] receive them. With pending NULL (a side that reads
- * them: the sink) it also waits for each listener's proof. A source passes
+/* Opens req->streams data connections to host:port (in parallel), each
+ * with req->window and req->family, secured as req->flags say
+ * (auth_data_mode): TLS 1.3 keyed from k, the listener proved by the
+ * handshake; or in clear with the DHELLO proofs of k. chans[0..n-1]
+ * receive them, owned by the caller (session_close_chans), each with a
+ * timeout of req->timeout_s. In clear, with pending NULL (a side that reads
+ * them: the sink) it also waits for each listener's proof; a source passes
  * pending[n]: it does not wait, so its blocks follow the proof in the same
  * flight, and pending[i] receives the proof listener i owes, for the
- * source to confirm after its last block (session_run.confirm). Returns 0
- * or a negative code (nothing left open). */
-int session_connect_data(const char *host, uint16_t port, int family,
-			 const uint8_t k[PROTO_KEY_LEN], unsigned n, uint32_t window,
-			 unsigned timeout_s, uint8_t (*pending)[PROTO_MAC_LEN], int *fds,
-			 struct pc_err *e);
+ * source to confirm after its last block (session_run.confirm). In TLS
+ * pending is not used (set it NULL). Returns 0 or a negative code (nothing
+ * left open). */
+int session_connect_data(const char *host, uint16_t port, const struct proto_request *req,
+			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
+			 struct chan **chans, struct pc_err *e);
 
-/* Closes fds[0..n-1] that are open. */
-void session_close_fds(int *fds, unsigned n);
+/* Frees chans[0..n-1] that are set (chan_free closes their sockets) and
+ * sets them to NULL. */
+void session_close_chans(struct chan **chans, unsigned n);
 
-/* Warns once if the kernel granted less socket buffer than asked for. */
+/* Warns once if the kernel granted less socket buffer than asked for on
+ * the data socket fd (chan_wfd of a data channel). */
 void session_check_window(int fd, uint32_t window);
 
-/* One side of a transfer, ready to run over connected data sockets. */
+/* One side of a transfer, ready to run over connected data channels. */
 struct session_run {
 	enum proto_role role;         /* this side's role */
 	const struct proto_request *req; /* the negotiated parameters */
 	struct ctl *ctl;              /* borrowed */
-	int *fds;                     /* [req->streams] data sockets; borrowed */
+	struct chan **chans;          /* [req->streams] data channels; borrowed */
 	/* source that connected: [req->streams] proofs its listeners still owe
 	 * (session_connect_data's pending); NULL if none. Borrowed. */
 	const uint8_t (*confirm)[PROTO_MAC_LEN];

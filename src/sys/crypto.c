@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* crypto: randomness, HMAC-SHA256, constant-time comparison and wiping.
- * The only file in pcopy that includes OpenSSL headers. */
+/* crypto: randomness, HMAC-SHA256, HKDF-SHA256, constant-time comparison
+ * and wiping. With transport/tls.c, the only file in pcopy that includes
+ * OpenSSL headers. */
 #include "sys/crypto.h"
 
 #include <errno.h>
@@ -8,6 +9,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/opensslv.h>
 #include <openssl/rand.h>
 
@@ -114,6 +116,43 @@ out:
 }
 
 #endif
+
+/* EVP_PKEY_HKDF through EVP_PKEY_CTX: the same calls in OpenSSL 1.1.1 (where
+ * the setters are macros) and 3 (functions; the interface is not
+ * deprecated). They take int lengths, hence the bounds. */
+int crypto_hkdf(const uint8_t *ikm, size_t ikmlen, const uint8_t *salt, size_t saltlen,
+		const uint8_t *info, size_t infolen, uint8_t *out, size_t outlen)
+{
+	EVP_PKEY_CTX *ctx = NULL;
+	size_t len = outlen;
+	int ret = -PC_E_FILEIO;
+
+	if (ikm == NULL || ikmlen == 0 || ikmlen > INT_MAX || (salt == NULL && saltlen > 0) ||
+	    saltlen > INT_MAX || (info == NULL && infolen > 0) || infolen > 1024 ||
+	    out == NULL || outlen == 0 || outlen > 255u * CRYPTO_MAC_LEN)
+		return -EINVAL;
+	ctx = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
+	if (ctx == NULL)
+		return -ENOMEM;
+	if (EVP_PKEY_derive_init(ctx) <= 0 ||
+	    EVP_PKEY_CTX_hkdf_mode(ctx, EVP_PKEY_HKDEF_MODE_EXTRACT_AND_EXPAND) <= 0 ||
+	    EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) <= 0 ||
+	    EVP_PKEY_CTX_set1_hkdf_key(ctx, ikm, (int)ikmlen) <= 0)
+		goto out;
+	/* No salt set: OpenSSL uses HashLen zeros, as RFC 5869 says. */
+	if (saltlen > 0 && EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, (int)saltlen) <= 0)
+		goto out;
+	if (infolen > 0 && EVP_PKEY_CTX_add1_hkdf_info(ctx, info, (int)infolen) <= 0)
+		goto out;
+	if (EVP_PKEY_derive(ctx, out, &len) <= 0 || len != outlen)
+		goto out;
+	ret = 0;
+out:
+	if (ret != 0)
+		OPENSSL_cleanse(out, outlen);
+	EVP_PKEY_CTX_free(ctx);
+	return ret;
+}
 
 bool crypto_equal(const void *a, const void *b, size_t len)
 {

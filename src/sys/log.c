@@ -42,36 +42,59 @@ static void log_write(const char *buf, size_t len)
 	}
 }
 
+/* Appends the n bytes at p to out (room for cap bytes, *len used), each
+ * control character (below 0x20, or 0x7f) as \xNN, so that a message
+ * that quotes a peer (its ERROR text, a file name) stays one line and
+ * cannot steer a terminal. Stops where the next byte no longer fits. */
+static void log_escape(char *out, size_t cap, size_t *len, const char *p, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c >= 0x20 && c != 0x7f) {
+			if (*len + 1 > cap)
+				return;
+			out[(*len)++] = (char)c;
+			continue;
+		}
+		if (*len + 4 > cap)
+			return;
+		out[(*len)++] = '\\';
+		out[(*len)++] = 'x';
+		out[(*len)++] = hex[c >> 4];
+		out[(*len)++] = hex[c & 15];
+	}
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
-	char line[4096];
-	size_t len;
+	char text[4096], line[4096];
+	size_t len, n;
 	va_list ap;
 	int saved_errno = errno;
-	int n;
+	int r;
 
 	if (level > log_threshold || log_threshold < LOG_ERROR)
 		return;
 
-	n = snprintf(line, sizeof(line), "%s: ", log_prefix);
-	if (n < 0)
-		goto out;
-	len = (size_t)n;
-
 	va_start(ap, fmt);
-	n = vsnprintf(line + len, sizeof(line) - len, fmt, ap);
+	r = vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	if (n < 0)
+	if (r < 0)
 		goto out;
+	n = strnlen(text, sizeof(text));
+	/* A caller's own trailing newline is not doubled, nor escaped. */
+	if (n > 0 && text[n - 1] == '\n')
+		n--;
 
-	/* Keep one byte for the newline, which survives truncation; a
-	 * caller's own trailing newline is not doubled. */
-	len += (size_t)n;
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
-	if (line[len - 1] != '\n')
-		line[len++] = '\n';
-	line[len] = '\0';
+	r = snprintf(line, sizeof(line), "%s: ", log_prefix);
+	if (r < 0)
+		goto out;
+	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;
+	/* Keep one byte for the newline, which survives truncation. */
+	log_escape(line, sizeof(line) - 1, &len, text, n);
+	line[len++] = '\n';
 	log_write(line, len);
 out:
 	errno = saved_errno;

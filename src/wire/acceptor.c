@@ -25,8 +25,12 @@ struct acceptor;
 /* One connection being authenticated by its own thread. */
 struct acc_job {
 	struct acceptor *a;
-	int fd;                   /* owned by the job until collected */
+	int fd;                   /* the accepted socket: the job's until ch owns it, and
+	                             open until collected (so shutdown may cut it off) */
+	struct chan *ch;          /* result: the channel over fd; owned by the job until
+	                             collected */
 	char who[NET_MAX_ADDR];   /* immutable */
+	char why[256];            /* result: why the handshake failed, or "" */
 	uint16_t idx;             /* result: the stream index */
 	int ret;                  /* result; guarded by a->lock */
 	bool done;                /* guarded by a->lock */
@@ -37,23 +41,47 @@ struct acc_job {
 struct acceptor {
 	const uint8_t *k;         /* immutable */
 	unsigned n, timeout_s;    /* immutable */
+	struct auth_data_mode mode; /* immutable */
 	int efd;                  /* eventfd: a job finished */
 	pthread_mutex_t lock;
 	struct acc_job jobs[ACCEPTOR_MAX_JOBS];
 };
 
+/* The handshake of one connection, TLS or in clear. Sets j->ch on
+ * success. Returns 0 or a negative code (j->why may say more). */
+static int acc_handshake(struct acc_job *j)
+{
+	struct acceptor *a = j->a;
+	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
+
+	if (ret == 0 && a->mode.tls) {
+		/* One deadline for the whole handshake, whatever the peer
+		 * trickles. */
+		uint64_t deadline = platform_now_ns() +
+				    (uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+		struct pc_err e;
+		pc_err_init(&e);
+		ret = auth_data_tls_accept(j->fd, a->k, a->n, deadline, &j->idx, &j->ch, &e);
+		if (ret < 0)
+			(void)pc_err_get(&e, j->why, sizeof(j->why));
+		pc_err_destroy(&e);
+	} else if (ret == 0) {
+		j->ch = chan_plain_new(j->fd, j->fd);
+		ret = j->ch == NULL ? -ENOMEM : chan_set_timeout(j->ch, ACCEPTOR_AUTH_TIMEOUT_S);
+		if (ret == 0)
+			ret = auth_data_accept(j->ch, a->k, a->n, &j->idx);
+	}
+	if (ret == 0)
+		ret = chan_set_timeout(j->ch, a->timeout_s);
+	return ret;
+}
+
 static void *acc_job_main(void *arg)
 {
 	struct acc_job *j = arg;
 	struct acceptor *a = j->a;
-	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
+	int ret = acc_handshake(j);
 
-	if (ret == 0)
-		ret = net_set_timeout(j->fd, ACCEPTOR_AUTH_TIMEOUT_S);
-	if (ret == 0)
-		ret = auth_data_accept(j->fd, a->k, a->n, &j->idx);
-	if (ret == 0)
-		ret = net_set_timeout(j->fd, a->timeout_s);
 	sync_lock(&a->lock);
 	j->ret = ret;
 	j->done = true;
@@ -64,9 +92,20 @@ static void *acc_job_main(void *arg)
 	return NULL;
 }
 
+/* Closes what a job holds: its channel, or its bare socket. */
+static void acc_job_close(struct acc_job *j)
+{
+	if (j->ch != NULL)
+		chan_free(j->ch); /* closes fd */
+	else
+		close(j->fd);
+	j->ch = NULL;
+	j->fd = -1;
+}
+
 /* Joins every finished job and keeps its connection if it is good and
  * its stream index still free. Returns how many connections it kept. */
-static unsigned acc_collect(struct acceptor *a, int *fds, bool all)
+static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 {
 	unsigned kept = 0;
 
@@ -83,15 +122,16 @@ static unsigned acc_collect(struct acceptor *a, int *fds, bool all)
 			(void)shutdown(j->fd, SHUT_RDWR); /* a silent stranger: cut it off */
 		if (pthread_join(j->tid, NULL) != 0)
 			log_error("cannot join an acceptor thread");
-		if (j->ret == 0 && fds[j->idx] < 0 && !all) {
-			fds[j->idx] = j->fd;
+		if (j->ret == 0 && chans[j->idx] == NULL && !all) {
+			chans[j->idx] = j->ch;
 			kept++;
 		} else {
 			if (!all || j->ret != 0)
 				log_warn("dropped data connection from %s: %s", j->who,
-					 j->ret == -PC_E_AUTH ? "bad authentication"
+					 j->why[0] ? j->why
+					 : j->ret == -PC_E_AUTH ? "bad authentication"
 					 : j->ret == 0 ? "duplicate stream" : pc_strerror(j->ret));
-			close(j->fd);
+			acc_job_close(j);
 		}
 		j->used = false;
 	}
@@ -161,9 +201,11 @@ static int acc_hear(struct ctl *watch, struct pc_err *e)
 	return ret;
 }
 
-int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
-		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e)
+int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
+		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+		 struct pc_err *e)
 {
+	unsigned n = req->streams;
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
 	struct acceptor *a = calloc(1, sizeof(*a));
 	unsigned have = 0;
@@ -171,10 +213,11 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 	int ret = 0;
 
 	for (unsigned i = 0; i < n; i++)
-		fds[i] = -1;
+		chans[i] = NULL;
 	if (a == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
-	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = timeout_s };
+	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = req->timeout_s,
+				.mode = auth_data_mode(req->flags) };
 	a->efd = platform_event_new();
 	int rc = a->efd < 0 ? -a->efd : pthread_mutex_init(&a->lock, NULL);
 	if (rc != 0) {
@@ -197,8 +240,10 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
 				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
+		/* A message already inside the ctl is not seen by poll. */
+		bool heard = !busy && watch != NULL && ctl_pending(watch);
 		/* A stop signal ends the wait too (platform_poll). */
-		int nr = platform_poll(p, 3, (int)((deadline - now) / 1000000u) + 1);
+		int nr = platform_poll(p, 3, heard ? 0 : (int)((deadline - now) / 1000000u) + 1);
 		if (nr == -PC_E_INTERRUPTED) {
 			ret = pc_err_set(e, nr, "interrupted while waiting for data connections "
 					 "from %s", peer);
@@ -208,7 +253,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			ret = pc_err_set(e, nr, "poll: %s", strerror(-nr));
 			break;
 		}
-		if (nr > 0 && p[2].revents && !(p[0].revents & POLLIN)) {
+		if ((heard || (nr > 0 && p[2].revents)) && !(p[0].revents & POLLIN)) {
 			ret = acc_hear(watch, e);
 			if (ret < 0)
 				break;
@@ -225,7 +270,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			int err = platform_event_drain(a->efd);
 			if (err < 0)
 				log_debug("acceptor eventfd: %s", strerror(-err));
-			have += acc_collect(a, fds, false);
+			have += acc_collect(a, chans, false);
 		}
 		if (nr > 0 && (p[0].revents & POLLIN)) {
 			ret = acc_accept(a, lfd);
@@ -235,7 +280,7 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 			}
 		}
 	}
-	acc_collect(a, fds, true); /* cut off and join whoever is left */
+	acc_collect(a, chans, true); /* cut off and join whoever is left */
 	if (ret == 0 && have < n && started)
 		ret = pc_err_set(e, -PC_E_TIMEOUT,
 				 "only %u of %u data connections from %s arrived, though it had "
@@ -246,9 +291,8 @@ int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], uns
 				 "is a firewall blocking them?", have, n, peer, ACCEPTOR_TIMEOUT_S);
 	if (ret < 0)
 		for (unsigned i = 0; i < n; i++) {
-			if (fds[i] >= 0)
-				close(fds[i]);
-			fds[i] = -1;
+			chan_free(chans[i]);
+			chans[i] = NULL;
 		}
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&a->lock));
 	close(a->efd);

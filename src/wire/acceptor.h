@@ -11,13 +11,18 @@
 
 #include "wire/ctl.h"
 #include "sys/err.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 #define ACCEPTOR_TIMEOUT_S 30u      /* for all n connections to arrive */
 #define ACCEPTOR_AUTH_TIMEOUT_S 10u /* for one connection to prove itself */
 
-/* Accepts n authenticated data connections on lfd, one per stream index,
- * with session key k; each gets SO_RCVTIMEO/SO_SNDTIMEO of timeout_s.
+/* Accepts req->streams authenticated data connections on lfd, one per
+ * stream index, with session key k, secured as req->flags say
+ * (auth_data_mode: TLS 1.3, or in clear with the DHELLO proofs), each a
+ * channel with a timeout of req->timeout_s (chan_set_timeout). Every
+ * handshake has ACCEPTOR_AUTH_TIMEOUT_S from accept (in TLS a deadline no
+ * trickle extends; in clear per read).
  * watch (may be NULL) is the control channel, read while no handshake is in
  * flight: the peer's ERROR or a closed channel means it gave up, and stops
  * the wait with -PC_E_ABORTED and the peer's reason and code in e
@@ -25,10 +30,12 @@
  * started the transfer: it is put back (ctl_unread) and the wait goes on,
  * for ACCEPTOR_AUTH_TIMEOUT_S at most. Any other message is -PC_E_PROTO.
  * A stop signal ends the wait with -PC_E_INTERRUPTED (platform_poll).
- * peer names the other side in messages. On success fds[0..n-1] are the
- * connections (owned by the caller); on failure none is left open.
- * Returns 0 or a negative code with the detail in e. */
-int acceptor_run(int lfd, struct ctl *watch, const uint8_t k[PROTO_KEY_LEN], unsigned n,
-		 unsigned timeout_s, const char *peer, int *fds, struct pc_err *e);
+ * peer names the other side in messages. On success chans[0..n-1] are
+ * the connections (owned by the caller: chan_free); on failure none is
+ * left open and every chans[i] is NULL. Returns 0 or a negative code with
+ * the detail in e. */
+int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
+		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+		 struct pc_err *e);
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ctl: framed control messages over a pair of fds. */
+/* ctl: framed control messages over a channel (transport/chan). */
 #include "wire/ctl.h"
 
 #include <errno.h>
@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <sys/uio.h>
 
 #include "sys/err.h"
 #include "sys/log.h"
@@ -17,8 +16,8 @@
 #include "sys/sync.h"
 
 struct ctl {
-	int rfd;                 /* owned; read by the receiving thread only */
-	int wfd;                 /* owned; written under wlock */
+	struct chan *ch;         /* owned; received from by the receiving thread only,
+	                            sent on under wlock */
 	pthread_mutex_t wlock;   /* serialises frames */
 	uint8_t wbuf[PROTO_FRAME_HDR_LEN + PROTO_MAX_PAYLOAD]; /* guarded by wlock */
 	uint8_t rbuf[PROTO_MAX_PAYLOAD]; /* receiving thread only; ENTRIES borrow it */
@@ -33,7 +32,7 @@ struct ctl {
 	                            frame refused, or "" */
 };
 
-struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
+struct ctl *ctl_new(struct chan *ch, const char *peer, bool local)
 {
 	struct ctl *c = calloc(1, sizeof(*c));
 
@@ -45,8 +44,7 @@ struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local)
 		free(c);
 		return NULL;
 	}
-	c->rfd = rfd;
-	c->wfd = wfd;
+	c->ch = ch;
 	c->local = local;
 	c->intr_fd = -1;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
@@ -57,10 +55,7 @@ void ctl_free(struct ctl *c)
 {
 	if (c == NULL)
 		return;
-	if (c->rfd >= 0)
-		close(c->rfd);
-	if (c->wfd >= 0 && c->wfd != c->rfd)
-		close(c->wfd);
+	chan_free(c->ch);
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&c->wlock));
 	free(c->req);
 	free(c);
@@ -73,8 +68,11 @@ int ctl_send(struct ctl *c, const struct proto_msg *m)
 	if (pthread_mutex_lock(&c->wlock) != 0)
 		return -PC_E_ABORTED;
 	ret = proto_encode(m, c->wbuf, sizeof(c->wbuf));
-	if (ret >= 0)
-		ret = platform_write_full(c->wfd, c->wbuf, (size_t)ret);
+	if (ret >= 0) {
+		/* One frame, one send: the chan never interleaves it. */
+		const struct iovec iov = { .iov_base = c->wbuf, .iov_len = (size_t)ret };
+		ret = chan_send(c->ch, &iov, 1);
+	}
 	if (pthread_mutex_unlock(&c->wlock) != 0 && ret == 0)
 		ret = -PC_E_ABORTED;
 	if (ret == 0)
@@ -101,37 +99,56 @@ void ctl_set_deadline(struct ctl *c, unsigned seconds)
 	c->deadline_ns = seconds ? platform_now_ns() + (uint64_t)seconds * 1000000000u : 0;
 }
 
+/* Waits until the chan's fd is readable (or hung up). Returns 0, -EAGAIN
+ * to look again (poll was interrupted, or timed out before the deadline
+ * check), -PC_E_TIMEOUT past the deadline, -PC_E_INTERRUPTED when the
+ * signalfd is readable, or -errno. */
+static int ctl_wait(struct ctl *c)
+{
+	struct pollfd p[2] = { { .fd = chan_rfd(c->ch), .events = POLLIN },
+			       { .fd = c->intr_fd, .events = POLLIN } };
+	int timeout = -1;
+
+	if (c->deadline_ns != 0) {
+		uint64_t now = platform_now_ns();
+		if (now >= c->deadline_ns)
+			return -PC_E_TIMEOUT;
+		timeout = (int)((c->deadline_ns - now) / 1000000u) + 1;
+	}
+	int n = poll(p, c->intr_fd >= 0 ? 2 : 1, timeout);
+	if (n < 0 && errno == EINTR)
+		return -EAGAIN;
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EAGAIN; /* the deadline check above decides */
+	if ((p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
+		return -PC_E_INTERRUPTED;
+	return 0;
+}
+
 /* Reads exactly len bytes. Each wait is a poll that also watches the
  * signalfd and the deadline, so neither a signal nor a peer that trickles
- * a frame byte by byte can keep us here. */
+ * a frame byte by byte can keep us here. Bytes already inside the chan
+ * (chan_pending) are taken without a poll, which would not see them. */
 static int ctl_read(struct ctl *c, uint8_t *buf, size_t len)
 {
 	size_t done = 0;
 
 	while (done < len) {
-		struct pollfd p[2] = { { .fd = c->rfd, .events = POLLIN },
-				       { .fd = c->intr_fd, .events = POLLIN } };
-		int timeout = -1;
-		if (c->deadline_ns != 0) {
-			uint64_t now = platform_now_ns();
-			if (now >= c->deadline_ns)
-				return -PC_E_TIMEOUT;
-			timeout = (int)((c->deadline_ns - now) / 1000000u) + 1;
+		if (!chan_pending(c->ch)) {
+			int ret = ctl_wait(c);
+			if (ret == -EAGAIN)
+				continue;
+			if (ret < 0)
+				return ret;
 		}
-		int n = poll(p, c->intr_fd >= 0 ? 2 : 1, timeout);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			continue; /* the deadline check above decides */
-		if ((p[1].revents & POLLIN) && !(p[0].revents & (POLLIN | POLLHUP)))
-			return -PC_E_INTERRUPTED;
-		ssize_t r = read(c->rfd, buf + done, len - done);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		ssize_t r = chan_recv_some(c->ch, buf + done, len - done);
+		/* A chan timeout is no verdict here: the deadline decides. */
+		if (r == -PC_E_TIMEOUT || r == -EAGAIN || r == -EINTR)
 			continue;
 		if (r < 0)
-			return -errno;
+			return (int)r;
 		if (r == 0)
 			return -PC_E_NET;
 		done += (size_t)r;
@@ -179,9 +196,12 @@ int ctl_expect(struct ctl *c, uint8_t want, struct proto_msg *m, struct pc_err *
 		return pc_err_set(e, ret, "interrupted while waiting for %s", c->peer);
 	if (ret == -PC_E_TIMEOUT)
 		return pc_err_set(e, ret, "%s did not answer in time", c->peer);
-	if (ret < 0)
+	if (ret < 0) {
+		/* TLS says more than the code: a record altered on the way. */
+		const char *why = chan_error(c->ch);
 		return pc_err_set(e, ret, "control channel from %s: %s", c->peer,
-				  pc_strerror(ret));
+				  why[0] != '\0' ? why : pc_strerror(ret));
+	}
 	return ctl_check(c, m, want, e);
 }
 
@@ -204,7 +224,7 @@ void ctl_unread(struct ctl *c, const struct proto_msg *m)
 
 bool ctl_pending(const struct ctl *c)
 {
-	return c->held;
+	return c->held || chan_pending(c->ch);
 }
 
 const char *ctl_why(const struct ctl *c)
@@ -214,7 +234,12 @@ const char *ctl_why(const struct ctl *c)
 
 int ctl_rfd(const struct ctl *c)
 {
-	return c->rfd;
+	return chan_rfd(c->ch);
+}
+
+struct chan *ctl_chan(struct ctl *c)
+{
+	return c->ch;
 }
 
 const char *ctl_peer(const struct ctl *c)

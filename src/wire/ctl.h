@@ -1,25 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* ctl: the control channel, framed messages (proto) over a pair of fds.
+/* ctl: the control channel, framed messages (proto) over a chan (in clear
+ * or in TLS: the ctl does not know which).
  *
  * One thread receives; any thread may send (sends are serialised by a
  * lock, so a frame is never interleaved with another). The ctl owns its
- * fds and closes them in ctl_free. */
+ * chan and frees it (closing its fds) in ctl_free. */
 #ifndef PCOPY_CTL_H
 #define PCOPY_CTL_H
 
 #include <stdbool.h>
 
 #include "sys/err.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 struct ctl;
 
-/* A channel reading frames from rfd and writing them to wfd (they may be
- * the same socket). Takes ownership of both. peer names the other side in
+/* A control channel over ch (chan_plain_new over a socket or a pair of
+ * pipes, or a TLS chan). Takes ownership of ch on success; on failure
+ * (NULL: ENOMEM) ch is still the caller's. peer names the other side in
  * messages ("localhost:7000", "local sink"); it is copied. local says the
  * peer is our own child process, whose ERROR messages are shown without
- * the peer's name in front. NULL on ENOMEM. */
-struct ctl *ctl_new(int rfd, int wfd, const char *peer, bool local);
+ * the peer's name in front. */
+struct ctl *ctl_new(struct chan *ch, const char *peer, bool local);
 
 /* While ctl_recv waits for a frame, it also watches intr_fd (the process's
  * signalfd) and gives up with -PC_E_INTERRUPTED when a signal arrives,
@@ -31,7 +34,7 @@ void ctl_set_intr(struct ctl *c, int intr_fd);
  * Receiving thread only. A daemon bounds a stranger's handshake with it. */
 void ctl_set_deadline(struct ctl *c, unsigned seconds);
 
-/* Closes the fds and frees. NULL is a no-op. */
+/* Frees the chan (closing its fds) and the ctl. NULL is a no-op. */
 void ctl_free(struct ctl *c);
 
 /* Encodes and sends m (a REQUEST through m->u.request, an ENTRIES from its
@@ -66,8 +69,10 @@ int ctl_check(const struct ctl *c, const struct proto_msg *m, uint8_t want, stru
  * message; receiving thread only. */
 void ctl_unread(struct ctl *c, const struct proto_msg *m);
 
-/* True while a message put back by ctl_unread waits. Polling ctl_rfd does
- * not show it, so a receive loop checks this first. */
+/* True while a message put back by ctl_unread waits, or bytes wait inside
+ * the chan (chan_pending: TLS keeps what it decrypted). Polling ctl_rfd
+ * shows neither, so every receive loop that polls checks this first.
+ * Receiving thread only. */
 bool ctl_pending(const struct ctl *c);
 
 /* After ctl_recv refused a frame (-PC_E_PROTO): what was wrong with it,
@@ -75,8 +80,12 @@ bool ctl_pending(const struct ctl *c);
  * Receiving thread only; valid until the next ctl_recv. */
 const char *ctl_why(const struct ctl *c);
 
-/* The fd to poll for readability. */
+/* The fd to poll for readability (chan_rfd); check ctl_pending first. */
 int ctl_rfd(const struct ctl *c);
 const char *ctl_peer(const struct ctl *c);
+
+/* The channel c owns (to ask how it travels, or for TLS keying material);
+ * still c's. */
+struct chan *ctl_chan(struct ctl *c);
 
 #endif

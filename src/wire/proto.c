@@ -354,12 +354,22 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	}
 }
 
+/* At most one cipher bit, and only with ENCRYPT. */
+static bool proto_request_cipher_ok(uint16_t flags)
+{
+	uint16_t c = flags & (PROTO_REQ_CIPHER_AES | PROTO_REQ_CIPHER_CHACHA);
+
+	return c == 0 || ((flags & PROTO_REQ_ENCRYPT) && c != (PROTO_REQ_CIPHER_AES |
+							       PROTO_REQ_CIPHER_CHACHA));
+}
+
 static bool check_request(const struct proto_msg *m)
 {
 	const struct proto_request *q = m->u.request;
 
 	return q != NULL && (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
 	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
+	       proto_request_cipher_ok(q->flags) &&
 	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
 	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
 	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&
@@ -967,6 +977,27 @@ int proto_dhello_decode(const uint8_t in[PROTO_DHELLO_LEN], struct proto_dhello 
 	h->stream = be16_get(in + 6);
 	memcpy(h->nonce, in + 8, PROTO_NONCE_LEN);
 	return h->magic == PROTO_DATA_MAGIC ? 0 : -PC_E_PROTO;
+}
+
+void proto_psk_id_encode(const struct proto_psk_id *id, uint8_t out[PROTO_PSK_ID_LEN])
+{
+	be32_put(out, id->magic);
+	be16_put(out + 4, id->version);
+	be16_put(out + 6, id->stream);
+}
+
+int proto_psk_id_decode(const uint8_t *in, size_t len, struct proto_psk_id *id)
+{
+	if (in == NULL || len != PROTO_PSK_ID_LEN)
+		return -PC_E_PROTO;
+	id->magic = be32_get(in);
+	id->version = be16_get(in + 4);
+	id->stream = be16_get(in + 6);
+	if (id->version != PROTO_VERSION)
+		return -PC_E_PROTO;
+	if (id->magic == PROTO_DATA_MAGIC)
+		return 0;
+	return id->magic == PROTO_MAGIC && id->stream == 0 ? 0 : -PC_E_PROTO;
 }
 
 void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN])

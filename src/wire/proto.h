@@ -20,8 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 3u
-#define PROTO_MIN_VERSION 3u   /* versions 1 and 2 were never released */
+#define PROTO_VERSION 4u
+#define PROTO_MIN_VERSION 4u   /* 1 and 2 were never released; 3 had no encryption */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 
@@ -80,10 +80,14 @@ enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
 #define PROTO_REQ_NUMERIC_IDS 0x80u /* owners by uid/gid, not by name (--numeric-ids) */
 #define PROTO_REQ_DEREF 0x100u     /* the source follows symlinks (-L) */
 #define PROTO_REQ_HARDLINKS 0x200u /* hard links are kept (-H) */
+#define PROTO_REQ_ENCRYPT 0x400u   /* the data channels are TLS 1.3 (section 6.1) */
+#define PROTO_REQ_CIPHER_AES 0x800u /* with ENCRYPT: a connector offers only AES-128-GCM */
+#define PROTO_REQ_CIPHER_CHACHA 0x1000u /* ...only ChaCha20-Poly1305 (never both bits) */
 #define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN | \
 			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE | \
 			 PROTO_REQ_PRESERVE | PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF | \
-			 PROTO_REQ_HARDLINKS) /* 0x3ff: bits 0xfc00 must be 0 */
+			 PROTO_REQ_HARDLINKS | PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES | \
+			 PROTO_REQ_CIPHER_CHACHA) /* 0x1fff: bits 0xe000 must be 0 */
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -362,11 +366,13 @@ const char *proto_type_name(uint8_t type);
 
 /* ---- Data channels ---------------------------------------------------- */
 
-/* Handshake on each data connection (connector C, listener L):
- *   C -> L  DHELLO: magic u32, version u16, stream u16, nonce_c[32]   (40 bytes)
- *   L -> C  nonce_l[32], mac_l[32] = HMAC(k, "pcopy data L" | nonce_c | nonce_l | stream)
- *   C -> L  mac_c[32] = HMAC(k, "pcopy data C" | nonce_c | nonce_l | stream)
- * k is the session key. Both sides compare MACs in constant time. */
+/* Handshake on each data connection in clear (without ENCRYPT; connector
+ * C, listener L; docs/PROTOCOL.md 6.1), one flight each way:
+ *   C -> L  DHELLO: magic u32, version u16, stream u16, nonce_c[32] (40 bytes),
+ *           then mac_c[32] = HMAC(k, "pcopy data C" | nonce_c | stream)
+ *   L -> C  mac_l[32] = HMAC(k, "pcopy data L" | nonce_c | stream)
+ * k is the session key. Both sides compare MACs in constant time. With
+ * ENCRYPT the TLS handshake (proto_psk_id) takes its place. */
 #define PROTO_DHELLO_LEN 40u
 
 struct proto_dhello {
@@ -379,6 +385,37 @@ struct proto_dhello {
 void proto_dhello_encode(const struct proto_dhello *h, uint8_t out[PROTO_DHELLO_LEN]);
 /* Returns 0 or -PC_E_PROTO (bad magic). */
 int proto_dhello_decode(const uint8_t in[PROTO_DHELLO_LEN], struct proto_dhello *h);
+
+/* TLS 1.3 PSK identities (version 4; docs/PROTOCOL.md 5.3 and 6.1): what a
+ * client offers in its ClientHello, in clear, before anyone has proved a
+ * key. magic u32, version u16, stream u16 (8 bytes): PROTO_MAGIC and
+ * stream 0 for a daemon's control channel, PROTO_DATA_MAGIC and the stream
+ * index for a data channel. */
+#define PROTO_PSK_ID_LEN 8u
+
+struct proto_psk_id {
+	uint32_t magic;         /* PROTO_MAGIC or PROTO_DATA_MAGIC */
+	uint16_t version;       /* PROTO_VERSION */
+	uint16_t stream;        /* data: 0..streams-1; control: 0 */
+};
+
+void proto_psk_id_encode(const struct proto_psk_id *id, uint8_t out[PROTO_PSK_ID_LEN]);
+
+/* Decodes an identity offered by a peer: exactly PROTO_PSK_ID_LEN bytes,
+ * a known magic, our version, stream 0 for the control channel. The caller
+ * checks a data stream against its own count. Returns 0 or -PC_E_PROTO. */
+int proto_psk_id_decode(const uint8_t *in, size_t len, struct proto_psk_id *id);
+
+/* The first byte a daemon reads from a new connection tells the two
+ * transports apart: a TLS handshake record (22) or a control frame, whose
+ * first byte is a message type (at most PROTO_TYPE_MAX - 1 < 22). */
+#define PROTO_TLS_RECORD_HANDSHAKE 22u
+_Static_assert(PROTO_TYPE_MAX <= PROTO_TLS_RECORD_HANDSHAKE,
+	       "a control frame must never start like a TLS record");
+static inline bool proto_starts_tls(uint8_t first)
+{
+	return first == PROTO_TLS_RECORD_HANDSHAKE;
+}
 
 #define PROTO_BLOCK_HDR_LEN 40u
 

@@ -304,10 +304,14 @@ expect_stderr_empty() {
     fi
 }
 
-# expect_summary BYTES FILES STREAMS: the last stderr has the summary line
-# "pcopy: BYTES bytes in FILES file(s), S s, R MB/s, STREAMS stream(s)".
+# expect_summary BYTES FILES STREAMS [SECURITY]: the last stderr has the
+# summary line "pcopy: BYTES bytes in FILES file(s), S s, R MB/s, STREAMS
+# stream(s), SECURITY", where SECURITY (a regex; default: any) is how the
+# data travelled: "encrypted (TLS 1.3, CIPHER)" or "not encrypted (WHY)".
 expect_summary() {
-    expect_stderr_matches "^pcopy: $1 bytes in $2 files?, [0-9]+(\.[0-9]+)? s, [0-9]+(\.[0-9]+)? MB/s, $3 streams?\$"
+    local sec='(encrypted|not encrypted) \([^)]*\)'
+    [[ -z ${4-} ]] || sec=$4
+    expect_stderr_matches "^pcopy: $1 bytes in $2 files?, [0-9]+(\.[0-9]+)? s, [0-9]+(\.[0-9]+)? MB/s, $3 streams?, $sec\$"
 }
 
 # ------------------------------------------------------------- file checks
@@ -625,6 +629,8 @@ _daemon_listening() {
 # DAEMON_PID, DAEMON_PORT, DAEMON_KEY, DAEMON_URL (pcopy://127.0.0.1:PORT)
 # and DAEMON_LOG (its stderr). The daemon is stopped when the test exits.
 DAEMON_PID= DAEMON_PORT= DAEMON_KEY= DAEMON_URL= DAEMON_LOG=
+# DAEMON_ARGS: more options for the next daemons (--allow-unencrypted).
+DAEMON_ARGS=()
 start_daemon() {
     local root=$1 try
     shift
@@ -635,7 +641,7 @@ start_daemon() {
     for ((try = 0; try < 5; try++)); do
         DAEMON_PORT=$(free_port)
         "${WITH_SIGINT[@]}" "$@" "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$root" \
-            --key-file "$DAEMON_KEY" 2>>"$DAEMON_LOG" &
+            --key-file "$DAEMON_KEY" "${DAEMON_ARGS[@]}" 2>>"$DAEMON_LOG" &
         DAEMON_PID=$!
         echo "$DAEMON_PID $(_starttime "$DAEMON_PID")" >>"$_LIB_STATE/daemons"
         # Another test may have taken the port meanwhile: then the daemon

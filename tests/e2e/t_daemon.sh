@@ -217,9 +217,10 @@ case_silent_stranger_cut_off() {
     start_daemon "$T/root"
     exec {fd}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
     t0=$SECONDS
-    # The first byte of a frame header, then nothing: the daemon waits
-    # inside a frame. It closes the connection; read then sees EOF.
-    printf '\0' >&"$fd"
+    # The first byte of a TLS record, then nothing: the daemon waits
+    # inside the TLS handshake, until its deadline from accept. It closes
+    # the connection; read then sees EOF.
+    printf '\x16' >&"$fd"
     read -r -t 20 -u "$fd" _ && fail "the daemon sent something to a silent stranger"
     waited=$((SECONDS - t0))
     exec {fd}>&-

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # t_integrity: a byte flipped on the wire (by the LD_PRELOAD shim in the
 # sending process) is caught: exit 12, a message about the checksum, no
-# final file, no temporary file, and an existing file is kept.
+# final file, no temporary file, and an existing file is kept. The daemon
+# cases run in clear (--no-encrypt), where the block checksums are what
+# catches it; in TLS the record layer catches it first (case tls-tampered).
 source "$PCOPY_TEST_LIB"
 
 # corrupt_fails DIR DST ARGS...: `pcopy ARGS...` ends with exit 12, a
@@ -69,18 +71,19 @@ case_daemon_pull() {
     mkdir -p "$T/root" "$T/local"
     mkfile "$T/root/src" 20M
     shim_env 3000000
+    DAEMON_ARGS=(--allow-unencrypted)
     start_daemon "$T/root" "${SHIM_ENV[@]}"
     local s
     for s in 1 4; do
-        corrupt_fails "$T/local" "$T/local/out.$s" "$PCOPY" -s "$s" "$DAEMON_URL/src" "$T/local/out.$s" --key-file "$DAEMON_KEY"
+        corrupt_fails "$T/local" "$T/local/out.$s" "$PCOPY" --no-encrypt -s "$s" "$DAEMON_URL/src" "$T/local/out.$s" --key-file "$DAEMON_KEY"
         expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
     done
-    corrupt_fails "$T/local" "$T/local/src" "$PCOPY" "$DAEMON_URL/src" "$T/local" --key-file "$DAEMON_KEY"
+    corrupt_fails "$T/local" "$T/local/src" "$PCOPY" --no-encrypt "$DAEMON_URL/src" "$T/local" --key-file "$DAEMON_KEY"
     # The daemon logged it and still serves (each session process starts
     # with a fresh shim count, so a small file is not corrupted).
     grep -q checksum "$DAEMON_LOG" || fail "the daemon did not log the checksum failure"
     mkfile "$T/root/small" 100k
-    expect_exit 0 "$PCOPY" "$DAEMON_URL/small" "$T/local/small" --key-file "$DAEMON_KEY"
+    expect_exit 0 "$PCOPY" --no-encrypt "$DAEMON_URL/small" "$T/local/small" --key-file "$DAEMON_KEY"
     same_file "$T/root/small" "$T/local/small"
 }
 
@@ -89,16 +92,34 @@ case_daemon_push() {
     # the file and its temporary file.
     mkdir -p "$T/root"
     mkfile "$T/src" 20M
+    DAEMON_ARGS=(--allow-unencrypted)
     start_daemon "$T/root"
     cp "$T/src" "$T/root/existing"
     truncate -s 5M "$T/root/existing"
     cp "$T/root/existing" "$T/existing.orig"
     shim_env 3000000
-    corrupt_fails "$T/root" "$T/root/src" env "${SHIM_ENV[@]}" "$PCOPY" -s 4 "$T/src" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
-    expect_fail env "${SHIM_ENV[@]}" "$PCOPY" -s 2 "$T/src" "$DAEMON_URL/existing" --key-file "$DAEMON_KEY"
+    corrupt_fails "$T/root" "$T/root/src" env "${SHIM_ENV[@]}" "$PCOPY" --no-encrypt -s 4 "$T/src" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
+    expect_fail env "${SHIM_ENV[@]}" "$PCOPY" --no-encrypt -s 2 "$T/src" "$DAEMON_URL/existing" --key-file "$DAEMON_KEY"
     same_file "$T/existing.orig" "$T/root/existing"
     wait_no_temp_files "$T/root"
     expect_rc 12
+}
+
+case_tls_tampered() {
+    # The shim flips a byte of a TLS record the sender wrote (ciphertext):
+    # the receiver's record layer refuses it, the copy fails with exit 12
+    # and says the data was altered, and nothing is left behind.
+    mkdir -p "$T/d"
+    mkfile "$T/src" 20M
+    shim_env 3000000
+    local s
+    for s in 1 4; do
+        expect_fail env "${SHIM_ENV[@]}" "$PCOPY" --encrypt -s "$s" "$T/src" "$T/d/out.$s"
+        [[ ! -e $T/d/out.$s ]] || fail "$T/d/out.$s exists after a tampered transfer"
+        wait_no_temp_files "$T/d"
+        expect_rc 12
+        expect_stderr_contains "altered"
+    done
 }
 
 run_case local case_local
@@ -106,4 +127,5 @@ run_case existing-kept case_existing_kept
 run_case stdin-and-stdout case_stdin_and_stdout
 run_case daemon-pull case_daemon_pull
 run_case daemon-push case_daemon_push
+run_case tls-tampered case_tls_tampered
 finish

@@ -3,8 +3,10 @@
 # t_tools: the layout of tools/ holds together. Every tools/ path that the
 # docs, the build and the scripts name exists; every script there carries
 # its SPDX line and answers --help; tools/bench lists its scenarios and
-# refuses unknown ones and bad options with a message naming the option.
-# Nothing here runs a benchmark (a benchmark is a tool, never a test).
+# refuses unknown ones and bad options with a message naming the option;
+# the bench's reading of pcopy's summary line (how the data travelled, which
+# labels its rows) matches what this pcopy prints. Nothing here runs a
+# benchmark (a benchmark is a tool, never a test).
 source "$PCOPY_TEST_LIB"
 
 ROOT=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
@@ -99,8 +101,44 @@ case_bench_errors() {
     expect_stderr_contains "unknown argument '--frobnicate'"
 }
 
+# enc_is LOG WANT: tools/bench.d/util.py enc gives WANT for pcopy's stderr
+# LOG, and for LOG with a timestamp before each line, as tools/bench logs it.
+enc_is() {
+    local util=$ROOT/tools/bench.d/util.py got
+    got=$(python3 "$util" enc "$1") || fail "util.py enc $1 failed"
+    [[ $got == "$2" ]] || fail "util.py enc: '$got' for $(grep -m1 'bytes in' "$1" || echo 'no summary line'), wanted '$2'"
+    sed 's/^/1795552273.177381 /' "$1" >"$1.stamped"
+    got=$(python3 "$util" enc "$1.stamped") || fail "util.py enc $1.stamped failed"
+    [[ $got == "$2" ]] || fail "util.py enc: '$got' for the timestamped log, wanted '$2'"
+}
+
+# tools/bench labels each pcopy row with how its runs sent the data, read
+# from pcopy's summary line by `util.py enc`: the parser must understand
+# what this pcopy prints, as it is and with the bench's timestamps in front
+# of each line. Local copies of a small file (not a benchmark): forced into
+# TLS with each cipher, in clear by default, and with --no-encrypt; a log
+# with no summary line (a run that failed early) is unknown, "-".
+case_bench_enc() {
+    local c n=0
+    command -v python3 >/dev/null || fail "python3 is missing (tools/install-deps installs it)"
+    mkfile "$T/src" 64k
+    for c in aes128-gcm:TLS_AES_128_GCM_SHA256 chacha20-poly1305:TLS_CHACHA20_POLY1305_SHA256; do
+        n=$((n + 1))
+        expect_exit 0 "$PCOPY" -vv --encrypt --cipher "${c%%:*}" "$T/src" "$T/out.$n"
+        same_file "$T/src" "$T/out.$n"
+        enc_is "$LAST_STDERR" "${c#*:}"
+    done
+    expect_exit 0 "$PCOPY" -vv "$T/src" "$T/out.clear"
+    enc_is "$LAST_STDERR" clear
+    expect_exit 0 "$PCOPY" -vv --no-encrypt "$T/src" "$T/out.no-encrypt"
+    enc_is "$LAST_STDERR" clear
+    printf 'pcopy: sent HELLO to 127.0.0.1:1\n' >"$T/early.log"
+    enc_is "$T/early.log" -
+}
+
 run_case paths case_paths
 run_case scripts case_scripts
 run_case bench-help case_bench_help
 run_case bench-errors case_bench_errors
+run_case bench-enc case_bench_enc
 finish

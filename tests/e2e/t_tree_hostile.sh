@@ -65,7 +65,8 @@ evil_pull() {
     local scenario=$1 codes=$2
     shift 2
     evil_setup "$scenario"
-    expect_exit "$codes" "$PCOPY" -r -p -H -s 2 --remote-pcopy "$WRAP" "$@" "$DST"
+    # In clear: evil_source speaks no TLS, and the entries are what is tested.
+    expect_exit "$codes" "$PCOPY" -r -p -H -s 2 --no-encrypt --remote-pcopy "$WRAP" "$@" "$DST"
     evil_check
 }
 

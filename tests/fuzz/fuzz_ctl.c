@@ -25,6 +25,7 @@
 #include "sys/err.h"
 #include "sys/log.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/ctl.h"
 #include "wire/proto.h"
 
@@ -75,12 +76,17 @@ static struct ctl *fuzz_ctl_new(const uint8_t *data, size_t size)
 {
 	int rfd = memfd_create("fuzz_ctl", MFD_CLOEXEC);
 	int wfd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	struct chan *ch = NULL;
 	struct ctl *c = NULL;
 
 	if (rfd >= 0 && wfd >= 0 && platform_write_full(rfd, data, size) == 0 &&
 	    lseek(rfd, 0, SEEK_SET) == 0)
-		c = ctl_new(rfd, wfd, "fuzz peer", false);
-	if (c == NULL) {
+		ch = chan_plain_new(rfd, wfd);
+	if (ch != NULL)
+		c = ctl_new(ch, "fuzz peer", false);
+	if (c == NULL && ch != NULL) {
+		chan_free(ch); /* closes rfd and wfd */
+	} else if (c == NULL) {
 		if (rfd >= 0)
 			close(rfd);
 		if (wfd >= 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
- * and both sides' reading of the data handshake (auth_data_accept,
- * auth_data_confirm).
+ * TLS PSK identities, and both sides' reading of the clear data handshake
+ * (auth_data_accept, auth_data_confirm, over a plain chan).
  *
  * The input is read as a stream of control frames. Every message that
  * decodes must encode back to exactly the bytes it came from and decode
@@ -17,6 +17,7 @@
 #include "wire/auth.h"
 #include "sys/err.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -215,6 +216,22 @@ static void fuzz_dhello(const uint8_t *in)
 	fuzz_require(memcmp(out, in, PROTO_DHELLO_LEN) == 0);
 }
 
+/* A TLS PSK identity as a listener or a daemon reads it from a ClientHello,
+ * before any proof: only our 8-byte shape decodes, and it encodes back. */
+static void fuzz_psk_id(const uint8_t *in, size_t len)
+{
+	struct proto_psk_id id;
+	uint8_t out[PROTO_PSK_ID_LEN];
+
+	memset(&id, 0, sizeof(id));
+	if (proto_psk_id_decode(in, len, &id) != 0)
+		return;
+	fuzz_require(len == PROTO_PSK_ID_LEN && id.version == PROTO_VERSION);
+	fuzz_require(id.magic == PROTO_DATA_MAGIC || (id.magic == PROTO_MAGIC && id.stream == 0));
+	proto_psk_id_encode(&id, out);
+	fuzz_require(memcmp(out, in, PROTO_PSK_ID_LEN) == 0);
+}
+
 /* The listener's handshake on the first DHELLO + proof bytes (fewer if the
  * input is shorter: a peer that hangs up early), with the key of the seed
  * 41-dhello-proof (32 bytes of 0x11) and 8 streams. It accepts only a right
@@ -229,6 +246,7 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 	};
 	uint8_t reply[PROTO_MAC_LEN + 1];
 	uint16_t stream = 0xffff;
+	struct chan *ch;
 	int sv[2], ret;
 
 	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -236,8 +254,10 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 		len = PROTO_DHELLO_LEN + PROTO_MAC_LEN;
 	fuzz_require(platform_write_full(sv[0], in, len) == 0);
 	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
-	ret = auth_data_accept(sv[1], k, 8, &stream);
-	close(sv[1]);
+	ch = chan_plain_new(sv[1], sv[1]);
+	fuzz_require(ch != NULL);
+	ret = auth_data_accept(ch, k, 8, &stream);
+	chan_free(ch); /* closes sv[1] */
 	ssize_t n = read(sv[0], reply, sizeof(reply));
 	if (ret == 0)
 		fuzz_require(stream < 8 && n == PROTO_MAC_LEN);
@@ -255,6 +275,7 @@ static void fuzz_accept(const uint8_t *in, size_t len)
 static void fuzz_confirm(const uint8_t *in, size_t len)
 {
 	uint8_t expect[PROTO_MAC_LEN];
+	struct chan *ch;
 	int sv[2], ret;
 
 	memset(expect, 0x33, sizeof(expect));
@@ -263,13 +284,15 @@ static void fuzz_confirm(const uint8_t *in, size_t len)
 	fuzz_require(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 	fuzz_require(platform_write_full(sv[0], in, len) == 0);
 	fuzz_require(shutdown(sv[0], SHUT_WR) == 0);
-	ret = auth_data_confirm(sv[1], expect);
+	ch = chan_plain_new(sv[1], sv[1]);
+	fuzz_require(ch != NULL);
+	ret = auth_data_confirm(ch, expect);
 	if (len < PROTO_MAC_LEN)
 		fuzz_require(ret == -PC_E_NET);
 	else
 		fuzz_require(ret == (memcmp(in, expect, PROTO_MAC_LEN) == 0 ? 0 : -PC_E_AUTH));
 	close(sv[0]);
-	close(sv[1]);
+	chan_free(ch); /* closes sv[1] */
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -288,6 +311,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size >= PROTO_DHELLO_LEN)
 		fuzz_dhello(data);
+	fuzz_psk_id(data, size);
+	if (size > PROTO_PSK_ID_LEN)
+		fuzz_psk_id(data, PROTO_PSK_ID_LEN);
 	fuzz_accept(data, size);
 	fuzz_confirm(data, size);
 	fuzz_require(proto_checksum(data, size) == proto_checksum(data, size));

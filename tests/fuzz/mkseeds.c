@@ -9,8 +9,11 @@
  * (the directories must exist), overwriting; fuzz_proto's block, data hello
  * and proof seeds (3*-, 4*-) and those of fuzz_codec are hand-made. The
  * output is the same on every run. tools/fuzz seeds runs it into
- * tests/fuzz/seeds/. Exit status 0, or 1 with a message naming the file
- * that could not be written. */
+ * tests/fuzz/seeds/. It also writes DIR/fuzz_tls/6*-: ClientHellos that
+ * tls_connect sends, which differ on every run (their random and key
+ * share), as TLS requires. Exit status 0, or 1 with a message naming the
+ * file that could not be written. */
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +21,13 @@
 
 #include "codec/codec.h"
 #include "fuzz_tree.h"
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "transport/tls.h"
+#include "wire/auth.h"
 #include "wire/proto.h"
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define SEED_CAP (1u << 20)
 
@@ -817,6 +826,61 @@ static void tree_seeds(void)
 	seed_write(&s, "fuzz_tree", "3-in-the-way");
 }
 
+/* ---- fuzz_tls: a selector byte, then a client's first flight ----------- */
+
+/* What tls_connect sends first for identity (magic, stream): it gets no
+ * answer, gives up after 200 ms, and we keep its ClientHello. */
+static void tls_seed(const char *name, uint8_t selector, uint32_t magic, uint16_t stream,
+		     enum tls_cipher cipher)
+{
+	static const uint8_t key[PROTO_KEY_LEN] = { 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+						    0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+						    0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+						    0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+						    0x11, 0x11, 0x11, 0x11 };
+	static struct seed s;
+	struct chan *ch = NULL;
+	struct pc_err e;
+	uint8_t buf[16384];
+	ssize_t n;
+	int sv[2], ret;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		perror("fuzz_mkseeds: socketpair");
+		exit(1);
+	}
+	pc_err_init(&e);
+	uint64_t deadline = platform_now_ns() + 200000000u;
+	ret = magic == PROTO_MAGIC ? auth_ctl_tls_connect(sv[0], key, cipher, deadline, &ch, &e)
+				   : auth_data_tls_connect(sv[0], key, stream, cipher, deadline, &ch,
+							   &e);
+	pc_err_destroy(&e);
+	if (ret == 0)
+		chan_free(ch);
+	else
+		close(sv[0]);
+	(void)fcntl(sv[1], F_SETFL, O_NONBLOCK);
+	n = recv(sv[1], buf, sizeof(buf), 0);
+	close(sv[1]);
+	if (ret != -PC_E_TIMEOUT || n <= 0) {
+		fprintf(stderr, "fuzz_mkseeds: no ClientHello for %s\n", name);
+		exit(1);
+	}
+	s.len = 0;
+	seed_put(&s, &selector, 1);
+	seed_put(&s, buf, (size_t)n);
+	seed_write(&s, "fuzz_tls", name);
+}
+
+static void tls_seeds(void)
+{
+	tls_seed("60-control", 0, PROTO_MAGIC, 0, TLS_CIPHER_AUTO);
+	tls_seed("61-data-0", 1, PROTO_DATA_MAGIC, 0, TLS_CIPHER_AUTO);
+	tls_seed("62-data-7-chacha", 1, PROTO_DATA_MAGIC, 7, TLS_CIPHER_CHACHA20);
+	tls_seed("63-data-8", 1, PROTO_DATA_MAGIC, 8, TLS_CIPHER_AES128_GCM); /* out of range */
+	tls_seed("64-data-as-control", 0, PROTO_DATA_MAGIC, 0, TLS_CIPHER_AUTO);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -828,5 +892,6 @@ int main(int argc, char **argv)
 	data_seeds();
 	proto_seeds();
 	tree_seeds();
+	tls_seeds();
 	return failed;
 }

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 #include <pthread.h>
@@ -24,6 +25,8 @@
 #include "sys/err.h"
 #include "sys/net.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
+#include "transport/tls.h"
 
 #define NSTREAMS 3u
 
@@ -37,24 +40,38 @@ struct peer {
 	bool stranger;              /* open one connection with a wrong key first */
 	unsigned nconnect;          /* good connections to open, indexes 0.. */
 	uint8_t k[PROTO_KEY_LEN];
-	int fds[NSTREAMS];          /* results, read after join */
+	bool tls;                   /* connect with TLS (ENCRYPT) */
+	struct chan *chans[NSTREAMS]; /* results, read after join */
 	uint8_t expect[NSTREAMS][PROTO_MAC_LEN];
 	int ret;
 };
 
-static int peer_connect(struct peer *p, const uint8_t *k, uint16_t idx, uint8_t *expect)
+/* Connects and sends its proof for stream idx. Returns the channel, or
+ * NULL on any failure. */
+static struct chan *peer_connect(struct peer *p, const uint8_t *k, uint16_t idx,
+				 uint8_t *expect)
 {
+	struct chan *ch = NULL;
 	struct pc_err e;
 	int fd;
 
 	pc_err_init(&e);
 	fd = net_connect("127.0.0.1", p->port, 4, 0, 5, &e);
-	pc_err_destroy(&e);
-	if (fd >= 0 && auth_data_connect(fd, k, idx, expect) < 0) {
-		close(fd);
-		fd = -1;
+	if (fd >= 0 && p->tls) {
+		if (auth_data_tls_connect(fd, k, idx, TLS_CIPHER_AUTO,
+					  platform_now_ns() + 5000000000ull, &ch, &e) < 0)
+			close(fd);
+		pc_err_destroy(&e);
+		return ch;
 	}
-	return fd;
+	pc_err_destroy(&e);
+	if (fd >= 0 && (ch = chan_plain_new(fd, fd)) == NULL)
+		close(fd);
+	if (ch != NULL && auth_data_connect(ch, k, idx, expect) < 0) {
+		chan_free(ch);
+		ch = NULL;
+	}
+	return ch;
 }
 
 static void *peer_main(void *arg)
@@ -76,21 +93,24 @@ static void *peer_main(void *arg)
 		uint8_t bad[PROTO_KEY_LEN];
 		memcpy(bad, p->k, sizeof(bad));
 		bad[7] ^= 0x40;
-		int fd = peer_connect(p, bad, 0, junk);
-		if (fd < 0)
+		struct chan *ch = peer_connect(p, bad, 0, junk);
+		/* In clear the connector does not wait for the listener; in
+		 * TLS its handshake must fail. */
+		if ((ch == NULL) != p->tls)
 			p->ret = -1;
 		else
-			close(fd);
+			chan_free(ch);
 	}
 	for (unsigned i = 0; i < p->nconnect; i++) {
-		p->fds[i] = peer_connect(p, p->k, (uint16_t)i, p->expect[i]);
-		if (p->fds[i] < 0)
+		p->chans[i] = peer_connect(p, p->k, (uint16_t)i, p->expect[i]);
+		if (p->chans[i] == NULL)
 			p->ret = -1;
 	}
 	return NULL;
 }
 
 struct rig {
+	struct proto_request req;   /* what the acceptor is asked for */
 	int lfd;
 	struct ctl *ours;
 	struct peer peer;
@@ -108,17 +128,17 @@ static void rig_start(struct rig *r, const struct proto_msg *first, unsigned nco
 	pc_err_destroy(&e);
 	assert_true(r->lfd >= 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	r->ours = ctl_new(sv[0], sv[0], "peer", false);
-	r->peer.ctl = ctl_new(sv[1], sv[1], "us", false);
+	r->ours = testchan_ctl(sv[0], sv[0], "peer", false);
+	r->peer.ctl = testchan_ctl(sv[1], sv[1], "us", false);
 	assert_non_null(r->ours);
 	assert_non_null(r->peer.ctl);
+	r->req.streams = NSTREAMS;
+	r->req.timeout_s = 10;
 	r->peer.port = net_local_port(r->lfd);
 	r->peer.first = first;
 	r->peer.nconnect = nconnect;
 	for (unsigned i = 0; i < PROTO_KEY_LEN; i++)
 		r->peer.k[i] = (uint8_t)(i * 13 + 5);
-	for (unsigned i = 0; i < NSTREAMS; i++)
-		r->peer.fds[i] = -1;
 }
 
 static void rig_run_peer(struct rig *r)
@@ -131,14 +151,13 @@ static void rig_join(struct rig *r)
 	assert_int_equal(pthread_join(r->th, NULL), 0);
 }
 
-/* After rig_join: closes everything, and fds[] unless NULL. */
-static void rig_close(struct rig *r, int *fds)
+/* After rig_join: closes everything, and chans[] unless NULL. */
+static void rig_close(struct rig *r, struct chan **chans)
 {
 	for (unsigned i = 0; i < NSTREAMS; i++) {
-		if (r->peer.fds[i] >= 0)
-			close(r->peer.fds[i]);
-		if (fds != NULL && fds[i] >= 0)
-			close(fds[i]);
+		chan_free(r->peer.chans[i]);
+		if (chans != NULL)
+			chan_free(chans[i]);
 	}
 	ctl_free(r->peer.ctl);
 	ctl_free(r->ours);
@@ -156,20 +175,20 @@ static void test_file_overtakes_connections(void **state)
 	size_t pos = 0;
 	struct rig r;
 	struct pc_err e;
-	int fds[NSTREAMS];
+	struct chan *chans[NSTREAMS];
 
 	(void)state;
 	assert_int_equal(testentries_one(&batch, &file, 0, "a", 12345, 0644, 0), 0);
 	rig_start(&r, &file, NSTREAMS);
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
 	for (unsigned i = 0; i < NSTREAMS; i++) {
-		assert_true(fds[i] >= 0);
-		assert_int_equal(auth_data_confirm(r.peer.fds[i], r.peer.expect[i]), 0);
+		assert_non_null(chans[i]);
+		assert_int_equal(auth_data_confirm(r.peer.chans[i], r.peer.expect[i]), 0);
 	}
 	assert_true(ctl_pending(r.ours));
 	assert_int_equal(ctl_recv(r.ours, &m), 0);
@@ -177,7 +196,7 @@ static void test_file_overtakes_connections(void **state)
 	assert_int_equal(proto_entries_next(&m.u.entries, &pos, &ent), 1);
 	assert_int_equal(ent.size, 12345);
 	assert_false(ctl_pending(r.ours));
-	rig_close(&r, fds);
+	rig_close(&r, chans);
 }
 
 /* The peer says `first` (or closes the channel if NULL) and opens no
@@ -188,18 +207,18 @@ static void expect_stop(const struct proto_msg *first, int ret, int want, char m
 {
 	struct rig r;
 	struct pc_err e;
-	int fds[NSTREAMS];
+	struct chan *chans[NSTREAMS];
 
 	rig_start(&r, first, 0);
 	r.peer.close_ctl = first == NULL;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 ret);
 	assert_int_equal(pc_err_get(&e, msg, 256), want);
 	pc_err_destroy(&e);
 	for (unsigned i = 0; i < NSTREAMS; i++)
-		assert_int_equal(fds[i], -1);
+		assert_null(chans[i]);
 	rig_join(&r);
 	rig_close(&r, NULL);
 }
@@ -229,23 +248,89 @@ static void test_stranger_dropped(void **state)
 {
 	struct rig r;
 	struct pc_err e;
-	int fds[NSTREAMS];
+	struct chan *chans[NSTREAMS];
 
 	(void)state;
 	rig_start(&r, NULL, NSTREAMS);
 	r.peer.stranger = true;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	assert_false(ctl_pending(r.ours));
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
 	for (unsigned i = 0; i < NSTREAMS; i++) {
-		assert_true(fds[i] >= 0);
-		assert_int_equal(auth_data_confirm(r.peer.fds[i], r.peer.expect[i]), 0);
+		assert_non_null(chans[i]);
+		assert_int_equal(auth_data_confirm(r.peer.chans[i], r.peer.expect[i]), 0);
 	}
-	rig_close(&r, fds);
+	rig_close(&r, chans);
+}
+
+/* In TLS (ENCRYPT) the handshake proves both ends: a stranger with a wrong
+ * key is dropped, and each good connection lands at the index it proved. */
+static void test_tls_connections(void **state)
+{
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	r.peer.stranger = true;
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0); /* the stranger's handshake failed, as it should */
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		uint8_t b = (uint8_t)(0xa0 + i), got = 0;
+		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+		assert_non_null(chans[i]);
+		assert_true(chan_encrypted(chans[i]));
+		assert_int_equal(chan_send(r.peer.chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+	}
+	rig_close(&r, chans);
+}
+
+/* The peer's ERROR already inside the control channel's chan (as TLS
+ * holds what it decrypted; poll on the socket shows nothing) ends the wait
+ * at once too, rather than after ACCEPTOR_TIMEOUT_S. */
+static void test_peer_gave_up_inside_chan(void **state)
+{
+	struct proto_msg err = { .type = PROTO_ERROR };
+	struct chan *chans[NSTREAMS];
+	struct pc_err e;
+	char msg[256];
+	int sv[2], lfd;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = net_listen("127.0.0.1", 0, 0, 4, 0, &e);
+	assert_true(lfd >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	err.u.error.code = -PC_E_PARTIAL;
+	strcpy(err.u.error.msg, "cannot open 'x': No such file or directory");
+	struct ctl *watch = testchan_held_ctl(sv[0], &err, "peer");
+	uint64_t t0 = platform_now_ns();
+	struct proto_request req = { .streams = NSTREAMS, .timeout_s = 10 };
+	assert_int_equal(acceptor_run(lfd, watch, &req,
+				      (const uint8_t *)"0123456789abcdef0123456789abcdef", "peer",
+				      chans, &e), -PC_E_ABORTED);
+	assert_true(platform_now_ns() - t0 < 5000000000u);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_PARTIAL);
+	assert_non_null(strstr(msg, "cannot open 'x'"));
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_null(chans[i]);
+	pc_err_destroy(&e);
+	ctl_free(watch);
+	close(sv[1]);
+	close(lfd);
 }
 
 /* The stop signals' signalfd, set up by main before any thread exists, as
@@ -260,20 +345,20 @@ static void test_interrupted(void **state)
 	struct pc_err e;
 	struct rig r;
 	char msg[256];
-	int fds[NSTREAMS];
+	struct chan *chans[NSTREAMS];
 
 	(void)state;
 	assert_true(g_sigfd >= 0);
 	rig_start(&r, NULL, 0);
 	assert_int_equal(kill(getpid(), SIGTERM), 0);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, r.peer.k, NSTREAMS, 10, "peer", fds, &e),
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 -PC_E_INTERRUPTED);
 	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
 	assert_string_equal(msg, "interrupted while waiting for data connections from peer");
 	pc_err_destroy(&e);
 	for (unsigned i = 0; i < NSTREAMS; i++)
-		assert_int_equal(fds[i], -1);
+		assert_null(chans[i]);
 	assert_int_equal(read(g_sigfd, &si, sizeof(si)), (ssize_t)sizeof(si));
 	assert_int_equal(si.ssi_signo, SIGTERM);
 	rig_close(&r, NULL);
@@ -285,6 +370,8 @@ int main(void)
 		cmocka_unit_test(test_file_overtakes_connections),
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
+		cmocka_unit_test(test_tls_connections),
+		cmocka_unit_test(test_peer_gave_up_inside_chan),
 		cmocka_unit_test(test_interrupted),
 	};
 

@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "sys/crypto.h"
 #include "sys/err.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/proto.h"
 
 static void fill(uint8_t *p, size_t len, uint8_t start)
@@ -149,9 +151,16 @@ static void *listener_main(void *arg)
 {
 	struct listener *l = arg;
 
+	struct chan *ch = chan_plain_new(l->fd, l->fd);
+
 	l->stream = 0xffff;
-	l->ret = auth_data_accept(l->fd, l->key, l->nstreams, &l->stream);
-	close(l->fd);
+	if (ch == NULL) {
+		l->ret = -ENOMEM;
+		close(l->fd);
+		return NULL;
+	}
+	l->ret = auth_data_accept(ch, l->key, l->nstreams, &l->stream);
+	chan_free(ch); /* closes l->fd */
 	return NULL;
 }
 
@@ -189,15 +198,18 @@ static void handshake(const uint8_t *kc, const uint8_t *kl, uint16_t stream,
 		      unsigned nstreams, int *cret, struct listener *l)
 {
 	uint8_t expect[PROTO_MAC_LEN];
+	struct chan *ch;
 	pthread_t th;
 	int sv[2];
 
 	make_pair(sv);
 	listener_start(l, sv[1], kl, nstreams, &th);
-	*cret = auth_data_connect(sv[0], kc, stream, expect);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	*cret = auth_data_connect(ch, kc, stream, expect);
 	if (*cret == 0)
-		*cret = auth_data_confirm(sv[0], expect);
-	close(sv[0]);
+		*cret = auth_data_confirm(ch, expect);
+	chan_free(ch); /* closes sv[0] */
 	assert_int_equal(pthread_join(th, NULL), 0);
 }
 
@@ -319,12 +331,15 @@ static void test_data_connector(void **state)
 	uint8_t k[PROTO_KEY_LEN], sent[PROTO_DHELLO_LEN + PROTO_MAC_LEN];
 	uint8_t expect[PROTO_MAC_LEN], want[PROTO_MAC_LEN], zero[PROTO_MAC_LEN] = { 0 };
 	struct proto_dhello h;
+	struct chan *ch;
 	int sv[2];
 
 	(void)state;
 	fill(k, sizeof(k), 20);
 	make_pair(sv);
-	assert_int_equal(auth_data_connect(sv[0], k, 9, expect), 0);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	assert_int_equal(auth_data_connect(ch, k, 9, expect), 0);
 	assert_int_equal(platform_read_full(sv[1], sent, sizeof(sent), NULL), 0);
 	assert_int_equal(proto_dhello_decode(sent, &h), 0);
 	assert_int_equal(h.stream, 9);
@@ -336,17 +351,19 @@ static void test_data_connector(void **state)
 
 	/* A zero MAC is refused; so is a listener that hangs up. */
 	assert_int_equal(platform_write_full(sv[1], zero, sizeof(zero)), 0);
-	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_AUTH);
+	assert_int_equal(auth_data_confirm(ch, expect), -PC_E_AUTH);
 	close(sv[1]);
-	assert_int_equal(auth_data_confirm(sv[0], expect), -PC_E_NET);
-	close(sv[0]);
+	assert_int_equal(auth_data_confirm(ch, expect), -PC_E_NET);
+	chan_free(ch); /* closes sv[0] */
 
 	/* Every connection has a fresh nonce. */
 	uint8_t expect2[PROTO_MAC_LEN];
 	make_pair(sv);
-	assert_int_equal(auth_data_connect(sv[0], k, 9, expect2), 0);
+	ch = chan_plain_new(sv[0], sv[0]);
+	assert_non_null(ch);
+	assert_int_equal(auth_data_connect(ch, k, 9, expect2), 0);
 	assert_memory_not_equal(expect, expect2, PROTO_MAC_LEN);
-	close(sv[0]);
+	chan_free(ch);
 	close(sv[1]);
 }
 
@@ -397,9 +414,173 @@ static void test_data_garbage(void **state)
 	assert_int_equal(l.ret, -PC_E_NET);
 }
 
+/* Version 4's PSKs: deterministic, and different for every key, stream
+ * index and channel, so a connection proved for one is no use for another. */
+static void test_psks(void **state)
+{
+	uint8_t k1[PROTO_KEY_LEN], k2[PROTO_KEY_LEN];
+	uint8_t a[AUTH_PSK_LEN], b[AUTH_PSK_LEN], c[AUTH_PSK_LEN];
+
+	(void)state;
+	memset(k1, 0x11, sizeof(k1));
+	memset(k2, 0x11, sizeof(k2));
+	k2[31] ^= 1;
+	assert_int_equal(auth_data_psk(k1, 0, a), 0);
+	assert_int_equal(auth_data_psk(k1, 0, b), 0);
+	assert_memory_equal(a, b, sizeof(a));
+	assert_int_equal(auth_data_psk(k1, 1, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_int_equal(auth_data_psk(k1, 256, c), 0); /* both bytes of the index count */
+	assert_memory_not_equal(a, c, sizeof(a));
+	assert_memory_not_equal(b, c, sizeof(b));
+	assert_int_equal(auth_data_psk(k2, 0, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_int_equal(auth_ctl_psk(k1, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_memory_not_equal(b, k1, sizeof(b));
+	assert_int_equal(auth_ctl_psk(k2, c), 0);
+	assert_memory_not_equal(b, c, sizeof(b));
+}
+
+/* ---- Version 4: the TLS handshakes keyed by PSKs ---- */
+
+/* A client handshake run on its own thread against the test's server. */
+struct tls_client {
+	int fd;
+	bool ctl;               /* the control identity, else data stream idx */
+	uint16_t idx;
+	uint8_t key[PROTO_KEY_LEN];
+	struct chan *ch;        /* result */
+	int ret;
+	pthread_t tid;
+};
+
+static void *tls_client_main(void *arg)
+{
+	struct tls_client *c = arg;
+	uint64_t deadline = platform_now_ns() + 5000000000ull;
+	struct pc_err e;
+
+	pc_err_init(&e);
+	c->ret = c->ctl ? auth_ctl_tls_connect(c->fd, c->key, TLS_CIPHER_AUTO, deadline, &c->ch, &e)
+			: auth_data_tls_connect(c->fd, c->key, c->idx, TLS_CIPHER_AUTO, deadline,
+						&c->ch, &e);
+	pc_err_destroy(&e);
+	if (c->ret < 0)
+		close(c->fd);
+	return NULL;
+}
+
+/* Runs one handshake: a client offering (ctl or data idx, ckey) against a
+ * server that is a daemon (ctl) or a data listener of nstreams (skey).
+ * Returns the server's result; *stream gets the index it proved, *client
+ * the client's result. */
+static int tls_pair(bool cctl, uint16_t idx, const uint8_t ckey[PROTO_KEY_LEN], bool sctl,
+		    unsigned nstreams, const uint8_t skey[PROTO_KEY_LEN], uint16_t *stream,
+		    int *client)
+{
+	struct tls_client c = { .ctl = cctl, .idx = idx };
+	struct chan *ch = NULL;
+	struct pc_err e;
+	int sv[2], ret;
+
+	memcpy(c.key, ckey, sizeof(c.key));
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	c.fd = sv[0];
+	assert_int_equal(pthread_create(&c.tid, NULL, tls_client_main, &c), 0);
+	pc_err_init(&e);
+	uint64_t deadline = platform_now_ns() + 5000000000ull;
+	ret = sctl ? auth_ctl_tls_accept(sv[1], skey, deadline, &ch, &e)
+		   : auth_data_tls_accept(sv[1], skey, nstreams, deadline, stream, &ch, &e);
+	pc_err_destroy(&e);
+	if (ret < 0)
+		close(sv[1]); /* the client's handshake ends now too */
+	assert_int_equal(pthread_join(c.tid, NULL), 0);
+	*client = c.ret;
+	chan_free(ch);
+	chan_free(c.ch);
+	return ret;
+}
+
+/* The data listener accepts exactly the indices below its count, each
+ * at the index proved; the session key must match; a control identity
+ * is no data stream, and a data identity no control channel. */
+static void test_tls_identities(void **state)
+{
+	uint8_t k[PROTO_KEY_LEN], other[PROTO_KEY_LEN];
+	uint16_t stream = 0xffff;
+	int client = 0;
+
+	(void)state;
+	memset(k, 0x11, sizeof(k));
+	memcpy(other, k, sizeof(other));
+	other[0] ^= 1;
+	assert_int_equal(tls_pair(false, 7, k, false, 8, k, &stream, &client), 0);
+	assert_int_equal(client, 0);
+	assert_int_equal(stream, 7);
+	stream = 0xffff;
+	assert_int_equal(tls_pair(false, 0, k, false, 1, k, &stream, &client), 0);
+	assert_int_equal(stream, 0);
+	/* The first index past the count. */
+	stream = 0xffff;
+	assert_true(tls_pair(false, 8, k, false, 8, k, &stream, &client) < 0);
+	assert_true(client < 0);
+	assert_int_equal(stream, 0xffff);
+	/* Another session's key (a stream replayed from another session). */
+	assert_true(tls_pair(false, 1, other, false, 8, k, &stream, &client) < 0);
+	assert_int_equal(client, -PC_E_AUTH);
+	/* Control and data identities are not interchangeable. */
+	assert_true(tls_pair(true, 0, k, false, 8, k, &stream, &client) < 0);
+	assert_true(client < 0);
+	assert_true(tls_pair(false, 0, k, true, 0, k, &stream, &client) < 0);
+	assert_true(client < 0);
+	assert_int_equal(tls_pair(true, 0, k, true, 0, k, &stream, &client), 0);
+	assert_int_equal(client, 0);
+	assert_int_equal(tls_pair(true, 0, other, true, 0, k, &stream, &client), -PC_E_AUTH);
+	assert_int_equal(client, -PC_E_AUTH);
+}
+
+/* Both ends of a daemon's control channel export the same session key,
+ * and a new connection with the same K gets another one. */
+static void test_tls_session_key(void **state)
+{
+	(void)state;
+	/* Done in test_tls (tls_export); here through auth_session_key_tls. */
+	uint8_t K[PROTO_KEY_LEN];
+	memset(K, 0x22, sizeof(K));
+	uint8_t k1[2][PROTO_KEY_LEN], k2[2][PROTO_KEY_LEN];
+	for (int round = 0; round < 2; round++) {
+		struct tls_client c = { .ctl = true };
+		struct chan *ch = NULL;
+		struct pc_err e;
+		int sv[2];
+		memcpy(c.key, K, sizeof(K));
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		c.fd = sv[0];
+		assert_int_equal(pthread_create(&c.tid, NULL, tls_client_main, &c), 0);
+		pc_err_init(&e);
+		assert_int_equal(auth_ctl_tls_accept(sv[1], K, platform_now_ns() + 5000000000ull,
+						     &ch, &e), 0);
+		pc_err_destroy(&e);
+		assert_int_equal(pthread_join(c.tid, NULL), 0);
+		assert_int_equal(c.ret, 0);
+		assert_int_equal(auth_session_key_tls(ch, round ? k2[0] : k1[0]), 0);
+		assert_int_equal(auth_session_key_tls(c.ch, round ? k2[1] : k1[1]), 0);
+		chan_free(ch);
+		chan_free(c.ch);
+	}
+	assert_memory_equal(k1[0], k1[1], PROTO_KEY_LEN);
+	assert_memory_equal(k2[0], k2[1], PROTO_KEY_LEN);
+	assert_memory_not_equal(k1[0], k2[0], PROTO_KEY_LEN);
+	assert_memory_not_equal(k1[0], K, PROTO_KEY_LEN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_psks),
+		cmocka_unit_test(test_tls_identities),
+		cmocka_unit_test(test_tls_session_key),
 		cmocka_unit_test(test_ctl_mac),
 		cmocka_unit_test(test_session_key),
 		cmocka_unit_test(test_data_same_key),

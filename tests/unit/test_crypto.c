@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests for crypto: HMAC-SHA256 against RFC 4231, iovec splitting,
+/* Unit tests for crypto: HMAC-SHA256 against RFC 4231, HKDF-SHA256 against
+ * RFC 5869, iovec splitting,
  * constant-time comparison, randomness and wiping. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include "testutil.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "sys/crypto.h"
@@ -176,12 +178,53 @@ static void test_wipe(void **state)
 	crypto_wipe(NULL, 0);
 }
 
+/* RFC 5869 appendix A.1 (test case 1) and A.3 (test case 3: no salt, no
+ * info). */
+static void test_hkdf_rfc5869(void **state)
+{
+	static const uint8_t okm1[42] = {
+		0x3c, 0xb2, 0x5f, 0x25, 0xfa, 0xac, 0xd5, 0x7a, 0x90, 0x43, 0x4f, 0x64, 0xd0, 0x36,
+		0x2f, 0x2a, 0x2d, 0x2d, 0x0a, 0x90, 0xcf, 0x1a, 0x5a, 0x4c, 0x5d, 0xb0, 0x2d, 0x56,
+		0xec, 0xc4, 0xc5, 0xbf, 0x34, 0x00, 0x72, 0x08, 0xd5, 0xb8, 0x87, 0x18, 0x58, 0x65,
+	};
+	static const uint8_t okm3[42] = {
+		0x8d, 0xa4, 0xe7, 0x75, 0xa5, 0x63, 0xc1, 0x8f, 0x71, 0x5f, 0x80, 0x2a, 0x06, 0x3c,
+		0x5a, 0x31, 0xb8, 0xa1, 0x1f, 0x5c, 0x5e, 0xe1, 0x87, 0x9e, 0xc3, 0x45, 0x4e, 0x5f,
+		0x3c, 0x73, 0x8d, 0x2d, 0x9d, 0x20, 0x13, 0x95, 0xfa, 0xa4, 0xb6, 0x1a, 0x96, 0xc8,
+	};
+	uint8_t ikm[22], salt[13], info[10], out[42];
+
+	(void)state;
+	memset(ikm, 0x0b, sizeof ikm);
+	for (size_t i = 0; i < sizeof salt; i++)
+		salt[i] = (uint8_t)i;
+	for (size_t i = 0; i < sizeof info; i++)
+		info[i] = (uint8_t)(0xf0 + i);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, salt, sizeof salt, info, sizeof info,
+				     out, sizeof out), 0);
+	assert_memory_equal(out, okm1, sizeof out);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, NULL, 0, NULL, 0, out, sizeof out), 0);
+	assert_memory_equal(out, okm3, sizeof out);
+	/* A prefix of the output is the output of a shorter request. */
+	memset(out, 0, sizeof out);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, salt, sizeof salt, info, sizeof info,
+				     out, 16), 0);
+	assert_memory_equal(out, okm1, 16);
+	/* Bad lengths. */
+	assert_int_equal(crypto_hkdf(ikm, 0, NULL, 0, NULL, 0, out, 16), -EINVAL);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, NULL, 0, NULL, 0, out, 0), -EINVAL);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, NULL, 0, NULL, 0, out, 255 * 32 + 1),
+			 -EINVAL);
+	assert_int_equal(crypto_hkdf(ikm, sizeof ikm, NULL, 3, NULL, 0, out, 16), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hmac_rfc4231),
 		cmocka_unit_test(test_hmac_split_anywhere),
 		cmocka_unit_test(test_hmac_edge_cases),
+		cmocka_unit_test(test_hkdf_rfc5869),
 		cmocka_unit_test(test_equal),
 		cmocka_unit_test(test_random),
 		cmocka_unit_test(test_wipe),

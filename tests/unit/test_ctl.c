@@ -9,9 +9,11 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "wire/ctl.h"
+#include "pipeline/xfer.h"
 #include "sys/err.h"
 #include "sys/platform.h"
 #include "wire/proto.h"
@@ -343,8 +346,8 @@ static void test_every_type_both_ways(void **state)
 
 	(void)state;
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "server:7000", false);
-	b = ctl_new(sv[1], sv[1], "client", false);
+	a = testchan_ctl(sv[0], sv[0], "server:7000", false);
+	b = testchan_ctl(sv[1], sv[1], "client", false);
 	assert_non_null(a);
 	assert_non_null(b);
 	assert_int_equal(ctl_rfd(a), sv[0]);
@@ -388,8 +391,8 @@ static void test_request_storage(void **state)
 
 	(void)state;
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "a", false);
-	b = ctl_new(sv[1], sv[1], "b", false);
+	a = testchan_ctl(sv[0], sv[0], "a", false);
+	b = testchan_ctl(sv[1], sv[1], "b", false);
 	assert_non_null(a);
 	assert_non_null(b);
 	q1 = (struct proto_request){ .role = PROTO_ROLE_SINK, .streams = 2, .block_size = 65536,
@@ -448,10 +451,10 @@ static void test_entries_borrowed(void **state)
 	(void)state;
 	make_pair(sv);
 	make_pair(sv2);
-	a = ctl_new(sv[0], sv[0], "source", false);
-	b = ctl_new(sv[1], sv[1], "relay", false);
-	c = ctl_new(sv2[0], sv2[0], "relay", false);
-	d = ctl_new(sv2[1], sv2[1], "sink", false);
+	a = testchan_ctl(sv[0], sv[0], "source", false);
+	b = testchan_ctl(sv[1], sv[1], "relay", false);
+	c = testchan_ctl(sv2[0], sv2[0], "relay", false);
+	d = testchan_ctl(sv2[1], sv2[1], "sink", false);
 	assert_true(a && b && c && d);
 	batch_every_type(&batch, 40);
 	proto_batch_msg(&batch, &m);
@@ -487,8 +490,8 @@ static void test_pipes(void **state)
 	(void)state;
 	assert_int_equal(pipe2(p1, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(p2, O_CLOEXEC), 0);
-	a = ctl_new(p1[0], p2[1], "child", true);
-	b = ctl_new(p2[0], p1[1], "parent", false);
+	a = testchan_ctl(p1[0], p2[1], "child", true);
+	b = testchan_ctl(p2[0], p1[1], "parent", false);
 	assert_non_null(a);
 	assert_non_null(b);
 	memset(&m, 0, sizeof(m));
@@ -515,7 +518,7 @@ static void test_send_invalid(void **state)
 
 	(void)state;
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "peer", false);
+	a = testchan_ctl(sv[0], sv[0], "peer", false);
 	assert_non_null(a);
 	memset(&m, 0, sizeof(m));
 	m.type = 0;
@@ -586,8 +589,8 @@ static void test_concurrent_send(void **state)
 	make_pair(sv);
 	/* A small send buffer: big frames go out in several pieces. */
 	assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-	a = ctl_new(sv[0], sv[0], "receiver", false);
-	b = ctl_new(sv[1], sv[1], "senders", false);
+	a = testchan_ctl(sv[0], sv[0], "receiver", false);
+	b = testchan_ctl(sv[1], sv[1], "senders", false);
 	assert_non_null(a);
 	assert_non_null(b);
 	for (unsigned s = 0; s < SENDERS; s++) {
@@ -644,7 +647,7 @@ static int recv_after(const void *bytes, size_t len, bool close_after)
 	int sv[2], ret;
 
 	make_pair(sv);
-	c = ctl_new(sv[0], sv[0], "peer", false);
+	c = testchan_ctl(sv[0], sv[0], "peer", false);
 	assert_non_null(c);
 	if (len > 0)
 		assert_int_equal(platform_write_full(sv[1], bytes, len), 0);
@@ -681,7 +684,7 @@ static void test_eof(void **state)
 	assert_int_equal(recv_after(frame, (size_t)n - 1, true), -PC_E_NET);
 	/* A whole frame then EOF: the frame, then -PC_E_NET. */
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "peer", false);
+	a = testchan_ctl(sv[0], sv[0], "peer", false);
 	assert_non_null(a);
 	assert_int_equal(platform_write_full(sv[1], frame, (size_t)n), 0);
 	close(sv[1]);
@@ -758,8 +761,8 @@ static void expect_after(const struct proto_msg *m, int err_code, const char *er
 	int sv[2];
 
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "srv:7000", local);
-	b = ctl_new(sv[1], sv[1], "client", false);
+	a = testchan_ctl(sv[0], sv[0], "srv:7000", local);
+	b = testchan_ctl(sv[1], sv[1], "client", false);
 	assert_non_null(a);
 	assert_non_null(b);
 	if (m != NULL)
@@ -853,7 +856,7 @@ static void test_expect_eof(void **state)
 
 	(void)state;
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "srv:7000", false);
+	a = testchan_ctl(sv[0], sv[0], "srv:7000", false);
 	assert_non_null(a);
 	close(sv[1]);
 	pc_err_init(&e);
@@ -900,7 +903,7 @@ static void test_deadline(void **state)
 
 	(void)state;
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "srv:7000", false);
+	a = testchan_ctl(sv[0], sv[0], "srv:7000", false);
 	assert_non_null(a);
 	t = (struct trickle){ .fd = sv[1], .bytes = 8, .gap_ms = 200 };
 	assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
@@ -915,7 +918,7 @@ static void test_deadline(void **state)
 
 	/* No deadline: the slow frame is read whole, after what was put back. */
 	make_pair(sv);
-	a = ctl_new(sv[0], sv[0], "srv:7000", false);
+	a = testchan_ctl(sv[0], sv[0], "srv:7000", false);
 	assert_non_null(a);
 	t = (struct trickle){ .fd = sv[1], .bytes = 64, .gap_ms = 10 };
 	assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
@@ -930,6 +933,103 @@ static void test_deadline(void **state)
 	assert_int_equal(m.type, PROTO_AUTH);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	ctl_free(a);
+	close(sv[1]);
+}
+
+/* Bytes a chan already holds (TLS keeps what it has decrypted) are not
+ * seen by poll on its fd: ctl_pending must say so, and a loop that waits
+ * with poll must take them rather than sleep. Here the fake chan of
+ * testchan.h holds an ERROR and a DONE frame, and its socket stays silent. */
+static struct ctl *held_ctl(int sv[2])
+{
+	struct proto_msg m = { .type = PROTO_ERROR };
+	uint8_t frames[2 * 128];
+	int n1, n2;
+
+	m.u.error.code = -PC_E_FILEIO;
+	strcpy(m.u.error.msg, "disk on fire");
+	n1 = proto_encode(&m, frames, sizeof(frames));
+	assert_true(n1 > 0);
+	m = (struct proto_msg){ .type = PROTO_DONE };
+	n2 = proto_encode(&m, frames + n1, sizeof(frames) - (size_t)n1);
+	assert_true(n2 > 0);
+	make_pair(sv);
+	struct ctl *c = ctl_new(testchan_held_new(sv[0], sv[0], frames, (size_t)(n1 + n2)),
+				"srv:7000", false);
+	assert_non_null(c);
+	return c;
+}
+
+static void test_pending_inside_chan(void **state)
+{
+	struct pollfd p;
+	struct proto_msg m;
+	int sv[2];
+	struct ctl *c = held_ctl(sv);
+
+	(void)state;
+	p = (struct pollfd){ .fd = ctl_rfd(c), .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 0), 0);  /* the socket has nothing */
+	assert_true(ctl_pending(c));
+	assert_int_equal(ctl_recv(c, &m), 0);
+	assert_int_equal(m.type, PROTO_ERROR);
+	assert_true(ctl_pending(c));          /* the DONE is still inside */
+	assert_int_equal(ctl_recv(c, &m), 0);
+	assert_int_equal(m.type, PROTO_DONE);
+	assert_false(ctl_pending(c));
+	ctl_free(c);
+	close(sv[1]);
+}
+
+/* xfer_await polls the control channel: with the messages inside the chan
+ * it must return them at once, not time out after x->timeout_s. */
+static void test_await_pending_inside_chan(void **state)
+{
+	struct pc_err e;
+	struct proto_msg m;
+	char msg[256];
+	int sv[2];
+	struct ctl *c = held_ctl(sv);
+	struct xfer x = { .streams = 1, .timeout_s = 1, .peer = "srv:7000", .ctl = c,
+			  .sigfd = -1, .err = &e };
+
+	(void)state;
+	pc_err_init(&e);
+	assert_int_equal(xfer_init(&x), 0);
+	/* The peer's ERROR comes back as its code, with its words. */
+	assert_int_equal(xfer_await(&x, PROTO_DONE, &m), -PC_E_FILEIO);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_FILEIO);
+	assert_non_null(strstr(msg, "disk on fire"));
+	pc_err_destroy(&e);
+	pc_err_init(&e);
+	assert_int_equal(xfer_await(&x, PROTO_DONE, &m), 0);
+	assert_int_equal(m.type, PROTO_DONE);
+	xfer_destroy(&x);
+	pc_err_destroy(&e);
+	ctl_free(c);
+	close(sv[1]);
+}
+
+/* After a broken connection, xfer_await_peer_error lets the peer's ERROR
+ * replace the network error: also one already inside the chan. */
+static void test_peer_error_inside_chan(void **state)
+{
+	struct pc_err e;
+	char msg[256];
+	int sv[2];
+	struct ctl *c = held_ctl(sv);
+	struct xfer x = { .streams = 1, .peer = "srv:7000", .ctl = c, .sigfd = -1, .err = &e };
+
+	(void)state;
+	pc_err_init(&e);
+	assert_int_equal(xfer_init(&x), 0);
+	pc_err_set(&e, -PC_E_NET, "lost data connection 0 from srv:7000");
+	xfer_await_peer_error(&x);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_FILEIO);
+	assert_non_null(strstr(msg, "disk on fire"));
+	xfer_destroy(&x);
+	pc_err_destroy(&e);
+	ctl_free(c);
 	close(sv[1]);
 }
 
@@ -949,6 +1049,9 @@ int main(void)
 		cmocka_unit_test(test_expect_peer_error),
 		cmocka_unit_test(test_expect_unexpected_type),
 		cmocka_unit_test(test_expect_eof),
+		cmocka_unit_test(test_pending_inside_chan),
+		cmocka_unit_test(test_await_pending_inside_chan),
+		cmocka_unit_test(test_peer_error_inside_chan),
 		cmocka_unit_test(test_deadline),
 	};
 

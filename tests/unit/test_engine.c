@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -31,6 +32,7 @@
 #include "sys/err.h"
 #include "sys/fault.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/ctl.h"
 #include "wire/proto.h"
 
@@ -41,7 +43,7 @@ struct side {
 	struct xfer x;
 	struct pc_err e;
 	struct ctl *ctl;
-	int fds[STREAMS];
+	struct chan *chans[STREAMS]; /* its data channels, each owning its end of data[i] */
 	int ret;
 };
 
@@ -79,13 +81,15 @@ static void write_file(const char *path, size_t len, unsigned seed)
 static void side_init(struct side *sd, int ctlfd, const char *peer, int *fds)
 {
 	pc_err_init(&sd->e);
-	sd->ctl = ctl_new(ctlfd, ctlfd, peer, false);
+	sd->ctl = testchan_ctl(ctlfd, ctlfd, peer, false);
 	assert_non_null(sd->ctl);
-	for (unsigned i = 0; i < STREAMS; i++)
-		sd->fds[i] = fds[i];
+	for (unsigned i = 0; i < STREAMS; i++) {
+		sd->chans[i] = chan_plain_new(fds[i], fds[i]);
+		assert_non_null(sd->chans[i]);
+	}
 	sd->x = (struct xfer){ .streams = STREAMS, .block_size = BLOCK, .timeout_s = 10,
 			       .peer = peer, .ctl = sd->ctl, .sigfd = -1, .err = &sd->e,
-			       .data_fds = sd->fds, .nchoices = 1 };
+			       .data = sd->chans, .nchoices = 1 };
 	sd->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
 	assert_int_equal(xfer_init(&sd->x), 0);
 }
@@ -127,11 +131,9 @@ static int teardown(void **state)
 		struct side *sd = i ? &f->si : &f->so;
 		xfer_destroy(&sd->x);
 		ctl_free(sd->ctl);
+		for (unsigned j = 0; j < STREAMS; j++)
+			chan_free(sd->chans[j]); /* closes data[j][0] or data[j][1] */
 		pc_err_destroy(&sd->e);
-	}
-	for (unsigned i = 0; i < STREAMS; i++) {
-		close(f->data[i][0]);
-		close(f->data[i][1]);
 	}
 	sink_target_close(&f->t);
 	assert_int_equal(testutil_rm_rf(f->base), 0);

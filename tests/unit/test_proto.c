@@ -658,13 +658,19 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 0, 1, PROTO_ROLE_SOURCE, 0 },
 	{ PROTO_REQUEST, 0, 1, 3, -PC_E_PROTO },
 	{ PROTO_REQUEST, 0, 1, 255, -PC_E_PROTO },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN, 0 },  /* flags: u16 in version 3 */
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN & ~PROTO_REQ_CIPHER_CHACHA, 0 }, /* flags: u16 */
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN, -PC_E_PROTO }, /* both cipher bits */
 	{ PROTO_REQUEST, 1, 2, 0x3ff, 0 },
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_RECURSIVE | PROTO_REQ_PRESERVE, 0 },
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF, 0 },
-	{ PROTO_REQUEST, 1, 2, 0x400, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_CHACHA, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_AES, -PC_E_PROTO },    /* a cipher in clear */
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_CHACHA, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0x2000, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, 0x8000, -PC_E_PROTO },
-	{ PROTO_REQUEST, 1, 2, 0xfc00, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0xe000, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, 0xffff, -PC_E_PROTO },
 	{ PROTO_REQUEST, 3, 2, 0, -PC_E_PROTO },
 	{ PROTO_REQUEST, 3, 2, 1, 0 },
@@ -1622,6 +1628,52 @@ static void test_dhello(void **state)
 	assert_int_equal(proto_dhello_decode(buf, &out), -PC_E_PROTO);
 }
 
+static void test_psk_id(void **state)
+{
+	struct proto_psk_id id = { PROTO_DATA_MAGIC, PROTO_VERSION, 63 }, out;
+	uint8_t buf[PROTO_PSK_ID_LEN + 1];
+
+	(void)state;
+	proto_psk_id_encode(&id, buf);
+	assert_memory_equal(buf, "PCDT\x00\x04\x00\x3f", PROTO_PSK_ID_LEN);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
+	assert_memory_equal(&out, &id, sizeof(id));
+	/* Exactly 8 bytes: no more, no fewer, and not NULL. */
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN + 1, &out), -PC_E_PROTO);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN - 1, &out), -PC_E_PROTO);
+	assert_int_equal(proto_psk_id_decode(buf, 0, &out), -PC_E_PROTO);
+	assert_int_equal(proto_psk_id_decode(NULL, PROTO_PSK_ID_LEN, &out), -PC_E_PROTO);
+	/* Every stream index decodes; the caller checks it against its count. */
+	id.stream = 0xffff;
+	proto_psk_id_encode(&id, buf);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
+	assert_int_equal(out.stream, 0xffff);
+	/* Another version, before or after ours. */
+	id.version = PROTO_VERSION - 1;
+	proto_psk_id_encode(&id, buf);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), -PC_E_PROTO);
+	id.version = PROTO_VERSION + 1;
+	proto_psk_id_encode(&id, buf);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), -PC_E_PROTO);
+	/* The control channel's identity has stream 0 and nothing else. */
+	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
+	proto_psk_id_encode(&id, buf);
+	assert_memory_equal(buf, "PCPY\x00\x04\x00\x00", PROTO_PSK_ID_LEN);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
+	id.stream = 1;
+	proto_psk_id_encode(&id, buf);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), -PC_E_PROTO);
+	/* Any other magic. */
+	id = (struct proto_psk_id){ PROTO_DATA_MAGIC + 1, PROTO_VERSION, 0 };
+	proto_psk_id_encode(&id, buf);
+	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), -PC_E_PROTO);
+	/* A daemon tells TLS from a control frame by the first byte. */
+	assert_true(proto_starts_tls(0x16));
+	for (unsigned t = 0; t < PROTO_TYPE_MAX; t++)
+		assert_false(proto_starts_tls((uint8_t)t));
+}
+
 static void test_checksum(void **state)
 {
 	static const char text[] = "pcopy block checksum";
@@ -1675,6 +1727,7 @@ int main(void)
 		cmocka_unit_test(test_block_pack),
 		cmocka_unit_test(test_block_max_block),
 		cmocka_unit_test(test_dhello),
+		cmocka_unit_test(test_psk_id),
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_entries_explain),
 		cmocka_unit_test(test_pack_walk),

@@ -20,6 +20,7 @@
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 struct fixture {
@@ -34,9 +35,9 @@ static struct ctl *pair(const char *peer, struct ctl **relay_end)
 	int sv[2];
 
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	*relay_end = ctl_new(sv[1], sv[1], peer, false);
+	*relay_end = testchan_ctl(sv[1], sv[1], peer, false);
 	assert_non_null(*relay_end);
-	struct ctl *c = ctl_new(sv[0], sv[0], "client", false);
+	struct ctl *c = testchan_ctl(sv[0], sv[0], "client", false);
 	assert_non_null(c);
 	return c;
 }
@@ -395,6 +396,32 @@ static void test_skip_from_sink(void **state)
 	expect_refused(f, f->h2, 3, "h2 sent SKIP out of place");
 }
 
+/* A message already inside a ctl's chan (TLS holds what it decrypted;
+ * poll on the socket shows nothing) is relayed like one on the wire: here
+ * h2's out-of-place ENTRIES is refused. Without the ctl_pending check the
+ * relay would wait forever; the alarm turns that into a failure. */
+static void test_message_inside_chan(void **state)
+{
+	struct fixture *f = *state;
+	static struct proto_batch b;
+	struct proto_msg m;
+	char msg[sizeof(f->e.msg)];
+	int sv[2], ret;
+
+	ctl_free(f->to_h2);
+	ctl_free(f->h2);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(testentries_one(&b, &m, 0, "b", 1000, 0644, 0), 0);
+	f->to_h2 = testchan_held_ctl(sv[1], &m, "h2");
+	f->h2 = testchan_ctl(sv[0], sv[0], "client", false);
+	alarm(10);
+	ret = relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e);
+	alarm(0);
+	assert_int_equal(ret, -PC_E_PROTO);
+	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
+	assert_non_null(strstr(msg, "h2 sent ENTRIES out of place"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +438,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_skip_out_of_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_after_end, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_skip_from_sink, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_message_inside_chan, setup, teardown),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));

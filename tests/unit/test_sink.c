@@ -26,9 +26,11 @@
 #include "pipeline/xfer.h"
 #include "sys/err.h"
 #include "sys/platform.h"
+#include "transport/chan.h"
 #include "wire/ctl.h"
 #include "wire/proto.h"
 #include "testutil.h"
+#include "testchan.h"
 #include "testentries.h"
 
 struct fixture {
@@ -37,6 +39,7 @@ struct fixture {
 	struct ctl *src;            /* our end: we play the source */
 	struct ctl *snk;            /* the sink's end */
 	int data[2];                /* [0] ours, [1] the sink's data socket */
+	struct chan *data_ch;       /* the sink's data channel, over data[1] (owns it) */
 	struct pc_err e;
 	struct xfer x;
 	struct sink_opts o;         /* all false: no -p */
@@ -55,13 +58,15 @@ static int setup(void **state)
 			 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cs), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->data), 0);
-	f->src = ctl_new(cs[0], cs[0], "test sink", false);
-	f->snk = ctl_new(cs[1], cs[1], "testhost", false);
+	f->src = testchan_ctl(cs[0], cs[0], "test sink", false);
+	f->snk = testchan_ctl(cs[1], cs[1], "testhost", false);
 	assert_non_null(f->src);
 	assert_non_null(f->snk);
+	f->data_ch = chan_plain_new(f->data[1], f->data[1]);
+	assert_non_null(f->data_ch);
 	f->x = (struct xfer){ .streams = 1, .block_size = PROTO_MIN_BLOCK, .peer = "testhost",
 			      .ctl = f->snk, .sigfd = -1, .err = &f->e,
-			      .data_fds = &f->data[1], .skip_paths = 3 };
+			      .data = &f->data_ch, .skip_paths = 3 };
 	assert_int_equal(xfer_init(&f->x), 0);
 	*state = f;
 	return 0;
@@ -75,8 +80,7 @@ static int teardown(void **state)
 	ctl_free(f->src);
 	ctl_free(f->snk);
 	close(f->data[0]);
-	if (f->data[1] >= 0)
-		close(f->data[1]);
+	chan_free(f->data_ch);
 	sink_target_close(&f->t);
 	pc_err_destroy(&f->e);
 	assert_int_equal(testutil_rm_rf(f->dir), 0);

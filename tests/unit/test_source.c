@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 #include "pipeline/xfer.h"
 #include "sys/err.h"
 #include "sys/fault.h"
+#include "transport/chan.h"
 #include "wire/ctl.h"
 
 #define STREAMS 2u
@@ -43,6 +45,7 @@ struct fixture {
 	struct ctl *ctl;         /* ours: the source's control channel */
 	struct ctl *peer;        /* the sink's end, read by the test */
 	int data[STREAMS][2];    /* [i][0] the source's data socket, [i][1] the sink's */
+	struct chan *chans[STREAMS]; /* the source's data channels, owning data[i][0] */
 	struct source_path path;
 	struct source_input in;  /* "t", walked recursively from dirfd */
 };
@@ -69,12 +72,15 @@ static int setup(void **state)
 	fx->in = (struct source_input){ .dirfd = fx->dirfd, .paths = &fx->path, .npaths = 1,
 					.walk = { .recursive = true } };
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	fx->ctl = ctl_new(sv[0], sv[0], "test sink", false);
-	fx->peer = ctl_new(sv[1], sv[1], "test source", false);
+	fx->ctl = testchan_ctl(sv[0], sv[0], "test sink", false);
+	fx->peer = testchan_ctl(sv[1], sv[1], "test source", false);
 	assert_non_null(fx->ctl);
 	assert_non_null(fx->peer);
-	for (unsigned i = 0; i < STREAMS; i++)
+	for (unsigned i = 0; i < STREAMS; i++) {
 		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fx->data[i]), 0);
+		fx->chans[i] = chan_plain_new(fx->data[i][0], fx->data[i][0]);
+		assert_non_null(fx->chans[i]);
+	}
 	*state = fx;
 	return 0;
 }
@@ -87,7 +93,7 @@ static int teardown(void **state)
 	ctl_free(fx->ctl);
 	ctl_free(fx->peer);
 	for (unsigned i = 0; i < STREAMS; i++) {
-		close(fx->data[i][0]);
+		chan_free(fx->chans[i]); /* closes data[i][0] */
 		close(fx->data[i][1]);
 	}
 	pc_err_destroy(&fx->err);
@@ -102,15 +108,13 @@ static int teardown(void **state)
 static int run_failing_encoder(struct fixture *fx, unsigned nth, char *msg, size_t cap)
 {
 	struct source_result *r = calloc(1, sizeof(*r));
-	int fds[STREAMS], ret;
+	int ret;
 
 	assert_non_null(r);
-	for (unsigned i = 0; i < STREAMS; i++)
-		fds[i] = fx->data[i][0];
 	fx->x = (struct xfer){
 		.streams = STREAMS, .block_size = 64u << 10, .timeout_s = 10,
 		.peer = "test sink", .ctl = fx->ctl, .sigfd = -1, .err = &fx->err,
-		.data_fds = fds, .nchoices = 1, .codec_auto = true,
+		.data = fx->chans, .nchoices = 1, .codec_auto = true,
 	};
 	fx->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
 	assert_int_equal(xfer_init(&fx->x), 0);
@@ -271,16 +275,14 @@ static int run_file_with_sink(struct fixture *fx, const char *name, enum answer 
 	struct source_path path = { .path = name };
 	struct source_input in = { .dirfd = fx->dirfd, .paths = &path, .npaths = 1 };
 	struct fake_sink k = { .c = fx->peer, .a = a };
-	int fds[STREAMS], ret;
+	int ret;
 	pthread_t tid;
 
 	assert_non_null(r);
-	for (unsigned i = 0; i < STREAMS; i++)
-		fds[i] = fx->data[i][0];
 	fx->x = (struct xfer){
 		.streams = STREAMS, .block_size = 64u << 10, .timeout_s = 10,
 		.peer = "test sink", .ctl = fx->ctl, .sigfd = -1, .err = &fx->err,
-		.data_fds = fds, .nchoices = 1,
+		.data = fx->chans, .nchoices = 1,
 	};
 	fx->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
 	assert_int_equal(xfer_init(&fx->x), 0);

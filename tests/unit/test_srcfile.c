@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "testchan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -254,20 +255,50 @@ static void test_fifo_is_stream(void **state)
 static void test_fifo_peer_gives_up(void **state)
 {
 	struct fixture *fx = *state;
+	struct ctl *watch;
 	char msg[256];
 	int sv[2];
 
-	/* No writer ever: the wait ends when the watched fd (a server's
-	 * control channel) becomes readable, here because it closed. */
+	/* No writer ever: the wait ends when the watched control channel (a
+	 * server's) becomes readable, here because it closed. */
 	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	assert_int_equal(close(sv[1]), 0);
-	assert_int_equal(srcfile_open_watch(&fx->f, fx->dirfd, "fifo", true, "host:fifo", sv[0],
+	watch = testchan_ctl(sv[0], sv[0], "host", false);
+	assert_int_equal(srcfile_open_watch(&fx->f, fx->dirfd, "fifo", true, "host:fifo", watch,
 					    &fx->err), -PC_E_ABORTED);
 	assert_int_equal(fx->f.fd, -1);
 	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_ABORTED);
 	assert_non_null(strstr(msg, "'host:fifo'"));
-	close(sv[0]);
+	ctl_free(watch); /* closes sv[0] */
+}
+
+/* A message already inside the watched control channel's chan (TLS holds
+ * what it decrypted, and poll on the socket shows nothing) ends the wait
+ * too. Without that the wait would never end: the alarm turns that hang
+ * into a failure. */
+static void test_fifo_peer_spoke_inside_chan(void **state)
+{
+	struct fixture *fx = *state;
+	struct proto_msg err = { .type = PROTO_ERROR };
+	struct ctl *watch;
+	char msg[256];
+	int sv[2];
+
+	assert_int_equal(mkfifoat(fx->dirfd, "fifo", 0600), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	err.u.error.code = -PC_E_NET;
+	strcpy(err.u.error.msg, "cannot reach you");
+	watch = testchan_held_ctl(sv[0], &err, "host");
+	alarm(10);
+	assert_int_equal(srcfile_open_watch(&fx->f, fx->dirfd, "fifo", true, "host:fifo", watch,
+					    &fx->err), -PC_E_ABORTED);
+	alarm(0);
+	assert_int_equal(fx->f.fd, -1);
+	assert_int_equal(err_msg(fx, msg, sizeof(msg)), -PC_E_ABORTED);
+	assert_non_null(strstr(msg, "'host:fifo'"));
+	ctl_free(watch); /* closes sv[0] */
+	close(sv[1]);
 }
 
 /* The stop signals' signalfd, set up by main before any test runs, as
@@ -398,6 +429,7 @@ int main(void)
 		FX_TEST(test_missing),
 		FX_TEST(test_fifo_is_stream),
 		FX_TEST(test_fifo_peer_gives_up),
+		FX_TEST(test_fifo_peer_spoke_inside_chan),
 		FX_TEST(test_char_device_is_stream),
 		FX_TEST(test_beneath_refuses_escape),
 		FX_TEST(test_close_twice),

@@ -22,6 +22,15 @@
                                 file's size, in sorted order), then the
                                 count of entries: the check of a tree of
                                 empty files, cheaper than `tree`
+    util.py enc LOG             how the pcopy run whose stderr (-v or -vv,
+                                with or without a timestamp before each
+                                line) is LOG sent its data, from its summary
+                                line: the TLS 1.3 cipher suite (e.g.
+                                TLS_AES_128_GCM_SHA256), "TLS" (encrypted,
+                                suite not named), "clear" ("not encrypted
+                                (...)", or a pcopy before protocol 4, which
+                                has no TLS and says neither), or "-" when
+                                LOG has no summary line
 
 hashlib uses OpenSSL, which uses the CPU's SHA extensions: about three times
 as fast as coreutils' sha256sum here.
@@ -30,6 +39,7 @@ as fast as coreutils' sha256sum here.
 import hashlib
 import json
 import os
+import re
 import sys
 
 BUF = 1 << 20
@@ -162,9 +172,33 @@ def cmd_names(top):
     print(h.hexdigest(), len(lines))
 
 
+# pcopy's summary line: "pcopy: BYTES bytes in N file(s), ..., SECURITY".
+SUMMARY = re.compile(r"(?:^|\s)pcopy: \d+ bytes in \d+ files?, ")
+SUITE = re.compile(r"\bencrypted \(TLS 1\.3, ([A-Z0-9_]+)\)")
+
+
+def cmd_enc(path):
+    """How a pcopy run sent its data, from its last summary line."""
+    enc = "-"
+    with open(path, "r", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not SUMMARY.search(line):
+                continue
+            m = SUITE.search(line)
+            if "not encrypted" in line:
+                enc = "clear"
+            elif m:
+                enc = m.group(1)
+            elif "encrypted" in line:
+                enc = "TLS"
+            else:
+                enc = "clear"
+    print(enc)
+
+
 def main(argv):
     if len(argv) < 2:
-        die("usage: util.py sha256|tree|warm|iperf3|sample|empty|names ARGS")
+        die("usage: util.py sha256|tree|warm|iperf3|sample|empty|names|enc ARGS")
     cmd, args = argv[1], argv[2:]
     try:
         if cmd == "sha256" and len(args) == 1:
@@ -181,6 +215,8 @@ def main(argv):
             cmd_empty(args[0], int(args[1]), int(args[2]))
         elif cmd == "names" and len(args) == 1:
             cmd_names(args[0])
+        elif cmd == "enc" and len(args) == 1:
+            cmd_enc(args[0])
         else:
             die(f"bad arguments: {' '.join(argv[1:])}")
     except OSError as e:

@@ -1,0 +1,668 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# t_tls: encryption end to end (issue 11). Each attack fails with a clear
+# message and a documented exit code, writes nothing under a final name,
+# leaves no temporary file, and the daemon goes on serving others:
+#   - a client whose key file differs from the daemon's (push, pull): 5;
+#   - --no-encrypt to a daemon that requires encryption: 5, and how
+#     --allow-unencrypted changes that;
+#   - a man in the middle (tests/e2e/tls_relay.py, a relay on the network
+#     path) that flips one byte of a TLS record: on the daemon's control
+#     channel and on a data stream (push and pull): 12, "altered on the
+#     way"; in a Finished of the control channel's handshake: 5 or 12,
+#     "altered on the way" too, and no advice to check --key-file; in the
+#     daemon's Finished on a data connection: 5, and no retry elsewhere;
+#   - a stranger's ERROR text with newlines and escapes, to a daemon that
+#     allows clear text: one line of the daemon's log, escaped;
+#   - a data stream recorded in one session and replayed into another
+#     session's data listener: dropped, and that session still completes;
+#   - a capture (tcpdump on lo) of a copy of a text file, to a daemon and
+#     through ssh, holds neither its contents nor its name; a --no-encrypt
+#     capture of the same copy, the control, holds both.
+# And what a user is told: -v (protocol version 4, the cipher), --cipher,
+# the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
+# ssh and third-party copies.
+source "$PCOPY_TEST_LIB"
+needs_root "it captures loopback traffic with tcpdump and runs an sshd that logs in as root"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+
+RELAY=${PCOPY_TEST_LIB%/*}/tls_relay.py
+command -v python3 >/dev/null || fail "python3 is missing (tools/install-deps installs it)"
+command -v tcpdump >/dev/null || fail "tcpdump is missing (tools/install-deps installs it)"
+[[ -f $RELAY ]] || fail "the relay $RELAY is missing"
+
+sshd_start
+
+# The summary's security part: TLS 1.3 with either suite.
+ENCRYPTED='encrypted \(TLS 1\.3, TLS_(AES_128_GCM|CHACHA20_POLY1305)_SHA256\)'
+
+# ------------------------------------------------------------------ helpers
+
+# _relay_ready READY PID: the relay made its ready file, or exited.
+_relay_ready() {
+    [[ -e $1 ]] || proc_gone "$2"
+}
+
+# start_relay NAME ARGS...: start tls_relay.py with ARGS (its --route,
+# --flip, --record, --hold) and wait until it listens. Sets RELAY_PID and
+# RELAY_LOG ($T/relay.N.NAME.log, N counting the relays of the case); it
+# is stopped at the end of the case.
+RELAY_PID='' RELAY_LOG='' _RELAY_N=0
+start_relay() {
+    _RELAY_N=$((_RELAY_N + 1))
+    local name=relay.$_RELAY_N.$1
+    shift
+    RELAY_LOG=$T/$name.log
+    python3 "$RELAY" --log "$RELAY_LOG" --ready "$T/$name.ready" "$@" 2>"$T/$name.err" &
+    RELAY_PID=$!
+    track_pid "$RELAY_PID"
+    wait_until 20 _relay_ready "$T/$name.ready" "$RELAY_PID" || fail "the relay $name did not start"
+    [[ -e $T/$name.ready ]] || {
+        sed 's/^/  relay: /' "$T/$name.err" >&2
+        fail "the relay $name exited: $*"
+    }
+}
+
+# relay_logged REGEX: a line of the relay's log matches REGEX (ERE).
+relay_logged() {
+    grep -qE -- "$1" "$RELAY_LOG" 2>/dev/null
+}
+
+# expect_flipped: the relay did flip a byte (else the test proves nothing).
+expect_flipped() {
+    relay_logged '^[a-z]+#[0-9]+ flipped ' || {
+        sed 's/^/  relay: /' "$RELAY_LOG" >&2
+        fail "the relay flipped no byte: the copy never carried the record it waited for"
+    }
+}
+
+# daemon_log_since N: the daemon's log after its first N lines.
+daemon_log_since() {
+    tail -n +$(($1 + 1)) "$DAEMON_LOG"
+}
+
+# log_lines: the number of lines in the daemon's log.
+log_lines() {
+    wc -l <"$DAEMON_LOG"
+}
+
+# log_grew N M: the daemon's log has at least M lines after its first N.
+log_grew() {
+    [[ $(daemon_log_since "$1" | wc -l) -ge $2 ]]
+}
+
+# daemon_logged REGEX: a line of the daemon's log matches REGEX (ERE).
+daemon_logged() {
+    grep -qE -- "$1" "$DAEMON_LOG"
+}
+
+# wait_daemon_logged REGEX WHAT: wait up to 10 s for the daemon to log a
+# line matching REGEX; fail, saying WHAT was expected, if it does not.
+wait_daemon_logged() {
+    wait_until 10 daemon_logged "$1" || {
+        sed 's/^/  daemon: /' "$DAEMON_LOG" >&2
+        fail "the daemon did not log $2 (/$1/)"
+    }
+}
+
+# serves_others [PCOPY OPTIONS...]: the daemon is alive, and a good copy to
+# it and back right now succeeds and is byte-identical.
+_OTHER_N=0
+serves_others() {
+    _OTHER_N=$((_OTHER_N + 1))
+    local n=other.$_OTHER_N
+    kill -0 "$DAEMON_PID" 2>/dev/null || fail "the daemon died"
+    mkfile "$T/$n" 3M
+    expect_exit 0 "$PCOPY" "$@" -s 2 "$T/$n" "$DAEMON_URL/$n" --key-file "$DAEMON_KEY"
+    same_file "$T/$n" "$DAEMON_ROOT/$n"
+    expect_exit 0 "$PCOPY" "$@" -s 3 "$DAEMON_URL/$n" "$T/$n.back" --key-file "$DAEMON_KEY"
+    same_file "$T/$n" "$T/$n.back"
+}
+
+# nothing_written DIR NAME: no DIR/NAME, and (after the session is done)
+# no temporary file in DIR.
+nothing_written() {
+    [[ ! -e $1/$2 ]] || fail "$1/$2 was written"
+    wait_no_temp_files "$1"
+}
+
+# daemon_at ROOT: start a daemon serving ROOT (DAEMON_ARGS apply); sets
+# DAEMON_ROOT too.
+DAEMON_ROOT=
+daemon_at() {
+    DAEMON_ROOT=$1
+    mkdir -p "$DAEMON_ROOT"
+    start_daemon "$DAEMON_ROOT"
+}
+
+# --------------------------------------------------------------------- cases
+
+case_wrong_key() {
+    # A client whose key file differs: refused in the TLS handshake, both
+    # ways; the message names the daemon and --key-file; the daemon logs
+    # one refusal line per attempt, all printable; nothing is written.
+    local before new
+    daemon_at "$T/root"
+    mkdir -p "$T/local"
+    mkfile "$T/src" 2M
+    mkfile "$T/root/there" 1M
+    "$PCOPY" --gen-key "$T/other.key" || fail "pcopy --gen-key failed"
+    before=$(log_lines)
+    expect_exit 5 "$PCOPY" "$T/src" "$DAEMON_URL/pushed" --key-file "$T/other.key"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
+    expect_stderr_contains "--key-file"
+    expect_stderr_contains "different key"
+    nothing_written "$T/root" pushed
+    expect_exit 5 "$PCOPY" "$DAEMON_URL/there" "$T/local/pulled" --key-file "$T/other.key"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT"
+    expect_stderr_contains "--key-file"
+    nothing_written "$T/local" pulled
+    wait_until 10 log_grew "$before" 2 || true # the count is checked below
+    new=$(daemon_log_since "$before")
+    [[ $(grep -c . <<<"$new") -eq 2 ]] || {
+        sed 's/^/  daemon: /' <<<"$new" >&2
+        fail "the daemon logged $(grep -c . <<<"$new") lines for two refused clients, not 2"
+    }
+    [[ $(grep -cE '^pcopy: refused 127\.0\.0\.1:[0-9]+: .*different key' <<<"$new") -eq 2 ]] || {
+        sed 's/^/  daemon: /' <<<"$new" >&2
+        fail "the daemon's lines do not say it refused 127.0.0.1 for a different key"
+    }
+    if LC_ALL=C grep -q '[^[:print:]]' <<<"$new"; then
+        sed -n l <<<"$new" >&2
+        fail "the daemon's refusal lines hold unprintable bytes"
+    fi
+    serves_others
+}
+
+case_clear_refused() {
+    # --no-encrypt to a daemon that requires encryption: exit 5 with the
+    # daemon's reason, push and pull, and nothing written.
+    daemon_at "$T/root"
+    mkdir -p "$T/local"
+    mkfile "$T/src" 1M
+    mkfile "$T/root/there" 1M
+    expect_exit 5 "$PCOPY" --no-encrypt "$T/src" "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT: this daemon requires encryption (TLS 1.3)"
+    expect_stderr_contains "--allow-unencrypted"
+    nothing_written "$T/root" pushed
+    expect_exit 5 "$PCOPY" --no-encrypt "$DAEMON_URL/there" "$T/local/pulled" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "127.0.0.1:$DAEMON_PORT: this daemon requires encryption (TLS 1.3)"
+    nothing_written "$T/local" pulled
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: it asked for a session in clear' \
+        "that it refused a session in clear"
+    serves_others
+    stop_daemon
+
+    # With --allow-unencrypted the same copies succeed in clear, and an
+    # encrypting client still gets TLS.
+    DAEMON_ARGS=(--allow-unencrypted)
+    daemon_at "$T/root2"
+    mkfile "$T/root2/there" 1M
+    expect_exit 0 "$PCOPY" --no-encrypt "$T/src" "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    expect_summary 1048576 1 4 'not encrypted \(--no-encrypt\)'
+    same_file "$T/src" "$T/root2/pushed"
+    expect_exit 0 "$PCOPY" --no-encrypt "$DAEMON_URL/there" "$T/local/pulled" --key-file "$DAEMON_KEY"
+    expect_summary 1048576 1 4 'not encrypted \(--no-encrypt\)'
+    same_file "$T/root2/there" "$T/local/pulled"
+    expect_exit 0 "$PCOPY" -v "$T/src" "$DAEMON_URL/tls" --key-file "$DAEMON_KEY"
+    expect_summary 1048576 1 4 "$ENCRYPTED"
+    expect_stderr_contains "control channel TLS 1.3 too"
+    same_file "$T/src" "$T/root2/tls"
+    serves_others
+    serves_others --no-encrypt
+}
+
+case_log_one_line() {
+    # A daemon that allows clear text hears a stranger before any proof: an
+    # ERROR whose text holds a newline, a forged log line and a terminal
+    # escape must stay one line of the daemon's log, its control
+    # characters escaped.
+    local before new
+    DAEMON_ARGS=(--allow-unencrypted)
+    daemon_at "$T/root"
+    before=$(log_lines)
+    python3 - "$DAEMON_PORT" <<'EOF' || fail "the stranger could not send its ERROR"
+import socket, struct, sys
+msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
+payload = struct.pack(">iH", -1001, len(msg)) + msg
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
+try:
+    while s.recv(4096):
+        pass
+except OSError:
+    pass
+EOF
+    wait_daemon_logged 'session from 127\.0\.0\.1:[0-9]+ failed: .*forged' "the stranger's failed session"
+    new=$(daemon_log_since "$before")
+    [[ $(grep -c . <<<"$new") -eq 1 ]] || {
+        sed -n l <<<"$new" >&2
+        fail "one stranger's ERROR made $(grep -c . <<<"$new") lines of the daemon's log, not 1"
+    }
+    if LC_ALL=C grep -q '[^[:print:]]' <<<"$new"; then
+        sed -n l <<<"$new" >&2
+        fail "the daemon's log holds the stranger's control characters"
+    fi
+    grep -qF 'forged\x0apcopy: refused 10.6.6.6: FORGED\x1b[31m red\x0d' <<<"$new" || {
+        sed -n l <<<"$new" >&2
+        fail "the stranger's text is not in the log, escaped as \\xNN"
+    }
+    serves_others
+}
+
+case_mitm_control() {
+    # A relay between the client and the daemon's control port flips one
+    # byte in the client's second TLS record (its first after the
+    # handshake's Finished). The daemon's record layer refuses it: the copy
+    # fails with exit 12, saying the data was altered on the way.
+    local rport
+    daemon_at "$T/root"
+    mkdir -p "$T/local"
+    mkfile "$T/src" 2M
+    mkfile "$T/root/there" 2M
+    rport=$(free_port)
+    start_relay ctl --route "ctl:127.0.0.1:$rport:127.0.0.1:$DAEMON_PORT" --flip ctl:c2s:2:0
+    expect_fail "$PCOPY" "$T/src" "pcopy://127.0.0.1:$rport/pushed" --key-file "$DAEMON_KEY"
+    expect_flipped
+    nothing_written "$T/root" pushed
+    expect_rc 12
+    expect_stderr_contains "127.0.0.1:$rport"
+    expect_stderr_contains "altered on the way"
+    wait_daemon_logged 'session from 127\.0\.0\.1:[0-9]+ failed: .*altered on the way' \
+        "why the session failed"
+    stop_pid "$RELAY_PID"
+    # The same for a pull (a relay flips once in its life: a new one).
+    rport=$(free_port)
+    start_relay ctl2 --route "ctl:127.0.0.1:$rport:127.0.0.1:$DAEMON_PORT" --flip ctl:c2s:2:0
+    expect_fail "$PCOPY" "pcopy://127.0.0.1:$rport/there" "$T/local/pulled" --key-file "$DAEMON_KEY"
+    expect_flipped
+    nothing_written "$T/local" pulled
+    expect_rc 12
+    expect_stderr_contains "127.0.0.1:$rport"
+    expect_stderr_contains "altered on the way"
+    serves_others
+}
+
+case_mitm_handshake() {
+    # The relay flips a byte of a Finished message of the control channel's
+    # TLS handshake. The daemon's (s2c, its 2nd encrypted record): the
+    # client's handshake fails, exit 5. The client's (c2s, its 1st): the
+    # client has finished its part of the handshake, the daemon has not;
+    # its alert reaches the client as a record that failed: exit 12. Either
+    # way the message says the data was altered on the way, not that the
+    # keys differ (the key files are fine: --key-file is no advice here).
+    local rport flip
+    daemon_at "$T/root"
+    mkfile "$T/src" 1M
+    for flip in s2c:2:5 c2s:1:12; do
+        rport=$(free_port)
+        start_relay "hs-${flip%%:*}" --route "ctl:127.0.0.1:$rport:127.0.0.1:$DAEMON_PORT" \
+            --flip "ctl:${flip%:*}:0"
+        expect_fail "$PCOPY" "$T/src" "pcopy://127.0.0.1:$rport/pushed" --key-file "$DAEMON_KEY"
+        expect_flipped
+        nothing_written "$T/root" pushed
+        expect_rc "${flip##*:}"
+        expect_stderr_contains "127.0.0.1:$rport"
+        expect_stderr_contains "altered on the way"
+        expect_stderr_lacks "different key"
+        expect_stderr_lacks "--key-file"
+        stop_pid "$RELAY_PID"
+    done
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: TLS handshake with 127\.0\.0\.1: .*altered on the way' \
+        "that the client's handshake was altered"
+    serves_others
+}
+
+# mitm_data_relay DIR: start a relay that stands for the daemon on
+# 127.0.0.2: its control port RPORT and its data port DPORT (the client
+# asks for that one with -Z) lead to the daemon's on 127.0.0.1. The client
+# connects its data streams to the address its control connection reached
+# (127.0.0.2), so they pass the relay, which flips one byte in the middle
+# of the 5th full TLS record going DIR (c2s: a push, s2c: a pull).
+RPORT='' DPORT=''
+mitm_data_relay() {
+    RPORT=$(free_port)
+    DPORT=$(free_port)
+    start_relay "data-$1" --route "ctl:127.0.0.2:$RPORT:127.0.0.1:$DAEMON_PORT" \
+        --route "data:127.0.0.2:$DPORT:127.0.0.1:$DPORT" --flip "data:$1:5:1000"
+}
+
+case_mitm_data() {
+    local s
+    daemon_at "$T/root"
+    mkdir -p "$T/local"
+    mkfile "$T/src" 20M
+    mkfile "$T/root/there" 20M
+    for s in 1 4; do
+        # A push: the relay flips a byte the client sent.
+        mitm_data_relay c2s
+        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "$T/src" \
+            "pcopy://127.0.0.2:$RPORT/pushed" --key-file "$DAEMON_KEY"
+        expect_flipped
+        relay_logged '^data#[0-9]+ flipped ' || fail "the relay flipped a byte, but not on a data stream"
+        nothing_written "$T/root" pushed
+        expect_rc 12
+        expect_stderr_contains "127.0.0.2:$RPORT"
+        expect_stderr_contains "altered on the way"
+        wait_daemon_logged 'failed: data connection [0-9]+ from 127\.0\.0\.1:[0-9]+: a TLS record failed its integrity check' \
+            "the data connection's integrity failure"
+        stop_pid "$RELAY_PID"
+        serves_others
+        # A pull: the relay flips a byte the daemon sent.
+        mitm_data_relay s2c
+        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "pcopy://127.0.0.2:$RPORT/there" \
+            "$T/local/pulled" --key-file "$DAEMON_KEY"
+        expect_flipped
+        relay_logged '^data#[0-9]+ flipped ' || fail "the relay flipped a byte, but not on a data stream"
+        nothing_written "$T/local" pulled
+        expect_rc 12
+        expect_stderr_matches "data connection [0-9]+ from 127\.0\.0\.2:$RPORT: a TLS record failed its integrity check: the data was altered on the way"
+        stop_pid "$RELAY_PID"
+        serves_others
+    done
+}
+
+case_mitm_data_handshake() {
+    # The relay flips a byte of the daemon's Finished on a data connection
+    # (s2c, its 2nd encrypted record): that connection's handshake fails
+    # at the client, which must say the handshake was altered (exit 5), not
+    # go around the relay to the address the daemon's READY names (the
+    # fallback for a data host only ssh knows), nor end in a confusing
+    # "lost data connection" when the daemon already holds the streams
+    # that did get through.
+    local s
+    daemon_at "$T/root"
+    mkfile "$T/src" 3M
+    for s in 1 2; do
+        RPORT=$(free_port)
+        DPORT=$(free_port)
+        start_relay "data-hs-$s" --route "ctl:127.0.0.2:$RPORT:127.0.0.1:$DAEMON_PORT" \
+            --route "data:127.0.0.2:$DPORT:127.0.0.1:$DPORT" --flip "data:s2c:2:0"
+        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "$T/src" \
+            "pcopy://127.0.0.2:$RPORT/pushed" --key-file "$DAEMON_KEY"
+        expect_flipped
+        nothing_written "$T/root" pushed
+        expect_rc 5
+        expect_stderr_matches "data connection [0-9]+ to 127\.0\.0\.2 port $DPORT: TLS handshake with 127\.0\.0\.2: .*altered on the way"
+        stop_pid "$RELAY_PID"
+        serves_others
+    done
+}
+
+# session_listens PORT: one of the daemon's session processes listens on
+# 127.0.0.1:PORT.
+session_listens() {
+    local p out
+    out=$(ss -Hltnp "sport = :$1" 2>/dev/null) || return 1
+    for p in $(session_pids); do
+        [[ $out == *"127.0.0.1:$1 "*"pid=$p,"* ]] && return 0
+    done
+    return 1
+}
+
+case_replay() {
+    # Session 1 passes a relay that records what the client sent on each
+    # data connection. Session 2's data connections are held in another
+    # relay, so its data listener waits for them; meanwhile the bytes of
+    # one of session 1's streams (its ClientHello with its PSK binder, and
+    # the records after it) are sent to that listener. The daemon must drop
+    # that connection, and session 2 must complete. A stream replayed
+    # under another index of the same session fails the same way, and the
+    # unit tests cover it: test_auth (test_psks: every stream index has its
+    # own PSK), test_tls (test_wrong_key: another PSK fails the binder;
+    # test_replayed_flight) and test_acceptor (test_tls_connections: a
+    # wrong key is dropped, each good connection lands at the index it
+    # proved). Session 1's own listener cannot be replayed into: it closes
+    # once its streams arrived.
+    local r1 d1 r2 d2 cpid rec out
+    daemon_at "$T/root"
+    mkfile "$T/one" 3M
+    mkfile "$T/two" 24M
+    r1=$(free_port)
+    d1=$(free_port)
+    start_relay rec --route "ctl:127.0.0.2:$r1:127.0.0.1:$DAEMON_PORT" \
+        --route "data:127.0.0.2:$d1:127.0.0.1:$d1" --record "data:$T/rec"
+    expect_exit 0 "$PCOPY" -s 2 -Z "$d1-$d1" "$T/one" "pcopy://127.0.0.2:$r1/one" --key-file "$DAEMON_KEY"
+    expect_summary 3145728 1 2 "$ENCRYPTED"
+    same_file "$T/one" "$T/root/one"
+    wait_until 10 relay_logged '^data#1 closed ' || fail "the relay did not see data connection 1 close"
+    stop_pid "$RELAY_PID"
+    rec=$T/rec.1
+    [[ -s $rec ]] || fail "the relay recorded nothing of session 1's data connection"
+    # A TLS handshake record, offering a data stream's PSK identity.
+    [[ $(head -c 1 "$rec" | od -An -tu1 | tr -d ' ') == 22 ]] ||
+        fail "session 1's data connection does not start with a TLS handshake record"
+    grep -qa PCDT "$rec" || fail "session 1's data connection offers no data PSK identity (PCDT)"
+
+    r2=$(free_port)
+    d2=$(free_port)
+    start_relay hold --route "ctl:127.0.0.2:$r2:127.0.0.1:$DAEMON_PORT" \
+        --route "data:127.0.0.2:$d2:127.0.0.1:$d2" --hold "data:$T/gate"
+    "$PCOPY" -s 2 -Z "$d2-$d2" "$T/two" "pcopy://127.0.0.2:$r2/two" --key-file "$DAEMON_KEY" \
+        2>"$T/two.err" &
+    cpid=$!
+    track_pid "$cpid"
+    wait_until 20 session_listens "$d2" || { touch "$T/gate"; fail "session 2 never listened on 127.0.0.1:$d2"; }
+    wait_until 20 relay_logged '^data#1 accepted' || { touch "$T/gate"; fail "session 2's client did not connect its data streams"; }
+    # The replay: session 1's bytes to session 2's listener. The daemon
+    # must close the connection (not wait for more).
+    out=$(python3 - "$d2" "$rec" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+try:
+    s.sendall(open(sys.argv[2], "rb").read())
+except OSError:
+    pass  # the daemon may close before it read everything
+try:
+    while s.recv(65536):
+        pass
+    print("closed")
+except socket.timeout:
+    print("still open after 10 s")
+except OSError as e:
+    print(f"closed ({e.strerror})")
+EOF
+    ) || { touch "$T/gate"; fail "the replaying script failed"; }
+    [[ $out == closed* ]] || { touch "$T/gate"; fail "the daemon kept the replayed connection: $out"; }
+    wait_daemon_logged '^pcopy: dropped data connection from 127\.0\.0\.1:[0-9]+: TLS handshake with 127\.0\.0\.1: ' \
+        "that it dropped the replayed data connection"
+    touch "$T/gate"
+    wait_exit 120 "$cpid" || fail "session 2 did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { sed 's/^/  stderr: /' "$T/two.err" >&2; fail "session 2 exited with $WAIT_RC"; }
+    # shellcheck disable=SC2034  # read by expect_summary (lib.sh)
+    LAST_STDERR=$T/two.err
+    expect_summary 25165824 1 2 "$ENCRYPTED"
+    same_file "$T/two" "$T/root/two"
+    serves_others
+}
+
+# -------------------------------------------------------------- captures
+
+# start_capture FILE FILTER: tcpdump on lo with FILTER into FILE, in the
+# background, once it listens. Sets CAPTURE_PID.
+CAPTURE_PID=
+_capturing() {
+    grep -q 'listening on' "$1.err" 2>/dev/null || proc_gone "$2"
+}
+start_capture() {
+    tcpdump -i lo -n -U -s 0 -Z root -w "$1" "$2" 2>"$1.err" &
+    CAPTURE_PID=$!
+    track_pid "$CAPTURE_PID"
+    if ! wait_until 20 _capturing "$1" "$CAPTURE_PID" || proc_gone "$CAPTURE_PID"; then
+        sed 's/^/  tcpdump: /' "$1.err" >&2
+        fail "tcpdump did not start capturing on lo"
+    fi
+}
+
+# stop_capture FILE: stop tcpdump and check that it captured packets.
+stop_capture() {
+    local n
+    kill -INT "$CAPTURE_PID"
+    wait_exit 20 "$CAPTURE_PID" || fail "tcpdump did not stop"
+    n=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} captured$/\1/p' "$1.err")
+    [[ -n $n && $n -gt 10 ]] || { cat "$1.err" >&2; fail "tcpdump captured ${n:-no} packets"; }
+}
+
+# count_in FILE TEXT: how many lines of FILE (binary) hold TEXT.
+count_in() {
+    grep -a -c -F -- "$2" "$1" || true
+}
+
+# secret_file DIR: a text file whose name and contents are strings found
+# nowhere else; sets SECRET_NAME, SECRET_TEXT, SECRET.
+secret_file() {
+    local tag i
+    tag=$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    SECRET_NAME=name-only-in-t_tls-$tag.txt
+    SECRET_TEXT=contents-only-in-t_tls-$tag
+    SECRET=$1/$SECRET_NAME
+    for ((i = 0; i < 2000; i++)); do
+        printf 'line %d of the %s, a text that must not be seen on the wire\n' "$i" "$SECRET_TEXT"
+    done >"$SECRET"
+}
+
+# seen_in PCAP: fail unless the capture holds both the name and the text.
+seen_in() {
+    [[ $(count_in "$1" "$SECRET_TEXT") -gt 0 ]] || fail "the clear capture $1 lacks the contents: the check cannot see"
+    [[ $(count_in "$1" "$SECRET_NAME") -gt 0 ]] || fail "the clear capture $1 lacks the file name: the check cannot see"
+}
+
+# unseen_in PCAP: fail if the capture holds the name or the text.
+unseen_in() {
+    local c
+    c=$(count_in "$1" "$SECRET_TEXT")
+    [[ $c -eq 0 ]] || fail "the capture $1 holds the file's contents ($c lines)"
+    c=$(count_in "$1" "$SECRET_NAME")
+    [[ $c -eq 0 ]] || fail "the capture $1 holds the file's name ($c lines)"
+}
+
+case_capture_daemon() {
+    local d
+    mkdir -p "$T/src"
+    secret_file "$T/src"
+    DAEMON_ARGS=(--allow-unencrypted)
+    daemon_at "$T/root"
+    d=$(free_port)
+    # Encrypted (the default): neither the name nor the contents.
+    start_capture "$T/tls.pcap" "tcp port $DAEMON_PORT or tcp port $d"
+    expect_exit 0 "$PCOPY" -s 2 -Z "$d-$d" "$SECRET" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
+    expect_summary "$(stat -c %s "$SECRET")" 1 2 "$ENCRYPTED"
+    expect_exit 0 "$PCOPY" -s 2 -Z "$d-$d" "$DAEMON_URL/$SECRET_NAME" "$T/pulled" --key-file "$DAEMON_KEY"
+    stop_capture "$T/tls.pcap"
+    same_file "$SECRET" "$T/root/$SECRET_NAME"
+    same_file "$SECRET" "$T/pulled"
+    unseen_in "$T/tls.pcap"
+    # The control: the same push in clear shows both.
+    rm -f "$T/root/$SECRET_NAME"
+    start_capture "$T/clear.pcap" "tcp port $DAEMON_PORT or tcp port $d"
+    expect_exit 0 "$PCOPY" --no-encrypt -s 2 -Z "$d-$d" "$SECRET" "$DAEMON_URL/" --key-file "$DAEMON_KEY"
+    expect_summary "$(stat -c %s "$SECRET")" 1 2 'not encrypted \(--no-encrypt\)'
+    stop_capture "$T/clear.pcap"
+    same_file "$SECRET" "$T/root/$SECRET_NAME"
+    seen_in "$T/clear.pcap"
+}
+
+case_capture_ssh() {
+    # Through ssh: the control channel is inside ssh, the data in TLS.
+    local d
+    mkdir -p "$T/src" "$T/remote"
+    secret_file "$T/src"
+    d=$(free_port)
+    start_capture "$T/tls.pcap" "tcp port $SSHD_PORT or tcp port $d"
+    expect_exit 0 "$PCOPY" -s 2 -Z "$d-$d" "$SECRET" "pctest:$T/remote/"
+    expect_summary "$(stat -c %s "$SECRET")" 1 2 "$ENCRYPTED"
+    stop_capture "$T/tls.pcap"
+    same_file "$SECRET" "$T/remote/$SECRET_NAME"
+    unseen_in "$T/tls.pcap"
+    # The control: with --no-encrypt the contents are seen (the name
+    # travels inside ssh either way).
+    rm -f "$T/remote/$SECRET_NAME"
+    start_capture "$T/clear.pcap" "tcp port $SSHD_PORT or tcp port $d"
+    expect_exit 0 "$PCOPY" --no-encrypt -s 2 -Z "$d-$d" "$SECRET" "pctest:$T/remote/"
+    expect_summary "$(stat -c %s "$SECRET")" 1 2 'not encrypted \(--no-encrypt\)'
+    stop_capture "$T/clear.pcap"
+    same_file "$SECRET" "$T/remote/$SECRET_NAME"
+    [[ $(count_in "$T/clear.pcap" "$SECRET_TEXT") -gt 0 ]] ||
+        fail "the clear capture lacks the contents: the check cannot see"
+    [[ $(count_in "$T/clear.pcap" "$SECRET_NAME") -eq 0 ]] ||
+        fail "the file name left ssh's encryption"
+}
+
+# ------------------------------------------------------ what a user is told
+
+case_verbose_cipher() {
+    daemon_at "$T/root"
+    mkfile "$T/src" 2M
+    expect_exit 0 "$PCOPY" -v "$T/src" "$DAEMON_URL/auto" --key-file "$DAEMON_KEY"
+    expect_stderr_matches "^pcopy: protocol version 4; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
+    expect_summary 2097152 1 4 "$ENCRYPTED"
+    same_file "$T/src" "$T/root/auto"
+    local c suite
+    for c in chacha20-poly1305:TLS_CHACHA20_POLY1305_SHA256 aes128-gcm:TLS_AES_128_GCM_SHA256; do
+        suite=${c#*:}
+        c=${c%%:*}
+        expect_exit 0 "$PCOPY" -v --cipher "$c" "$T/src" "$DAEMON_URL/$c" --key-file "$DAEMON_KEY"
+        expect_stderr_matches "^pcopy: protocol version 4; data encrypted \(TLS 1\.3, $suite\)"
+        expect_summary 2097152 1 4 "encrypted \(TLS 1\.3, $suite\)"
+        same_file "$T/src" "$T/root/$c"
+        expect_exit 0 "$PCOPY" --cipher "$c" "$DAEMON_URL/$c" "$T/back.$c" --key-file "$DAEMON_KEY"
+        expect_summary 2097152 1 4 "encrypted \(TLS 1\.3, $suite\)"
+        same_file "$T/src" "$T/back.$c"
+    done
+    expect_exit 1 "$PCOPY" --cipher bogus "$T/src" "$DAEMON_URL/bogus" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "--cipher"
+    expect_stderr_contains "bogus"
+    nothing_written "$T/root" bogus
+    expect_exit 1 "$PCOPY" --cipher aes128-gcm --no-encrypt "$T/src" "$DAEMON_URL/both" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "--cipher"
+    expect_stderr_contains "--no-encrypt"
+    nothing_written "$T/root" both
+}
+
+case_local() {
+    # Nothing leaves the machine: in clear unless --encrypt.
+    mkfile "$T/src" 5M
+    expect_exit 0 "$PCOPY" -v "$T/src" "$T/clear"
+    expect_summary 5242880 1 4 'not encrypted \(a local copy\)'
+    expect_stderr_contains "protocol version 4; data not encrypted (a local copy)"
+    same_file "$T/src" "$T/clear"
+    expect_exit 0 "$PCOPY" -v --encrypt "$T/src" "$T/tls"
+    expect_summary 5242880 1 4 "$ENCRYPTED"
+    expect_stderr_matches "^pcopy: protocol version 4; data $ENCRYPTED"
+    same_file "$T/src" "$T/tls"
+    expect_exit 0 "$PCOPY" --encrypt --cipher chacha20-poly1305 "$T/src" "$T/chacha"
+    expect_summary 5242880 1 4 'encrypted \(TLS 1\.3, TLS_CHACHA20_POLY1305_SHA256\)'
+    same_file "$T/src" "$T/chacha"
+}
+
+case_ssh_summaries() {
+    # Through ssh, both ways and third party, the data is encrypted.
+    mkdir -p "$T/src" "$T/remote" "$T/back" "$T/dst"
+    mkfile "$T/src/f" 6M
+    expect_exit 0 "$PCOPY" -v -s 2 "$T/src/f" "pctest:$T/remote/"
+    expect_summary 6291456 1 2 "$ENCRYPTED"
+    expect_stderr_contains "control channel inside ssh"
+    same_file "$T/src/f" "$T/remote/f"
+    expect_exit 0 "$PCOPY" -s 2 "pctest:$T/remote/f" "$T/back/"
+    expect_summary 6291456 1 2 "$ENCRYPTED"
+    same_file "$T/src/f" "$T/back/f"
+    expect_exit 0 "$PCOPY" -s 2 "h1:$T/src/f" "h2:$T/dst/"
+    expect_summary 6291456 1 2 'encrypted \(TLS 1\.3 between the hosts\)'
+    same_file "$T/src/f" "$T/dst/f"
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
+}
+
+run_case wrong-key case_wrong_key
+run_case clear-refused case_clear_refused
+run_case log-one-line case_log_one_line
+run_case mitm-control case_mitm_control
+run_case mitm-handshake case_mitm_handshake
+run_case mitm-data case_mitm_data
+run_case mitm-data-handshake case_mitm_data_handshake
+run_case replay case_replay
+run_case capture-daemon case_capture_daemon
+run_case capture-ssh case_capture_ssh
+run_case verbose-cipher case_verbose_cipher
+run_case local case_local
+run_case ssh-summaries case_ssh_summaries
+finish

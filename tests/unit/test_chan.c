@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for chan's plain backend, each over a socketpair and over a
+ * pair of pipes (the two shapes the control and data channels take): exact
+ * sends and receives with the caller's iovec left alone, recv_some, the end
+ * of the stream at a boundary and inside a read, timeouts both ways, and
+ * chan_abort waking a receiver and a sender blocked in other threads. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sys/err.h"
+#include "sys/platform.h"
+#include "transport/chan.h"
+
+/* Two connected ends, a and b, in clear. */
+struct ends {
+	struct chan *a, *b;
+};
+
+static void ends_open(struct ends *e, bool pipes)
+{
+	if (pipes) {
+		int ab[2], ba[2];  /* a writes ab[1], b reads ab[0], and back */
+
+		assert_int_equal(pipe(ab), 0);
+		assert_int_equal(pipe(ba), 0);
+		e->a = chan_plain_new(ba[0], ab[1]);
+		e->b = chan_plain_new(ab[0], ba[1]);
+	} else {
+		int sv[2];
+
+		assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		e->a = chan_plain_new(sv[0], sv[0]);
+		e->b = chan_plain_new(sv[1], sv[1]);
+	}
+	assert_non_null(e->a);
+	assert_non_null(e->b);
+}
+
+static void ends_close(struct ends *e)
+{
+	chan_free(e->a);
+	chan_free(e->b);
+}
+
+static void fill(uint8_t *p, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (uint8_t)((i * 131u + seed) ^ (i >> 9));
+}
+
+/* A sender in its own thread, so that a transfer larger than the kernel's
+ * buffers can be received on the test's thread. */
+struct sender {
+	struct chan *c;
+	const struct iovec *iov;
+	int n;
+	int ret;
+};
+
+static void *sender_main(void *arg)
+{
+	struct sender *s = arg;
+
+	s->ret = chan_send(s->c, s->iov, s->n);
+	return NULL;
+}
+
+static void exact_round_trip(bool pipes)
+{
+	enum { BIG = 3 << 20 };
+	static uint8_t head[7], body[BIG], tail[1000], in[sizeof(head) + BIG + sizeof(tail)];
+	struct iovec iov[4] = {
+		{ head, sizeof(head) }, { NULL, 0 }, { body, sizeof(body) }, { tail, sizeof(tail) },
+	};
+	struct iovec copy[4];
+	struct sender s;
+	struct ends e;
+	pthread_t t;
+	size_t got = 99;
+
+	fill(head, sizeof(head), 1);
+	fill(body, sizeof(body), 2);
+	fill(tail, sizeof(tail), 3);
+	memcpy(copy, iov, sizeof(iov));
+	ends_open(&e, pipes);
+	s = (struct sender){ .c = e.a, .iov = iov, .n = 4, .ret = 1 };
+	assert_int_equal(pthread_create(&t, NULL, sender_main, &s), 0);
+	assert_int_equal(chan_recv(e.b, in, sizeof(in), &got), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(s.ret, 0);
+	assert_int_equal(got, sizeof(in));
+	assert_memory_equal(in, head, sizeof(head));
+	assert_memory_equal(in + sizeof(head), body, sizeof(body));
+	assert_memory_equal(in + sizeof(head) + sizeof(body), tail, sizeof(tail));
+	assert_memory_equal(iov, copy, sizeof(iov));  /* the caller's array is untouched */
+	assert_false(chan_pending(e.b));
+	assert_false(chan_encrypted(e.a));
+	assert_string_equal(chan_describe(e.a), "clear");
+	assert_string_equal(chan_error(e.a), "");
+	ends_close(&e);
+}
+
+static void test_exact_socket(void **state)
+{
+	(void)state;
+	exact_round_trip(false);
+}
+
+static void test_exact_pipe(void **state)
+{
+	(void)state;
+	exact_round_trip(true);
+}
+
+/* More vectors than one sendmsg window, many of them empty. */
+static void many_iovecs(bool pipes)
+{
+	enum { N = 300 };
+	struct iovec iov[N];
+	uint8_t src[N], in[N / 2];
+	struct ends e;
+	size_t want = 0;
+
+	for (int i = 0; i < N; i++) {
+		src[i] = (uint8_t)i;
+		iov[i] = (struct iovec){ &src[i], (size_t)(i % 2) };
+		if (i % 2)
+			in[want++] = 0;
+	}
+	ends_open(&e, pipes);
+	assert_int_equal(chan_send(e.a, iov, N), 0);
+	assert_int_equal(chan_recv(e.b, in, want, NULL), 0);
+	for (size_t i = 0; i < want; i++)
+		assert_int_equal(in[i], (uint8_t)(2 * i + 1));
+	ends_close(&e);
+}
+
+static void test_many_iovecs(void **state)
+{
+	(void)state;
+	many_iovecs(false);
+	many_iovecs(true);
+}
+
+static void recv_some_and_eof(bool pipes)
+{
+	uint8_t out[10], in[64];
+	struct iovec iov = { out, sizeof(out) };
+	struct ends e;
+	size_t got = 99;
+	ssize_t r;
+
+	fill(out, sizeof(out), 9);
+	ends_open(&e, pipes);
+	assert_int_equal(chan_send(e.a, &iov, 1), 0);
+	r = chan_recv_some(e.b, in, sizeof(in));
+	assert_true(r >= 1 && r <= (ssize_t)sizeof(out));
+	assert_memory_equal(in, out, (size_t)r);
+	assert_int_equal(chan_recv(e.b, in + r, sizeof(out) - (size_t)r, NULL), 0);
+	assert_memory_equal(in, out, sizeof(out));
+
+	/* 3 bytes then the end: inside a read of 10, got says 3. */
+	iov.iov_len = 3;
+	assert_int_equal(chan_send(e.a, &iov, 1), 0);
+	assert_int_equal(chan_close_send(e.a), 0);
+	assert_int_equal(chan_recv(e.b, in, 10, &got), -PC_E_NET);
+	assert_int_equal(got, 3);
+	assert_memory_equal(in, out, 3);
+	/* Then at a boundary: got == 0, and recv_some says 0. */
+	assert_int_equal(chan_recv(e.b, in, 5, &got), -PC_E_NET);
+	assert_int_equal(got, 0);
+	assert_int_equal(chan_recv_some(e.b, in, sizeof(in)), 0);
+	/* The other direction still works after a's close_send. */
+	assert_int_equal(chan_send(e.b, &iov, 1), 0);
+	assert_int_equal(chan_recv(e.a, in, 3, NULL), 0);
+	ends_close(&e);
+}
+
+static void test_recv_some_and_eof_socket(void **state)
+{
+	(void)state;
+	recv_some_and_eof(false);
+}
+
+static void test_recv_some_and_eof_pipe(void **state)
+{
+	(void)state;
+	recv_some_and_eof(true);
+}
+
+static void recv_timeout(bool pipes)
+{
+	struct ends e;
+	uint8_t b;
+	size_t got = 99;
+	uint64_t t0;
+
+	ends_open(&e, pipes);
+	assert_int_equal(chan_set_timeout(e.b, 1), 0);
+	t0 = platform_now_ns();
+	assert_int_equal(chan_recv(e.b, &b, 1, &got), -PC_E_TIMEOUT);
+	assert_int_equal(got, 0);
+	assert_true(platform_now_ns() - t0 >= 900000000u);
+	assert_true(platform_now_ns() - t0 < 5000000000u);
+	ends_close(&e);
+}
+
+static void test_recv_timeout_socket(void **state)
+{
+	(void)state;
+	recv_timeout(false);
+}
+
+static void test_recv_timeout_pipe(void **state)
+{
+	(void)state;
+	recv_timeout(true);
+}
+
+/* Nobody reads b: a send larger than every buffer gives -PC_E_TIMEOUT. */
+static void send_timeout(bool pipes)
+{
+	enum { BIG = 16 << 20 };
+	uint8_t *big = calloc(1, BIG);
+	struct iovec iov = { big, BIG };
+	struct ends e;
+
+	assert_non_null(big);
+	ends_open(&e, pipes);
+	assert_int_equal(chan_set_timeout(e.a, 1), 0);
+	assert_int_equal(chan_send(e.a, &iov, 1), -PC_E_TIMEOUT);
+	ends_close(&e);
+	free(big);
+}
+
+static void test_send_timeout(void **state)
+{
+	(void)state;
+	send_timeout(false);
+	send_timeout(true);
+}
+
+struct receiver {
+	struct chan *c;
+	int ret;
+	atomic_bool done;
+};
+
+static void *receiver_main(void *arg)
+{
+	struct receiver *r = arg;
+	uint8_t b[16];
+
+	r->ret = chan_recv(r->c, b, sizeof(b), NULL);
+	atomic_store(&r->done, true);
+	return NULL;
+}
+
+static void settle(void)
+{
+	struct timespec ts = { .tv_sec = 0, .tv_nsec = 200 * 1000 * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A receiver blocked forever (no timeout) wakes with -PC_E_ABORTED, and so
+ * does a sender blocked on full buffers; later calls fail at once. */
+static void abort_wakes(bool pipes)
+{
+	enum { BIG = 16 << 20 };
+	uint8_t *big = calloc(1, BIG);
+	struct iovec iov = { big, BIG };
+	struct receiver r = { .ret = 1 };
+	struct sender s;
+	struct ends e;
+	pthread_t tr, ts;
+	uint8_t b;
+
+	assert_non_null(big);
+	ends_open(&e, pipes);
+	r.c = e.a;
+	atomic_init(&r.done, false);
+	s = (struct sender){ .c = e.a, .iov = &iov, .n = 1, .ret = 1 };
+	assert_int_equal(pthread_create(&tr, NULL, receiver_main, &r), 0);
+	assert_int_equal(pthread_create(&ts, NULL, sender_main, &s), 0);
+	settle();
+	assert_false(atomic_load(&r.done));  /* really blocked */
+	chan_abort(e.a);
+	chan_abort(e.a);  /* idempotent */
+	assert_int_equal(pthread_join(tr, NULL), 0);
+	assert_int_equal(pthread_join(ts, NULL), 0);
+	assert_int_equal(r.ret, -PC_E_ABORTED);
+	assert_int_equal(s.ret, -PC_E_ABORTED);
+	assert_int_equal(chan_recv(e.a, &b, 1, NULL), -PC_E_ABORTED);
+	assert_int_equal(chan_send(e.a, &iov, 1), -PC_E_ABORTED);
+	ends_close(&e);
+	free(big);
+}
+
+static void test_abort_socket(void **state)
+{
+	(void)state;
+	abort_wakes(false);
+}
+
+static void test_abort_pipe(void **state)
+{
+	(void)state;
+	abort_wakes(true);
+}
+
+static void test_bad_arguments(void **state)
+{
+	struct ends e;
+	uint8_t b;
+
+	(void)state;
+	ends_open(&e, false);
+	assert_int_equal(chan_send(NULL, NULL, 0), -EINVAL);
+	assert_int_equal(chan_send(e.a, NULL, 1), -EINVAL);
+	assert_int_equal(chan_send(e.a, NULL, -1), -EINVAL);
+	assert_int_equal(chan_send(e.a, NULL, 0), 0);
+	assert_int_equal(chan_recv(e.a, NULL, 1, NULL), -EINVAL);
+	assert_int_equal(chan_recv(e.a, &b, 0, NULL), 0);
+	assert_int_equal(chan_recv_some(e.a, &b, 0), -EINVAL);
+	assert_int_equal(chan_rfd(NULL), -1);
+	assert_true(chan_rfd(e.a) >= 0);
+	assert_int_equal(chan_rfd(e.a), chan_wfd(e.a));
+	assert_false(chan_pending(NULL));
+	chan_abort(NULL);
+	chan_free(NULL);
+	ends_close(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_socket),
+		cmocka_unit_test(test_exact_pipe),
+		cmocka_unit_test(test_many_iovecs),
+		cmocka_unit_test(test_recv_some_and_eof_socket),
+		cmocka_unit_test(test_recv_some_and_eof_pipe),
+		cmocka_unit_test(test_recv_timeout_socket),
+		cmocka_unit_test(test_recv_timeout_pipe),
+		cmocka_unit_test(test_send_timeout),
+		cmocka_unit_test(test_abort_socket),
+		cmocka_unit_test(test_abort_pipe),
+		cmocka_unit_test(test_bad_arguments),
+	};
+	int failed;
+
+	/* A pipe whose reader is gone raises SIGPIPE; pcopy ignores it. */
+	signal(SIGPIPE, SIG_IGN);
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	return testutil_status(failed);
+}
