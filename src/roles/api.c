@@ -64,6 +64,8 @@ void pcopy_opts_defaults(struct pcopy_opts *o)
 
 int api_result(struct pcopy_result *r, struct pc_err *e, int ret)
 {
+	if (ret == -PC_E_INTERRUPTED)
+		platform_signals_drain(); /* reported by the code; nothing else waits on it */
 	r->code = ret;
 	pc_err_get(e, r->msg, sizeof(r->msg));
 	if (ret < 0 && r->msg[0] == '\0')

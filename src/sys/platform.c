@@ -241,6 +241,16 @@ int platform_signals_setup(void)
 	return fd;
 }
 
+void platform_signals_drain(void)
+{
+	struct signalfd_siginfo si;
+	struct pollfd p = { .fd = platform_stop_fd, .events = POLLIN };
+
+	while (platform_stop_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN) &&
+	       read(platform_stop_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		;
+}
+
 int platform_poll(struct pollfd *p, unsigned n, int timeout_ms)
 {
 	struct pollfd all[PLATFORM_POLL_MAX + 1];

@@ -605,11 +605,16 @@ port_in_use() {
     [[ -n $(ss -Hltn "sport = :$1" 2>/dev/null) ]]
 }
 
-# free_port: a random TCP port from 20000 to 60000 that nothing listens on.
+# free_port: a random TCP port that nothing listens on, from 20000 up to the
+# start of the ephemeral range (or to 60000 where that range starts low).
 free_port() {
-    local port i
+    local port i lo=20000 n=40001 eph
+    # Below the kernel's ephemeral range, where no outgoing connection of
+    # another test can take the port between our check and our bind.
+    read -r eph _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph=0
+    ((eph - lo > 4000)) && n=$((eph - lo))
     for ((i = 0; i < 200; i++)); do
-        port=$((20000 + (RANDOM * 32768 + RANDOM) % 40001))
+        port=$((lo + (RANDOM * 32768 + RANDOM) % n))
         if ! port_in_use "$port"; then
             echo "$port"
             return 0
