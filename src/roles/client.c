@@ -91,6 +91,9 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
 		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
 				  PROTO_MIN_DATA_PORT);
+	if (o->allow_unencrypted)
+		return pc_err_set(e, -PC_E_USAGE, "--allow-unencrypted is for a daemon (--serve); "
+				  "a client sends in clear with --no-encrypt");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
 	if (o->cipher != NULL) {

@@ -232,6 +232,13 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 	int ret;
 
 	d->allow_unencrypted = o->allow_unencrypted;
+	/* What only a client chooses would be ignored here: say so. */
+	if (o->cipher != NULL || o->encrypt != PCOPY_ENCRYPT_DEFAULT)
+		return pc_err_set(e, -PC_E_USAGE, "%s is a client's choice: a daemon takes the "
+				  "cipher its client offers, and serves clear text only with "
+				  "--allow-unencrypted",
+				  o->cipher != NULL ? "--cipher"
+				  : o->encrypt == PCOPY_ENCRYPT_ON ? "--encrypt" : "--no-encrypt");
 	if (o->root == NULL || o->key_file == NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--serve needs --root DIR and --key-file KEY");
 	ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);

@@ -128,6 +128,24 @@ case_window_warning() {
 # The README opens with the two commands for a new user (a copy, the whole
 # test suite), and CI runs that very test command. It once went out 5 MB
 # long, its opening buried, after a bad edit: this catches that kind.
+case_client_or_daemon() {
+    # An option that only the other role uses is refused, named, exit 1,
+    # rather than silently ignored.
+    local opt
+    mkdir -p "$T/root"
+    "$PCOPY" --gen-key "$T/key" || fail "pcopy --gen-key failed"
+    for opt in "--cipher aes128-gcm" --encrypt --no-encrypt; do
+        # shellcheck disable=SC2086 # opt is one or two words
+        # (timeout: a daemon that ignored it would serve forever)
+        expect_exit 1 timeout 10 "$PCOPY" --serve 127.0.0.1:1 --root "$T/root" --key-file "$T/key" $opt
+        expect_stderr_contains "${opt%% *} is a client's choice"
+    done
+    mkfile "$T/src" 1000
+    expect_exit 1 "$PCOPY" --allow-unencrypted "$T/src" "$T/dst"
+    expect_stderr_contains "--allow-unencrypted is for a daemon (--serve)"
+    [[ ! -e $T/dst ]] || fail "a refused copy wrote $T/dst"
+}
+
 case_readme() {
     local root readme first
     root=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
@@ -172,4 +190,5 @@ run_case gen-key case_gen_key
 run_case summary case_summary
 run_case options-after-operands case_options_after_operands
 run_case window-warning case_window_warning
+run_case client-or-daemon case_client_or_daemon
 finish
