@@ -319,6 +319,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	ret = cli_run(&c, argc - optind, argv + optind, &r);
+	pcopy_finish();
 	if (ret == 1 && r.code == -1)
 		return 1; /* usage, already explained */
 	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))

@@ -101,6 +101,15 @@ struct pcopy_result {
  * PCOPY_TEST_FAULT, which it has logged. */
 int pcopy_init(int verbosity, const char *prefix);
 
+/* pcopy_init's counterpart, for when no call is left to make: from now on
+ * the stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) are ignored, and one
+ * already pending is dropped. A process must not exit with one of them
+ * pending and blocked: timeout(1), for one, signals the command and then
+ * its whole process group, so a second SIGINT can arrive after the first
+ * was reported, and LeakSanitizer's exit-time check has been seen to spin
+ * forever in such a process. */
+void pcopy_finish(void);
+
 void pcopy_opts_defaults(struct pcopy_opts *o);
 
 /* Copies srcs (local paths, "-", or one pcopy:// URL) to dst (a local path,

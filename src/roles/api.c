@@ -51,6 +51,12 @@ int pcopy_init(int verbosity, const char *prefix)
 	return g_sigfd < 0 ? g_sigfd : 0;
 }
 
+void pcopy_finish(void)
+{
+	/* Nothing to report if it fails: the process is about to end anyway. */
+	(void)platform_signals_ignore();
+}
+
 void pcopy_opts_defaults(struct pcopy_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -64,8 +70,6 @@ void pcopy_opts_defaults(struct pcopy_opts *o)
 
 int api_result(struct pcopy_result *r, struct pc_err *e, int ret)
 {
-	if (ret == -PC_E_INTERRUPTED)
-		platform_signals_drain(); /* reported by the code; nothing else waits on it */
 	r->code = ret;
 	pc_err_get(e, r->msg, sizeof(r->msg));
 	if (ret < 0 && r->msg[0] == '\0')

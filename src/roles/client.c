@@ -401,6 +401,12 @@ static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
 	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || ep->child <= 0 ||
 	    (ret != -PC_E_NET && ret != -EPIPE && ret != -ECONNRESET))
 		return ret;
+	/* ssh went as a stop signal came: it had the signal too (Ctrl-C and
+	 * timeout(1) stop the whole process group), and waiting for it, or
+	 * blaming it, would hide the interruption. */
+	if (platform_stop_pending())
+		return pc_err_replace(c->e, -PC_E_INTERRUPTED, "interrupted while starting %s on %s",
+				      c->o->rsh ? c->o->rsh : "ssh", ep->peer);
 	ctl_free(ep->ctl);
 	ep->ctl = NULL;
 	int st = spawn_wait(ep->child);

@@ -241,14 +241,27 @@ int platform_signals_setup(void)
 	return fd;
 }
 
-void platform_signals_drain(void)
+bool platform_stop_pending(void)
 {
-	struct signalfd_siginfo si;
 	struct pollfd p = { .fd = platform_stop_fd, .events = POLLIN };
 
-	while (platform_stop_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN) &&
-	       read(platform_stop_fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		;
+	return platform_stop_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+int platform_signals_ignore(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	struct sigaction sa;
+
+	/* An ignored signal is discarded when it is sent, and setting SIG_IGN
+	 * discards one pending (POSIX, sigaction): blocked or not, none stays. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL) != 0)
+			return -errno;
+	return 0;
 }
 
 int platform_poll(struct pollfd *p, unsigned n, int timeout_ms)

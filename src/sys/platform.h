@@ -66,12 +66,14 @@ int platform_signals_setup(void);
  * (> 0), 0 on timeout, -PC_E_INTERRUPTED, or -errno. Thread-safe. */
 #define PLATFORM_POLL_MAX 4
 
-/* Reads and drops the stop signals still pending on the signalfd (those a
- * wait left for the caller's top), so that none is pending when the
- * process exits: LeakSanitizer's exit-time check, which stops the world
- * with ptrace, has been seen to spin forever in a process that exits with
- * a blocked SIGINT pending. Call once the interruption has been reported. */
-void platform_signals_drain(void);
+/* Whether a stop signal waits on the signalfd, unread (false before
+ * platform_signals_setup). */
+bool platform_stop_pending(void);
+
+/* Ignores the stop signals from now on (dropping one already pending):
+ * for the end of the process, once every wait is over (see pcopy_finish).
+ * Returns 0 or -errno. */
+int platform_signals_ignore(void);
 struct pollfd;
 int platform_poll(struct pollfd *p, unsigned n, int timeout_ms);
 

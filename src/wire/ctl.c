@@ -127,6 +127,14 @@ static int ctl_wait(struct ctl *c)
 	return 0;
 }
 
+/* Whether a stop signal waits on the signalfd (left unread for the top). */
+static bool ctl_intr_pending(const struct ctl *c)
+{
+	struct pollfd p = { .fd = c->intr_fd, .events = POLLIN };
+
+	return c->intr_fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 /* Reads exactly len bytes. Each wait is a poll that also watches the
  * signalfd and the deadline, so neither a signal nor a peer that trickles
  * a frame byte by byte can keep us here. Bytes already inside the chan
@@ -147,10 +155,14 @@ static int ctl_read(struct ctl *c, uint8_t *buf, size_t len)
 		/* A chan timeout is no verdict here: the deadline decides. */
 		if (r == -PC_E_TIMEOUT || r == -EAGAIN || r == -EINTR)
 			continue;
-		if (r < 0)
-			return (int)r;
-		if (r == 0)
-			return -PC_E_NET;
+		if (r <= 0) {
+			/* The peer went away as a stop signal came: the signal is
+			 * the cause (timeout(1) and a terminal's Ctrl-C stop the
+			 * whole process group, ssh with us), not the network. */
+			if (ctl_intr_pending(c))
+				return -PC_E_INTERRUPTED;
+			return r < 0 ? (int)r : -PC_E_NET;
+		}
 		done += (size_t)r;
 	}
 	return 0;
