@@ -48,7 +48,7 @@
 #include "transport/chan_int.h"
 
 #define TLS_RECORD 16384u            /* the largest TLS plaintext record */
-#define TLS_READ_BUF (128u * 1024u)  /* read-ahead buffer: several records per recv */
+#define TLS_READ_BUF (128u * 1024u)  /* read buffer: several records per recv */
 #define TLS_WRITE_BUF (256u * 1024u) /* write buffer: several records per send */
 
 #define TLS_SUITE_AES "TLS_AES_128_GCM_SHA256"
@@ -488,7 +488,9 @@ static bool tls_pending(struct chan *c)
 	bool p;
 
 	sync_lock(&t->lock);
-	p = SSL_pending(t->ssl) > 0 || SSL_has_pending(t->ssl) == 1;
+	/* Records may wait in OpenSSL or in the read buffer BIO. */
+	p = SSL_pending(t->ssl) > 0 || SSL_has_pending(t->ssl) == 1 ||
+	    BIO_pending(SSL_get_rbio(t->ssl)) > 0;
 	sync_unlock(&t->lock);
 	return p;
 }
@@ -743,28 +745,38 @@ static int tls_hs_run(SSL *ssl, int fd, bool server, const struct tls_hs *hs,
 	return 0;
 }
 
-/* Gives ssl its BIOs on fd: the socket for reading; for writing too where
- * the kernel may take over the record layer (kernel TLS wants the socket
- * itself), else a 256 KiB buffer in front of it, so that a large write is
- * one syscall per 16 records rather than one per record. *buffered says
- * which. Returns 0 or -ENOMEM. */
+/* Gives ssl its BIOs on fd. Where the kernel may take over the record
+ * layer, the socket itself (kernel TLS wants it), with OpenSSL's read-ahead.
+ * Elsewhere a BIO_f_buffer on each side of the socket, and no read-ahead:
+ * - writing, 256 KiB wait there until a flush, so that a large write is one
+ *   syscall per 16 records rather than one per record;
+ * - reading, one recv fills 128 KiB, and OpenSSL takes each record's header
+ *   and body from there. Its own read-ahead would do the recv, but it moves
+ *   whatever is left in its buffer to the front before each record (payload
+ *   alignment, ssl3_read_n), about 4 bytes moved per byte received with a
+ *   128 KiB buffer, where the buffer BIO copies each byte once.
+ * *buffered says which. Returns 0 or -ENOMEM. */
 static int tls_set_bios(SSL *ssl, int fd, bool *buffered)
 {
-	BIO *sock = NULL, *buf = NULL;
+	BIO *sock = NULL, *rbuf = NULL, *wbuf = NULL;
 
 	*buffered = false;
 	if (tls_kernel_has_tls())
 		return SSL_set_fd(ssl, fd) == 1 ? 0 : -ENOMEM;
 	sock = BIO_new_socket(fd, BIO_NOCLOSE);
-	buf = BIO_new(BIO_f_buffer());
-	if (sock == NULL || buf == NULL || BIO_set_write_buffer_size(buf, TLS_WRITE_BUF) != 1 ||
-	    BIO_up_ref(sock) != 1) {
+	rbuf = BIO_new(BIO_f_buffer());
+	wbuf = BIO_new(BIO_f_buffer());
+	if (sock == NULL || rbuf == NULL || wbuf == NULL ||
+	    BIO_set_read_buffer_size(rbuf, TLS_READ_BUF) != 1 ||
+	    BIO_set_write_buffer_size(wbuf, TLS_WRITE_BUF) != 1 || BIO_up_ref(sock) != 1) {
 		BIO_free(sock);
-		BIO_free(buf);
+		BIO_free(rbuf);
+		BIO_free(wbuf);
 		return -ENOMEM;
 	}
 	/* sock is in both: SSL_free's BIO_free_all of each drops one reference. */
-	SSL_set_bio(ssl, sock, BIO_push(buf, sock));
+	SSL_set_bio(ssl, BIO_push(rbuf, sock), BIO_push(wbuf, sock));
+	SSL_set_read_ahead(ssl, 0);
 	*buffered = true;
 	return 0;
 }
