@@ -525,10 +525,11 @@ static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
 	return ret;
 }
 
-/* Opens our data connections to (or, with -z, from) the server. pending:
- * see session_connect_data. */
+/* Opens our data connections to (or, with -z, from) the server: dial,
+ * when not NULL, holds those already on their way to a daemon's port
+ * (client_dial), and is finished here. pending: see session_connect_data. */
 static int client_data(struct client *c, struct endpoint *ep, int lfd,
-		       uint8_t (*pending)[PROTO_MAC_LEN])
+		       struct session_dial *dial, uint8_t (*pending)[PROTO_MAC_LEN])
 {
 	const struct proto_request *req = &ep->req;
 	struct pc_err e2;
@@ -540,13 +541,17 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	pc_err_init(&e2);
-	ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending, c->chans, &e2);
+	if (dial != NULL)
+		ret = session_dial_finish(dial, req, true, c->chans, &e2);
+	else
+		ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending,
+					   c->chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. Not after a handshake failed its proof (-PC_E_AUTH:
 	 * a wrong key, or altered on the way): that reached the listener,
 	 * which may hold our other streams already; going around would hide
 	 * why, and duplicate them. */
-	if (ret < 0 && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH &&
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH && dial == NULL &&
 	    ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
 					   c->chans, &e2);
@@ -558,8 +563,9 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		pc_err_get(&e2, msg, sizeof(msg));
 		pc_err_set(c->e, ret, "%s", msg);
 	} else if (ret < 0) {
-		pc_err_set(c->e, -PC_E_NET, "cannot reach %s port %u for data; try -z or -Z",
-			   ep->data_host, (unsigned)ep->port);
+		pc_err_set(c->e, -PC_E_NET, "cannot reach %s port %u for data; try -z%s",
+			   ep->data_host, dial != NULL ? (unsigned)ep->loc->port : (unsigned)ep->port,
+			   dial != NULL ? "" : " or -Z");
 	}
 	pc_err_destroy(&e2);
 	if (own)
@@ -597,6 +603,25 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 		 strcmp(ktls, "on") == 0 ? "" : ktls, strcmp(ktls, "on") == 0 ? "" : ")", ctl);
 }
 
+/* To a daemon in TLS, when it is not told to connect to us: its data
+ * connections go to the daemon's own port, and can leave while REQUEST and
+ * READY travel, since the route token and the streams' keys come from the
+ * control channel's TLS session (docs/PROTOCOL.md 6.2). *dial is NULL
+ * otherwise. Returns 0 or a negative code. */
+static int client_dial(struct client *c, struct endpoint *ep, struct session_dial **dial)
+{
+	int ret;
+
+	*dial = NULL;
+	if (ep->t != SESSION_DAEMON_TLS || (ep->req.flags & PROTO_REQ_CONNECT))
+		return 0;
+	ret = auth_session_key_tls(ctl_chan(ep->ctl), ep->k);
+	if (ret < 0)
+		return pc_err_set(c->e, ret, "%s: cannot derive the session key: %s", ep->peer,
+				  pc_strerror(ret));
+	return session_dial_start(ep->data_host, ep->loc->port, &ep->req, ep->k, dial, c->e);
+}
+
 static int client_two_party(struct client *c)
 {
 	struct endpoint *ep = &c->ep[0];
@@ -616,10 +641,20 @@ static int client_two_party(struct client *c)
 		ep->req.port_lo = c->o->port_lo;
 		ep->req.port_hi = c->o->port_hi;
 	}
+	struct session_dial *dial = NULL;
 	if (ret == 0)
 		ret = client_open_endpoint(c, ep);
 	if (ret == 0)
+		ret = client_dial(c, ep, &dial);
+	if (ret == 0)
 		ret = client_handshake(c, ep);
+	if (ret < 0 && dial != NULL) {
+		struct pc_err none;
+		pc_err_init(&none);
+		(void)session_dial_finish(dial, &ep->req, false, c->chans, &none);
+		pc_err_destroy(&none);
+		dial = NULL;
+	}
 	/* A push to a daemon over connections we opened: the data starts with
 	 * our proof, and the daemon's proofs are checked at the end. The port
 	 * is the daemon's, on the address our control connection reached.
@@ -628,7 +663,7 @@ static int client_two_party(struct client *c)
 	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t != SESSION_PIPE &&
 		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
-		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
+		ret = client_data(c, ep, lfd, dial, owed ? c->proofs : NULL);
 	if (lfd >= 0)
 		close(lfd);
 	if (ret < 0)

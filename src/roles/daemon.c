@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* daemon: pcopy --serve. Accepts control connections and serves each
- * session in its own forked process, so one failing or hostile session can
- * neither crash nor stall the others. */
+/* daemon: pcopy --serve. Accepts every connection on one port and tells
+ * them apart by their first byte (docs/PROTOCOL.md 6.2): a control
+ * connection (TLS, or a frame in clear) gets a forked process of its own
+ * for its session, so one failing or hostile session can neither crash
+ * nor stall the others; a data connection names its session with a route
+ * preamble and is passed on to that session's process over a Unix socket.
+ * The parent only polls: a connection costs it no process or thread until
+ * it is handed on. */
 #include <pcopy/pcopy.h>
 
 #include <errno.h>
@@ -27,14 +32,42 @@
 #include "roles/server.h"
 
 #define DAEMON_MAX_SESSIONS 64
+#define DAEMON_MAX_PENDING 256     /* connections not yet handed on */
+#define DAEMON_POLL_MAX (3 + DAEMON_MAX_SESSIONS + DAEMON_MAX_PENDING)
+
+/* A session's process. */
+struct daemon_kid {
+	pid_t pid;
+	int sock;                      /* our end of its Unix socket; -1 once it closed */
+	bool has_token;                /* it told us its route token */
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+};
+
+/* A connection the parent holds until it knows where it goes. */
+enum daemon_pend_state {
+	PEND_FIRST,                    /* waiting for its first byte */
+	PEND_ROUTE,                    /* reading its route preamble */
+	PEND_PARKED,                   /* preamble read; its session has not said its token yet */
+};
+
+struct daemon_pend {
+	int fd;
+	enum daemon_pend_state state;
+	uint64_t accepted_ns;          /* deadline: SESSION_AUTH_TIMEOUT_S after this */
+	uint8_t buf[PROTO_ROUTE_LEN];
+	size_t got;
+	char who[NET_MAX_ADDR];
+};
 
 struct daemon {
 	uint8_t key[PROTO_KEY_LEN];
 	int rootfd;
 	int lfd;
 	int chldfd;                    /* signalfd for SIGCHLD */
-	pid_t kids[DAEMON_MAX_SESSIONS];
+	struct daemon_kid kids[DAEMON_MAX_SESSIONS];
 	unsigned nkids;
+	struct daemon_pend pend[DAEMON_MAX_PENDING];
+	unsigned npend;
 	char listen_host[NET_MAX_ADDR];
 	bool allow_unencrypted;        /* --allow-unencrypted */
 };
@@ -78,36 +111,14 @@ static void daemon_reap(struct daemon *d)
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 		for (unsigned i = 0; i < d->nkids; i++) {
-			if (d->kids[i] == pid) {
+			if (d->kids[i].pid == pid) {
+				if (d->kids[i].sock >= 0)
+					close(d->kids[i].sock);
 				d->kids[i] = d->kids[--d->nkids];
 				break;
 			}
 		}
 	}
-}
-
-/* Waits (until deadline_ns, or a stop signal) for the client's first byte,
- * without reading it, and tells TLS from a control frame in clear. Returns
- * 0 or a negative code. */
-static int daemon_sniff(int fd, uint64_t deadline_ns, bool *tls)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	uint64_t now = platform_now_ns();
-	uint8_t first;
-	int n = now >= deadline_ns ? 0
-		: platform_poll(&p, 1, (int)((deadline_ns - now) / 1000000u) + 1);
-
-	if (n == 0)
-		return -PC_E_TIMEOUT;
-	if (n < 0)
-		return n;
-	ssize_t r = recv(fd, &first, 1, MSG_PEEK);
-	if (r == 0)
-		return -PC_E_NET;
-	if (r < 0)
-		return -errno;
-	*tls = proto_starts_tls(first);
-	return 0;
 }
 
 /* A client in clear (--no-encrypt, or a pcopy older than protocol 4) to a
@@ -131,41 +142,76 @@ static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
 	_exit(pc_exit_code(-PC_E_AUTH));
 }
 
-/* In the forked child: serve one session and end the process. */
-static void daemon_child(struct daemon *d, int fd, const char *who)
+/* In a forked child: closes what belongs to the parent and to the other
+ * sessions, keeping keep_fd and keep_sock. */
+static void daemon_child_close(struct daemon *d, int keep_fd, int keep_sock)
+{
+	close(d->lfd);
+	close(d->chldfd);
+	for (unsigned i = 0; i < d->npend; i++)
+		if (d->pend[i].fd != keep_fd)
+			close(d->pend[i].fd);
+	for (unsigned i = 0; i < d->nkids; i++)
+		if (d->kids[i].sock >= 0 && d->kids[i].sock != keep_sock)
+			close(d->kids[i].sock);
+}
+
+/* After the control channel's TLS handshake: tells the parent the route
+ * token of this session (from the session key), so that it passes on the
+ * data connections that name it. Returns 0 or a negative code. */
+static int daemon_child_register(struct chan *ch, int sock)
+{
+	uint8_t k[PROTO_KEY_LEN], token[PROTO_ROUTE_TOKEN_LEN];
+	int ret = auth_session_key_tls(ch, k);
+
+	if (ret == 0)
+		ret = auth_route_token(k, token);
+	if (ret == 0 && send(sock, token, sizeof(token), MSG_NOSIGNAL) != (ssize_t)sizeof(token))
+		ret = -errno;
+	crypto_wipe(k, sizeof(k));
+	crypto_wipe(token, sizeof(token));
+	return ret;
+}
+
+/* In the forked child: serve the session of control connection fd (tls:
+ * its first byte was a TLS record; accepted_ns: when) and end the
+ * process. sock is the child's end of its Unix socket to the parent. */
+static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_ns, int sock,
+			 const char *who)
 {
 	char client[NET_MAX_ADDR] = "";
 	struct server_cfg cfg = {
 		.transport = SESSION_DAEMON, .key = d->key, .rootfd = d->rootfd, .beneath = true,
 		.listen_host = d->listen_host, .self_host = d->listen_host,
 		.client_host = client, .allow_stdout = false, .sigfd = api_sigfd(),
-		.allow_unencrypted = d->allow_unencrypted,
+		.allow_unencrypted = d->allow_unencrypted, .route_fd = -1,
 	};
 	struct pc_err e;
-	struct chan *ch;
+	struct chan *ch = NULL;
 	struct ctl *c;  /* owns ch */
 	int ret;
 
-	close(d->lfd);
-	close(d->chldfd);
+	daemon_child_close(d, fd, sock);
 	pc_err_init(&e);
 	(void)net_set_nodelay(fd);
-	/* Data connections come to the address the client reached us on. */
+	/* Data connections in clear come to the address the client reached us on. */
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
 	(void)net_peer_host(fd, client, sizeof(client));
 	/* A stranger gets SESSION_AUTH_TIMEOUT_S from accept to complete the
 	 * handshake, TLS and ours. */
-	uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
-	bool tls = false;
-	ret = daemon_sniff(fd, deadline, &tls);
-	if (ret == 0 && tls) {
+	uint64_t deadline = accepted_ns + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	if (tls) {
 		cfg.transport = SESSION_DAEMON_TLS;
 		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
-	} else if (ret == 0) {
+		if (ret == 0 && daemon_child_register(ch, sock) == 0)
+			cfg.route_fd = sock;
+	} else {
 		ch = chan_plain_new(fd, fd);
 		ret = ch != NULL ? 0 : -ENOMEM;
 	}
+	if (cfg.route_fd < 0)
+		close(sock); /* nothing comes that way: the session listens itself */
 	if (ret < 0) {
 		char msg[sizeof(e.msg)];
 		if (pc_err_get(&e, msg, sizeof(msg)) < 0)
@@ -201,27 +247,215 @@ static void daemon_child(struct daemon *d, int fd, const char *who)
 	_exit(pc_exit_code(ret));
 }
 
-static void daemon_accept(struct daemon *d)
+/* Forgets pending connection i (closing it unless handed on). */
+static void daemon_pend_drop(struct daemon *d, unsigned i, bool close_it)
 {
-	char who[NET_MAX_ADDR];
-	int fd = net_accept(d->lfd, 0, who, sizeof(who));
+	if (close_it)
+		close(d->pend[i].fd);
+	d->pend[i] = d->pend[--d->npend];
+}
+
+/* A control connection: its session gets a process of its own. */
+static void daemon_fork(struct daemon *d, unsigned i, bool tls)
+{
+	struct daemon_pend p = d->pend[i];
+	int sp[2];
 	pid_t pid;
 
-	if (fd < 0)
-		return;
 	if (d->nkids >= DAEMON_MAX_SESSIONS) {
-		log_warn("refused %s: %d sessions already running", who, DAEMON_MAX_SESSIONS);
-		close(fd);
+		log_warn("refused %s: %d sessions already running", p.who, DAEMON_MAX_SESSIONS);
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
+		log_warn("cannot serve %s: socketpair: %s", p.who, strerror(errno));
+		daemon_pend_drop(d, i, true);
 		return;
 	}
 	pid = fork();
 	if (pid == 0)
-		daemon_child(d, fd, who);
-	close(fd);
-	if (pid < 0)
-		log_warn("cannot serve %s: fork: %s", who, strerror(errno));
-	else
-		d->kids[d->nkids++] = pid;
+		daemon_child(d, p.fd, tls, p.accepted_ns, sp[1], p.who);
+	close(sp[1]);
+	daemon_pend_drop(d, i, true);
+	if (pid < 0) {
+		log_warn("cannot serve %s: fork: %s", p.who, strerror(errno));
+		close(sp[0]);
+		return;
+	}
+	d->kids[d->nkids++] = (struct daemon_kid){ .pid = pid, .sock = sp[0] };
+}
+
+/* Hands data connection i to the session whose token it named, if that
+ * session has said it yet (else parks it). */
+static void daemon_route(struct daemon *d, unsigned i)
+{
+	struct daemon_pend *p = &d->pend[i];
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+
+	if (proto_route_decode(p->buf, p->got, token) < 0) {
+		log_warn("dropped %s: not a pcopy data connection of version %u", p->who,
+			 PROTO_VERSION);
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	for (unsigned j = 0; j < d->nkids; j++) {
+		struct daemon_kid *k = &d->kids[j];
+		if (k->sock < 0 || !k->has_token || !crypto_equal(k->token, token, sizeof(token)))
+			continue;
+		int ret = net_send_fd(k->sock, p->fd, p->who);
+		if (ret < 0)
+			log_warn("dropped data connection from %s: cannot pass it on to its "
+				 "session: %s", p->who, strerror(-ret));
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	p->state = PEND_PARKED;
+}
+
+/* Pending connection i has bytes (or hung up). */
+static void daemon_pend_read(struct daemon *d, unsigned i)
+{
+	struct daemon_pend *p = &d->pend[i];
+	uint8_t first;
+	ssize_t r;
+
+	if (p->state == PEND_FIRST) {
+		r = recv(p->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (r <= 0) {
+			daemon_pend_drop(d, i, true); /* gone before a word */
+			return;
+		}
+		if (!proto_starts_route(first)) {
+			daemon_fork(d, i, proto_starts_tls(first));
+			return;
+		}
+		p->state = PEND_ROUTE;
+	}
+	r = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r <= 0) {
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	p->got += (size_t)r;
+	if (p->got == sizeof(p->buf))
+		daemon_route(d, i);
+}
+
+/* A session said its token: pass on what waits for it. */
+static void daemon_kid_read(struct daemon *d, unsigned j)
+{
+	struct daemon_kid *k = &d->kids[j];
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN + 1];
+	ssize_t r = recv(k->sock, token, sizeof(token), MSG_DONTWAIT);
+
+	if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r != (ssize_t)PROTO_ROUTE_TOKEN_LEN || k->has_token) {
+		/* Ended (0), failed, or said something else: it gets no more. */
+		close(k->sock);
+		k->sock = -1;
+		k->has_token = false;
+		return;
+	}
+	memcpy(k->token, token, PROTO_ROUTE_TOKEN_LEN);
+	k->has_token = true;
+	for (unsigned i = d->npend; i-- > 0;)
+		if (d->pend[i].state == PEND_PARKED)
+			daemon_route(d, i);
+}
+
+static void daemon_accept(struct daemon *d)
+{
+	char who[NET_MAX_ADDR];
+	int fd = net_accept(d->lfd, 0, who, sizeof(who));
+
+	if (fd < 0)
+		return;
+	if (d->npend >= DAEMON_MAX_PENDING) {
+		/* Full: the oldest goes, so that a flood cannot keep new
+		 * clients out for longer than it keeps connecting. */
+		unsigned old = 0;
+		for (unsigned i = 1; i < d->npend; i++)
+			if (d->pend[i].accepted_ns < d->pend[old].accepted_ns)
+				old = i;
+		log_warn("dropped %s: %d connections wait already, this was the oldest",
+			 d->pend[old].who, DAEMON_MAX_PENDING);
+		daemon_pend_drop(d, old, true);
+	}
+	struct daemon_pend *p = &d->pend[d->npend++];
+	*p = (struct daemon_pend){ .fd = fd, .state = PEND_FIRST,
+				   .accepted_ns = platform_now_ns() };
+	snprintf(p->who, sizeof(p->who), "%s", who);
+}
+
+/* Drops what has waited SESSION_AUTH_TIMEOUT_S; returns the poll timeout
+ * (ms) until the next deadline, or -1. */
+static int daemon_expire(struct daemon *d)
+{
+	const uint64_t limit = SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	uint64_t now = platform_now_ns(), next = UINT64_MAX;
+
+	for (unsigned i = d->npend; i-- > 0;) {
+		struct daemon_pend *p = &d->pend[i];
+		if (now - p->accepted_ns >= limit) {
+			log_warn("dropped %s: %s within %u s", p->who,
+				 p->state == PEND_PARKED ? "no session of this daemon had its token"
+				 : p->state == PEND_ROUTE ? "its route preamble did not arrive"
+				 : "it sent nothing", SESSION_AUTH_TIMEOUT_S);
+			daemon_pend_drop(d, i, true);
+		} else if (p->accepted_ns + limit < next) {
+			next = p->accepted_ns + limit;
+		}
+	}
+	if (next == UINT64_MAX)
+		return -1;
+	return (int)((next - now) / 1000000u) + 1;
+}
+
+/* One round of the loop: polls everything, handles what is ready.
+ * Returns 0, 1 on a stop signal, or a negative code. */
+static int daemon_step(struct daemon *d, struct pc_err *e)
+{
+	struct pollfd p[DAEMON_POLL_MAX];
+	unsigned np = 0, kid0, pend0;
+	int timeout = daemon_expire(d);
+
+	p[np++] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
+	p[np++] = (struct pollfd){ .fd = d->chldfd, .events = POLLIN };
+	p[np++] = (struct pollfd){ .fd = api_sigfd(), .events = POLLIN };
+	kid0 = np;
+	for (unsigned j = 0; j < d->nkids; j++)
+		p[np++] = (struct pollfd){ .fd = d->kids[j].sock, .events = POLLIN };
+	pend0 = np;
+	for (unsigned i = 0; i < d->npend; i++)
+		p[np++] = (struct pollfd){ .fd = d->pend[i].state == PEND_PARKED ? -1 : d->pend[i].fd,
+					   .events = POLLIN };
+	int n = poll(p, np, timeout);
+	if (n < 0 && errno == EINTR)
+		return 0;
+	if (n < 0)
+		return pc_err_set(e, -errno, "poll: %s", strerror(errno));
+	if (p[2].revents & POLLIN) {
+		log_info("stopping on signal");
+		return 1;
+	}
+	/* Pending connections first, highest index first: dropping i moves
+	 * the last one into its place, which has been looked at already. */
+	for (unsigned i = d->npend; i-- > 0;)
+		if (p[pend0 + i].revents & (POLLIN | POLLHUP | POLLERR))
+			daemon_pend_read(d, i);
+	for (unsigned j = 0; j < d->nkids; j++)
+		if (p[kid0 + j].fd >= 0 && (p[kid0 + j].revents & (POLLIN | POLLHUP | POLLERR)))
+			daemon_kid_read(d, j);
+	if (p[1].revents & POLLIN)
+		daemon_reap(d);
+	if (p[0].revents & POLLIN)
+		daemon_accept(d);
+	return 0;
 }
 
 static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
@@ -270,25 +504,18 @@ int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r)
 	memset(r, 0, sizeof(*r));
 	pc_err_init(&e);
 	ret = daemon_setup(&d, o, &e);
-	while (ret == 0) {
-		struct pollfd p[3] = { { .fd = d.lfd, .events = POLLIN },
-				       { .fd = d.chldfd, .events = POLLIN },
-				       { .fd = api_sigfd(), .events = POLLIN } };
-		int n = poll(p, 3, -1);
-		if (n < 0 && errno != EINTR)
-			ret = pc_err_set(&e, -errno, "poll: %s", strerror(errno));
-		if (n > 0 && (p[2].revents & POLLIN)) {
-			log_info("stopping on signal");
-			break;
-		}
-		if (n > 0 && (p[1].revents & POLLIN))
-			daemon_reap(&d);
-		if (n > 0 && (p[0].revents & POLLIN))
-			daemon_accept(&d);
-	}
+	while (ret == 0)
+		ret = daemon_step(&d, &e);
+	if (ret == 1)
+		ret = 0;
+	while (d.npend > 0)
+		daemon_pend_drop(&d, d.npend - 1, true);
 	/* Sessions in progress end cleanly: they remove their temporary files. */
-	for (unsigned i = 0; i < d.nkids; i++)
-		kill(d.kids[i], SIGTERM);
+	for (unsigned i = 0; i < d.nkids; i++) {
+		kill(d.kids[i].pid, SIGTERM);
+		if (d.kids[i].sock >= 0)
+			close(d.kids[i].sock);
+	}
 	while (d.nkids > 0 && waitpid(-1, NULL, 0) > 0)
 		d.nkids--;
 	crypto_wipe(d.key, sizeof(d.key));

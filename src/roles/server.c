@@ -81,9 +81,18 @@ static void server_tell(struct ctl *c, struct pc_err *e, int code)
 	(void)ctl_send_error(c, code, msg);
 }
 
-/* Unless the client listens (PROTO_REQ_CONNECT), opens the data listener
- * (*lfd); then sends READY. Returns 0 or a negative code; the client has
- * been told. */
+/* Whether the client's data connections come through the daemon's own
+ * port (version 5): a daemon session in TLS that accepts them. */
+static bool server_routed(const struct server_cfg *cfg, const struct proto_request *req)
+{
+	return cfg->route_fd >= 0 && cfg->transport == SESSION_DAEMON_TLS &&
+	       (req->flags & PROTO_REQ_ENCRYPT) && !(req->flags & PROTO_REQ_CONNECT);
+}
+
+/* Unless the client listens (PROTO_REQ_CONNECT) or its connections come
+ * through the daemon's port (READY's port is then 0), opens the data
+ * listener (*lfd); then sends READY. Returns 0 or a negative code; the
+ * client has been told. */
 static int server_listen(struct ctl *c, const struct server_cfg *cfg,
 			 const struct proto_request *req, int *lfd, struct pc_err *e)
 {
@@ -91,7 +100,7 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
 	int ret;
 
 	snprintf(m.u.ready.host, sizeof(m.u.ready.host), "%s", cfg->self_host ? cfg->self_host : "");
-	if (!(req->flags & PROTO_REQ_CONNECT)) {
+	if (!(req->flags & PROTO_REQ_CONNECT) && !server_routed(cfg, req)) {
 		/* Before authentication: no privileged port for a stranger. */
 		if (req->port_lo != 0 && req->port_lo < PROTO_MIN_DATA_PORT) {
 			ret = pc_err_set(e, -PC_E_USAGE, "data ports below %u are not allowed "
@@ -126,10 +135,11 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 {
 	int ret;
 
-	if (lfd >= 0) {
+	if (lfd >= 0 || server_routed(cfg, req)) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e);
+		ret = lfd >= 0 ? acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e)
+			       : acceptor_run_passed(cfg->route_fd, c, req, k, ctl_peer(c), chans, e);
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
@@ -240,7 +250,7 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 		.transport = SESSION_PIPE, .rootfd = AT_FDCWD, .beneath = false,
 		.listen_host = o->bind, .allow_stdout = o->control_fd >= 0 &&
 							o->control_fd != STDOUT_FILENO,
-		.sigfd = api_sigfd(), .self_host = self, .client_host = client,
+		.sigfd = api_sigfd(), .self_host = self, .client_host = client, .route_fd = -1,
 	};
 	struct chan *ch = chan_plain_new(rfd, wfd);
 	int err = ch == NULL ? errno : ENOMEM; /* if c is NULL */

@@ -25,6 +25,10 @@ struct server_cfg {
 	bool allow_stdout;         /* the sink may write to our stdout */
 	bool allow_unencrypted;    /* daemon: serve data channels in clear (--allow-unencrypted) */
 	int sigfd;                 /* -1: no signal watching */
+	int route_fd;              /* daemon in TLS: where the daemon passes on the data
+	                              connections that came to its own port for this
+	                              session (acceptor_run_passed); -1: none, so a
+	                              session of ours that accepts opens a listener */
 };
 
 /* Serves one session on c (borrowed). Returns 0, -PC_E_PARTIAL, or the

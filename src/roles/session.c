@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "wire/auth.h"
@@ -16,6 +17,7 @@
 #include "sys/log.h"
 #include "sys/net.h"
 #include "sys/platform.h"
+#include "sys/sync.h"
 #include "pipeline/source.h"
 #include "pipeline/xfer.h"
 
@@ -232,7 +234,18 @@ void session_check_window(int fd, uint32_t window)
 			 (unsigned)got, (unsigned)window);
 }
 
+/* What the connector threads of one session_dial share: the gate they
+ * wait at, after the TCP connect and the route preamble, before the
+ * stream's handshake. */
+struct dial_gate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int state;              /* guarded by lock: 0 wait, 1 go, -1 stop */
+};
+
 struct connector {
+	const uint8_t *route;   /* NULL, or the PROTO_ROUTE_LEN preamble to send first */
+	struct dial_gate *gate; /* NULL: no waiting */
 	const char *host;
 	uint16_t port;
 	const struct proto_request *req;
@@ -313,6 +326,30 @@ static int session_connect_secure(struct connector *c, int fd)
 	return ret;
 }
 
+/* Sends the route preamble on a fresh socket (24 bytes: its buffer takes
+ * them at once). Returns 0 or a negative code. */
+static int session_send_route(int fd, const uint8_t route[PROTO_ROUTE_LEN])
+{
+	ssize_t w = send(fd, route, PROTO_ROUTE_LEN, MSG_NOSIGNAL);
+
+	if (w == (ssize_t)PROTO_ROUTE_LEN)
+		return 0;
+	return w < 0 ? -errno : -PC_E_NET;
+}
+
+/* Waits at the gate; true: go on, false: stop. */
+static bool session_gate_wait(struct dial_gate *g)
+{
+	int state;
+
+	sync_lock(&g->lock);
+	while (g->state == 0)
+		sync_wait(&g->cond, &g->lock);
+	state = g->state;
+	sync_unlock(&g->lock);
+	return state > 0;
+}
+
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
@@ -322,6 +359,17 @@ static void *session_connect_one(void *arg)
 
 	if (fd < 0)
 		return NULL;
+	ret = c->route != NULL ? session_send_route(fd, c->route) : 0;
+	if (ret < 0) {
+		close(fd);
+		pc_err_set(&c->err, -PC_E_NET, "data connection %u to %s port %u failed: %s",
+			   (unsigned)c->idx, c->host, (unsigned)c->port, pc_strerror(ret));
+		return NULL;
+	}
+	if (c->gate != NULL && !session_gate_wait(c->gate)) {
+		close(fd); /* stopped: the session never got that far */
+		return NULL;
+	}
 	ret = session_connect_secure(c, fd);
 	if (ret == 0)
 		return NULL;
@@ -348,44 +396,131 @@ static void *session_connect_one(void *arg)
 	return NULL;
 }
 
+struct session_dial {
+	struct connector c[PROTO_MAX_STREAMS];
+	unsigned started;           /* threads running */
+	uint8_t route[PROTO_ROUTE_LEN];
+	struct dial_gate gate;
+	bool gated;                 /* gate initialised: the threads wait at it */
+};
+
+/* Starts one connector thread per stream; route and gate as in struct
+ * connector. Returns 0 or a negative code (the threads started are left
+ * for session_dial_finish). */
+static int session_dial_begin(struct session_dial *d, const char *host, uint16_t port,
+			      const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
+			      uint8_t (*pending)[PROTO_MAC_LEN], bool route, struct pc_err *e)
+{
+	for (unsigned i = 0; i < req->streams; i++) {
+		struct connector *c = &d->c[i];
+		*c = (struct connector){ .route = route ? d->route : NULL,
+					 .gate = d->gated ? &d->gate : NULL, .host = host,
+					 .port = port, .req = req,
+					 .mode = auth_data_mode(req->flags), .k = k,
+					 .idx = (uint16_t)i,
+					 .pending = pending ? pending[i] : NULL, .ch = NULL };
+		pc_err_init(&c->err);
+		int rc = pthread_create(&c->tid, NULL, session_connect_one, c);
+		if (rc != 0) {
+			pc_err_destroy(&c->err);
+			return pc_err_set(e, -rc, "cannot start thread: %s", strerror(rc));
+		}
+		d->started++;
+	}
+	return 0;
+}
+
+/* Opens the gate (go) or closes it, joins every thread, and collects
+ * their channels into chans[] (all of them, or none on failure). */
+static int session_dial_join(struct session_dial *d, const struct proto_request *req, bool go,
+			     int ret, struct chan **chans, struct pc_err *e)
+{
+	if (d->gated) {
+		sync_lock(&d->gate.lock);
+		d->gate.state = go ? 1 : -1;
+		sync_broadcast(&d->gate.cond);
+		sync_unlock(&d->gate.lock);
+	}
+	for (unsigned i = 0; i < d->started; i++) {
+		struct connector *c = &d->c[i];
+		char msg[sizeof(c->err.msg)];
+		if (pthread_join(c->tid, NULL) != 0 && ret == 0)
+			ret = pc_err_set(e, -PC_E_NET, "cannot join connector thread");
+		int code = pc_err_get(&c->err, msg, sizeof(msg));
+		if (code < 0 && ret == 0 && go)
+			ret = pc_err_set(e, code, "%s", msg);
+		chans[i] = c->ch;
+		pc_err_destroy(&c->err);
+	}
+	if (ret == 0 && !go)
+		ret = -PC_E_ABORTED;
+	if (ret == 0 && req->streams > 0)
+		session_check_window(chan_wfd(chans[0]), req->window);
+	if (ret < 0)
+		session_close_chans(chans, d->started);
+	if (d->gated) {
+		sync_check("pthread_cond_destroy", pthread_cond_destroy(&d->gate.cond));
+		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->gate.lock));
+	}
+	crypto_wipe(d->route, sizeof(d->route));
+	free(d);
+	return ret;
+}
+
 int session_connect_data(const char *host, uint16_t port, const struct proto_request *req,
 			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
 			 struct chan **chans, struct pc_err *e)
 {
-	unsigned n = req->streams;
-	struct connector c[PROTO_MAX_STREAMS];
-	unsigned started = 0;
-	int ret = 0;
+	struct session_dial *d = calloc(1, sizeof(*d));
 
-	for (unsigned i = 0; i < n; i++) {
-		c[i] = (struct connector){ .host = host, .port = port, .req = req,
-					   .mode = auth_data_mode(req->flags), .k = k,
-					   .idx = (uint16_t)i,
-					   .pending = pending ? pending[i] : NULL, .ch = NULL };
-		pc_err_init(&c[i].err);
-		int rc = pthread_create(&c[i].tid, NULL, session_connect_one, &c[i]);
-		if (rc != 0) {
-			ret = pc_err_set(e, -rc, "cannot start thread: %s", strerror(rc));
-			pc_err_destroy(&c[i].err);
-			break;
-		}
-		started++;
+	if (d == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	int ret = session_dial_begin(d, host, port, req, k, pending, false, e);
+	return session_dial_join(d, req, true, ret, chans, e);
+}
+
+int session_dial_start(const char *host, uint16_t port, const struct proto_request *req,
+		       const uint8_t k[PROTO_KEY_LEN], struct session_dial **out, struct pc_err *e)
+{
+	struct session_dial *d = calloc(1, sizeof(*d));
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+	int ret;
+
+	*out = NULL;
+	if (d == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	ret = auth_route_token(k, token);
+	if (ret < 0) {
+		free(d);
+		return pc_err_set(e, ret, "cannot derive the route token: %s", pc_strerror(ret));
 	}
-	for (unsigned i = 0; i < started; i++) {
-		char msg[sizeof(c[i].err.msg)];
-		if (pthread_join(c[i].tid, NULL) != 0 && ret == 0)
-			ret = pc_err_set(e, -PC_E_NET, "cannot join connector thread");
-		int code = pc_err_get(&c[i].err, msg, sizeof(msg));
-		if (code < 0 && ret == 0)
-			ret = pc_err_set(e, code, "%s", msg);
-		chans[i] = c[i].ch;
-		pc_err_destroy(&c[i].err);
+	proto_route_encode(token, d->route);
+	crypto_wipe(token, sizeof(token));
+	int rc = pthread_mutex_init(&d->gate.lock, NULL);
+	if (rc == 0) {
+		rc = pthread_cond_init(&d->gate.cond, NULL);
+		if (rc != 0)
+			sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->gate.lock));
 	}
-	if (ret == 0 && n > 0)
-		session_check_window(chan_wfd(chans[0]), req->window);
-	if (ret < 0)
-		session_close_chans(chans, started);
-	return ret;
+	if (rc != 0) {
+		free(d);
+		return pc_err_set(e, -rc, "cannot set up the data connections: %s", strerror(rc));
+	}
+	d->gated = true;
+	ret = session_dial_begin(d, host, port, req, k, NULL, true, e);
+	if (ret < 0) {
+		struct chan *none[PROTO_MAX_STREAMS];
+		(void)session_dial_join(d, req, false, ret, none, e);
+		return ret;
+	}
+	*out = d;
+	return 0;
+}
+
+int session_dial_finish(struct session_dial *d, const struct proto_request *req, bool go,
+			struct chan **chans, struct pc_err *e)
+{
+	return session_dial_join(d, req, go, 0, chans, e);
 }
 
 int session_transfer(struct session_run *run, struct pc_err *e)

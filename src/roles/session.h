@@ -81,6 +81,24 @@ int session_connect_data(const char *host, uint16_t port, const struct proto_req
 			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
 			 struct chan **chans, struct pc_err *e);
 
+/* Data connections to a daemon's own port (version 5, TLS, the client
+ * connecting; docs/PROTOCOL.md 6.2), opened while REQUEST and READY
+ * travel, so that the TCP connects cost no round trip of their own:
+ * session_dial_start starts req->streams threads, each of which connects
+ * to host:port and sends the route preamble of k's token (the daemon
+ * passes the connection on to the session at once), then waits.
+ * session_dial_finish(go = true), once READY came, lets them do their TLS
+ * handshakes (keyed from k, as session_connect_data) and collects them in
+ * chans[0..n-1] (owned by the caller; none on failure); go = false closes
+ * them all (-PC_E_ABORTED). d is freed either way. req and k must stay
+ * valid until then. Both return 0 or a negative code with the detail in
+ * e; after a failed start there is nothing to finish. */
+struct session_dial;
+int session_dial_start(const char *host, uint16_t port, const struct proto_request *req,
+		       const uint8_t k[PROTO_KEY_LEN], struct session_dial **d, struct pc_err *e);
+int session_dial_finish(struct session_dial *d, const struct proto_request *req, bool go,
+			struct chan **chans, struct pc_err *e);
+
 /* Frees chans[0..n-1] that are set (chan_free closes their sockets) and
  * sets them to NULL. */
 void session_close_chans(struct chan **chans, unsigned n);

@@ -369,6 +369,75 @@ int net_accept(int lfd, int timeout_ms, char *peer, size_t cap)
 	return fd;
 }
 
+int net_send_fd(int sock, int fd, const char *who)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	char text[NET_MAX_ADDR];
+	int n = snprintf(text, sizeof(text), "%s", who[0] != '\0' ? who : "?");
+	struct iovec iov = { .iov_base = text,
+			     .iov_len = n < (int)sizeof(text) ? (size_t)n : sizeof(text) - 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c;
+
+	memset(&u, 0, sizeof(u));
+	c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	if (sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+		return -errno;
+	return 0;
+}
+
+int net_recv_fd(int sock, char *who, size_t cap)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	char text[NET_MAX_ADDR];
+	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	int fd = -1;
+	unsigned nfds = 0;
+	ssize_t r;
+
+	do
+		r = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -PC_E_NET;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (nfds++ == 0)
+				fd = got;
+			else
+				close(got); /* more than one: none is kept */
+		}
+	}
+	if (nfds != 1 || (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+		if (fd >= 0)
+			close(fd);
+		return -EPROTO;
+	}
+	text[r] = '\0';
+	snprintf(who, cap, "%s", text);
+	return fd;
+}
+
 uint16_t net_local_port(int fd)
 {
 	struct sockaddr_storage ss;

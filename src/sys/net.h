@@ -36,6 +36,18 @@ int net_connect(const char *host, uint16_t port, int family, uint32_t window,
  * NULL it receives "addr:port". */
 int net_accept(int lfd, int timeout_ms, char *peer, size_t cap);
 
+/* Passing a connected socket to another process of ours over a Unix
+ * socket (SOCK_SEQPACKET, from socketpair): net_send_fd sends fd with the
+ * text `who` (naming the peer, at most NET_MAX_ADDR - 1 bytes) as one
+ * message, without blocking (-EAGAIN when the receiver's queue is full);
+ * the sender still owns fd. net_recv_fd takes one such message without
+ * blocking: returns the fd (O_CLOEXEC), now the caller's, with `who` in
+ * who[cap]; -EAGAIN if none waits; -PC_E_NET when the sender has closed;
+ * -EPROTO for a message without exactly one fd (any fd that came is
+ * closed). */
+int net_send_fd(int sock, int fd, const char *who);
+int net_recv_fd(int sock, char *who, size_t cap);
+
 /* The local port of a bound socket, or 0 on failure. */
 uint16_t net_local_port(int fd);
 

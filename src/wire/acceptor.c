@@ -141,7 +141,7 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 /* Accepts one connection and starts its job. Returns 0 (also when the
  * connection went away before accept, or no thread could be had), or a
  * negative code for a listener that failed. */
-static int acc_accept(struct acceptor *a, int lfd)
+static int acc_accept(struct acceptor *a, int lfd, bool passed)
 {
 	struct acc_job *j = NULL;
 	char who[NET_MAX_ADDR];
@@ -152,8 +152,9 @@ static int acc_accept(struct acceptor *a, int lfd)
 			j = &a->jobs[i];
 	if (j == NULL)
 		return 0; /* every slot busy: it waits in the backlog */
-	fd = net_accept(lfd, 0, who, sizeof(who));
-	if (fd == -PC_E_TIMEOUT || fd == -EAGAIN || fd == -ECONNABORTED || fd == -EINTR)
+	fd = passed ? net_recv_fd(lfd, who, sizeof(who)) : net_accept(lfd, 0, who, sizeof(who));
+	if (fd == -PC_E_TIMEOUT || fd == -EAGAIN || fd == -ECONNABORTED || fd == -EINTR ||
+	    fd == -EPROTO)
 		return 0;
 	if (fd < 0)
 		return fd;
@@ -201,9 +202,9 @@ static int acc_hear(struct ctl *watch, struct pc_err *e)
 	return ret;
 }
 
-int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
-		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
-		 struct pc_err *e)
+static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_request *req,
+		   const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+		   struct pc_err *e)
 {
 	unsigned n = req->streams;
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
@@ -273,7 +274,11 @@ int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
 			have += acc_collect(a, chans, false);
 		}
 		if (nr > 0 && (p[0].revents & POLLIN)) {
-			ret = acc_accept(a, lfd);
+			ret = acc_accept(a, lfd, passed);
+			if (ret == -PC_E_NET && passed) {
+				pc_err_set(e, ret, "the daemon stopped passing on data connections");
+				break;
+			}
 			if (ret < 0) {
 				pc_err_set(e, ret, "accepting data connections: %s", pc_strerror(ret));
 				break;
@@ -298,4 +303,18 @@ int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
 	close(a->efd);
 	free(a);
 	return ret;
+}
+
+int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
+		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+		 struct pc_err *e)
+{
+	return acc_run(lfd, false, watch, req, k, peer, chans, e);
+}
+
+int acceptor_run_passed(int sock, struct ctl *watch, const struct proto_request *req,
+			const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+			struct pc_err *e)
+{
+	return acc_run(sock, true, watch, req, k, peer, chans, e);
 }

@@ -38,4 +38,11 @@ int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
 		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
 		 struct pc_err *e);
 
+/* The same, for connections a daemon accepted on its own port and passes
+ * on to the session (net_send_fd) after reading their route preamble:
+ * sock is the session's end of the Unix socket they come through. */
+int acceptor_run_passed(int sock, struct ctl *watch, const struct proto_request *req,
+			const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
+			struct pc_err *e);
+
 #endif

@@ -131,6 +131,17 @@ static int auth_psk(const uint8_t key[PROTO_KEY_LEN], const char *label, const u
 			   n + suffix_len, psk, AUTH_PSK_LEN);
 }
 
+int auth_route_token(const uint8_t k[PROTO_KEY_LEN], uint8_t token[PROTO_ROUTE_TOKEN_LEN])
+{
+	uint8_t out[AUTH_PSK_LEN];
+	int ret = auth_psk(k, "route token", NULL, 0, out);
+
+	if (ret == 0)
+		memcpy(token, out, PROTO_ROUTE_TOKEN_LEN);
+	crypto_wipe(out, sizeof(out));
+	return ret;
+}
+
 int auth_ctl_psk(const uint8_t K[PROTO_KEY_LEN], uint8_t psk[AUTH_PSK_LEN])
 {
 	return auth_psk(K, "control psk", NULL, 0, psk);

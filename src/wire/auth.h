@@ -71,6 +71,13 @@ int auth_ctl_psk(const uint8_t K[PROTO_KEY_LEN], uint8_t psk[AUTH_PSK_LEN]);
  * one is useless for any other. */
 int auth_data_psk(const uint8_t k[PROTO_KEY_LEN], uint16_t stream, uint8_t psk[AUTH_PSK_LEN]);
 
+/* The token a data connection to a daemon names its session with (the
+ * route preamble, proto_route_encode): the first PROTO_ROUTE_TOKEN_LEN
+ * bytes of HKDF-SHA256(salt "pcopy/4", IKM k, info "route token"). It
+ * travels in clear and proves nothing: only the stream's TLS handshake,
+ * keyed by auth_data_psk, does. Returns 0 or a negative code. */
+int auth_route_token(const uint8_t k[PROTO_KEY_LEN], uint8_t token[PROTO_ROUTE_TOKEN_LEN]);
+
 /* How a session's data connections prove themselves and travel, from its
  * REQUEST's flags: TLS 1.3 with ENCRYPT (the connector offering the
  * cipher the flags name, or both), else in clear with the DHELLO proofs. */

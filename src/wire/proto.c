@@ -1000,6 +1000,23 @@ int proto_psk_id_decode(const uint8_t *in, size_t len, struct proto_psk_id *id)
 	return id->magic == PROTO_MAGIC && id->stream == 0 ? 0 : -PC_E_PROTO;
 }
 
+void proto_route_encode(const uint8_t token[PROTO_ROUTE_TOKEN_LEN], uint8_t out[PROTO_ROUTE_LEN])
+{
+	be32_put(out, PROTO_ROUTE_MAGIC);
+	be16_put(out + 4, PROTO_VERSION);
+	be16_put(out + 6, 0);
+	memcpy(out + 8, token, PROTO_ROUTE_TOKEN_LEN);
+}
+
+int proto_route_decode(const uint8_t *in, size_t len, uint8_t token[PROTO_ROUTE_TOKEN_LEN])
+{
+	if (in == NULL || len != PROTO_ROUTE_LEN || be32_get(in) != PROTO_ROUTE_MAGIC ||
+	    be16_get(in + 4) != PROTO_VERSION || be16_get(in + 6) != 0)
+		return -PC_E_PROTO;
+	memcpy(token, in + 8, PROTO_ROUTE_TOKEN_LEN);
+	return 0;
+}
+
 void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN])
 {
 	out[0] = b->type;

@@ -20,10 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 4u
-#define PROTO_MIN_VERSION 4u   /* 1 and 2 were never released; 3 had no encryption */
+#define PROTO_VERSION 5u
+#define PROTO_MIN_VERSION 5u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+                                  a data listener per daemon session */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
+#define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
 
 #define PROTO_FRAME_HDR_LEN 8u
 #define PROTO_MAX_PAYLOAD 65536u
@@ -416,6 +418,31 @@ static inline bool proto_starts_tls(uint8_t first)
 {
 	return first == PROTO_TLS_RECORD_HANDSHAKE;
 }
+
+/* A data connection to a daemon in TLS comes to the daemon's own port, not
+ * to a listener of the session (version 5; docs/PROTOCOL.md 6.2), and
+ * names its session before its TLS handshake, in clear:
+ *   magic u32 (PROTO_ROUTE_MAGIC), version u16, zero u16, token[16]
+ * (24 bytes). The token is HKDF of the session key (auth_route_token): it
+ * only picks the session, which then wants the stream's TLS handshake; a
+ * connection with a token no session has is dropped. Its first byte, 'P',
+ * is neither a TLS record nor a message type. */
+#define PROTO_ROUTE_TOKEN_LEN 16u
+#define PROTO_ROUTE_LEN 24u
+_Static_assert((PROTO_ROUTE_MAGIC >> 24) >= PROTO_TYPE_MAX &&
+	       (PROTO_ROUTE_MAGIC >> 24) != PROTO_TLS_RECORD_HANDSHAKE,
+	       "a route preamble must start unlike a frame and a TLS record");
+static inline bool proto_starts_route(uint8_t first)
+{
+	return first == (uint8_t)(PROTO_ROUTE_MAGIC >> 24);
+}
+
+void proto_route_encode(const uint8_t token[PROTO_ROUTE_TOKEN_LEN], uint8_t out[PROTO_ROUTE_LEN]);
+
+/* Decodes a preamble a stranger may have sent: exactly PROTO_ROUTE_LEN
+ * bytes, our magic and version, zero where zero is due. Returns 0 (token
+ * set) or -PC_E_PROTO. */
+int proto_route_decode(const uint8_t *in, size_t len, uint8_t token[PROTO_ROUTE_TOKEN_LEN]);
 
 #define PROTO_BLOCK_HDR_LEN 40u
 

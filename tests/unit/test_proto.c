@@ -1628,6 +1628,38 @@ static void test_dhello(void **state)
 	assert_int_equal(proto_dhello_decode(buf, &out), -PC_E_PROTO);
 }
 
+/* The route preamble: exactly PROTO_ROUTE_LEN bytes, magic, our version,
+ * a zero field; the first byte unlike a frame and a TLS record. */
+static void test_route(void **state)
+{
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN], out[PROTO_ROUTE_TOKEN_LEN];
+	uint8_t buf[PROTO_ROUTE_LEN + 1];
+
+	(void)state;
+	for (unsigned i = 0; i < sizeof(token); i++)
+		token[i] = (uint8_t)(0xa0 + i);
+	proto_route_encode(token, buf);
+	assert_memory_equal(buf, "PCRT\x00\x05\x00\x00", 8);
+	assert_memory_equal(buf + 8, token, sizeof(token));
+	assert_true(proto_starts_route(buf[0]));
+	assert_false(proto_starts_tls(buf[0]));
+	assert_true(buf[0] >= PROTO_TYPE_MAX);
+	memset(out, 0, sizeof(out));
+	assert_int_equal(proto_route_decode(buf, PROTO_ROUTE_LEN, out), 0);
+	assert_memory_equal(out, token, sizeof(token));
+	/* Exactly 24 bytes, and not NULL. */
+	assert_int_equal(proto_route_decode(buf, PROTO_ROUTE_LEN + 1, out), -PC_E_PROTO);
+	assert_int_equal(proto_route_decode(buf, PROTO_ROUTE_LEN - 1, out), -PC_E_PROTO);
+	assert_int_equal(proto_route_decode(NULL, PROTO_ROUTE_LEN, out), -PC_E_PROTO);
+	/* Magic, version, zero field: each checked. */
+	for (unsigned at = 0; at < 8; at++) {
+		uint8_t bad[PROTO_ROUTE_LEN];
+		memcpy(bad, buf, sizeof(bad));
+		bad[at] ^= 0x01;
+		assert_int_equal(proto_route_decode(bad, sizeof(bad), out), -PC_E_PROTO);
+	}
+}
+
 static void test_psk_id(void **state)
 {
 	struct proto_psk_id id = { PROTO_DATA_MAGIC, PROTO_VERSION, 63 }, out;
@@ -1635,7 +1667,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x04\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x05\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -1728,6 +1760,7 @@ int main(void)
 		cmocka_unit_test(test_block_max_block),
 		cmocka_unit_test(test_dhello),
 		cmocka_unit_test(test_psk_id),
+		cmocka_unit_test(test_route),
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_entries_explain),
 		cmocka_unit_test(test_pack_walk),
