@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for proto: control frames, block headers, data hellos,
- * TLS PSK identities, and both sides' reading of the clear data handshake
+ * TLS PSK identities, route preambles, and both sides' reading of the clear data handshake
  * (auth_data_accept, auth_data_confirm, over a plain chan).
  *
  * The input is read as a stream of control frames. Every message that
@@ -295,6 +295,19 @@ static void fuzz_confirm(const uint8_t *in, size_t len)
 	chan_free(ch); /* closes sv[1] */
 }
 
+/* A route preamble, the first bytes a daemon's parent reads from a
+ * stranger's data connection: what decodes must encode back to itself. */
+static void fuzz_route(const uint8_t *in, size_t len)
+{
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN], out[PROTO_ROUTE_LEN];
+
+	if (proto_route_decode(in, len, token) != 0)
+		return;
+	fuzz_require(len == PROTO_ROUTE_LEN && proto_starts_route(in[0]));
+	proto_route_encode(token, out);
+	fuzz_require(memcmp(out, in, PROTO_ROUTE_LEN) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	fuzz_frames(data, size);
@@ -314,6 +327,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_psk_id(data, size);
 	if (size > PROTO_PSK_ID_LEN)
 		fuzz_psk_id(data, PROTO_PSK_ID_LEN);
+	fuzz_route(data, size);
+	if (size > PROTO_ROUTE_LEN)
+		fuzz_route(data, PROTO_ROUTE_LEN);
 	fuzz_accept(data, size);
 	fuzz_confirm(data, size);
 	fuzz_require(proto_checksum(data, size) == proto_checksum(data, size));

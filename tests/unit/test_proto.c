@@ -1691,7 +1691,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x04\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x05\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
