@@ -151,6 +151,34 @@ static void rig_join(struct rig *r)
 	assert_int_equal(pthread_join(r->th, NULL), 0);
 }
 
+/* Stands for a daemon's parent: accepts n connections on lfd and passes
+ * each on over sock (net_send_fd), then closes sock if close_after. */
+struct forwarder {
+	int lfd, sock;
+	unsigned n;
+	bool close_after;
+	int ret;
+	pthread_t th;
+};
+
+static void *forwarder_main(void *arg)
+{
+	struct forwarder *f = arg;
+
+	f->ret = 0;
+	for (unsigned i = 0; i < f->n; i++) {
+		char who[NET_MAX_ADDR];
+		int fd = net_accept(f->lfd, 5000, who, sizeof(who));
+		if (fd < 0 || net_send_fd(f->sock, fd, who) < 0)
+			f->ret = -1;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (f->close_after)
+		close(f->sock);
+	return NULL;
+}
+
 /* After rig_join: closes everything, and chans[] unless NULL. */
 static void rig_close(struct rig *r, struct chan **chans)
 {
@@ -301,6 +329,72 @@ static void test_tls_connections(void **state)
 /* The peer's ERROR already inside the control channel's chan (as TLS
  * holds what it decrypted; poll on the socket shows nothing) ends the wait
  * at once too, rather than after ACCEPTOR_TIMEOUT_S. */
+/* Passed on by a daemon's parent (acceptor_run_passed): the same as
+ * accepted, a stranger dropped, each good connection at its index; and a
+ * parent that stops passing them on ends the wait at once. */
+static void test_passed_connections(void **state)
+{
+	struct forwarder f = { 0 };
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+	int sp[2];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	r.peer.stranger = true;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	f = (struct forwarder){ .lfd = r.lfd, .sock = sp[0], .n = NSTREAMS + 1 };
+	assert_int_equal(pthread_create(&f.th, NULL, forwarder_main, &f), 0);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run_passed(sp[1], r.ours, &r.req, r.peer.k, "peer", chans, &e),
+			 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(pthread_join(f.th, NULL), 0);
+	assert_int_equal(f.ret, 0);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		uint8_t b = (uint8_t)(0xb0 + i), got = 0;
+		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+		assert_non_null(chans[i]);
+		assert_int_equal(chan_send(r.peer.chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+	}
+	rig_close(&r, chans);
+	close(sp[0]);
+	close(sp[1]);
+
+	/* One of three arrives, then the parent goes: -PC_E_NET, nothing kept. */
+	rig_start(&r, NULL, 1);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	f = (struct forwarder){ .lfd = r.lfd, .sock = sp[0], .n = 1, .close_after = true };
+	assert_int_equal(pthread_create(&f.th, NULL, forwarder_main, &f), 0);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	uint64_t t0 = platform_now_ns();
+	assert_int_equal(acceptor_run_passed(sp[1], r.ours, &r.req, r.peer.k, "peer", chans, &e),
+			 -PC_E_NET);
+	assert_true(platform_now_ns() - t0 < 5000000000ull);
+	char msg[256];
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_NET);
+	assert_non_null(strstr(msg, "stopped passing on data connections"));
+	pc_err_destroy(&e);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_null(chans[i]);
+	rig_join(&r);
+	assert_int_equal(pthread_join(f.th, NULL), 0);
+	assert_int_equal(f.ret, 0);
+	rig_close(&r, NULL);
+	close(sp[1]);
+}
+
 static void test_peer_gave_up_inside_chan(void **state)
 {
 	struct proto_msg err = { .type = PROTO_ERROR };
@@ -371,6 +465,7 @@ int main(void)
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
 		cmocka_unit_test(test_tls_connections),
+		cmocka_unit_test(test_passed_connections),
 		cmocka_unit_test(test_peer_gave_up_inside_chan),
 		cmocka_unit_test(test_interrupted),
 	};

@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -419,6 +420,68 @@ static void test_sendv_peer_gone(void **state)
 
 /* ---- IPv6 ----------------------------------------------------------------- */
 
+/* Passing a socket on: the fd arrives (a working copy), with its text;
+ * nothing waiting is -EAGAIN; a message without an fd, or with two, is
+ * -EPROTO and leaves nothing open; the sender gone is -PC_E_NET. */
+static void test_pass_fd(void **state)
+{
+	int sp[2], pp[2], fd;
+	char who[NET_MAX_ADDR], c = 0;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	assert_int_equal(pipe(pp), 0);
+	assert_int_equal(net_recv_fd(sp[1], who, sizeof(who)), -EAGAIN);
+	assert_int_equal(net_send_fd(sp[0], pp[1], "192.0.2.7:4242"), 0);
+	fd = net_recv_fd(sp[1], who, sizeof(who));
+	assert_true(fd >= 0);
+	assert_string_equal(who, "192.0.2.7:4242");
+	assert_int_equal(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_int_equal(write(fd, "x", 1), 1);
+	assert_int_equal(read(pp[0], &c, 1), 1);
+	assert_int_equal(c, 'x');
+	close(fd);
+	/* An empty text is sent as "?": a message is never empty. */
+	assert_int_equal(net_send_fd(sp[0], pp[1], ""), 0);
+	fd = net_recv_fd(sp[1], who, sizeof(who));
+	assert_true(fd >= 0);
+	assert_string_equal(who, "?");
+	close(fd);
+	/* No fd. */
+	assert_int_equal(send(sp[0], "hello", 5, 0), 5);
+	assert_int_equal(net_recv_fd(sp[1], who, sizeof(who)), -EPROTO);
+	/* Two fds: neither is kept. */
+	{
+		union {
+			struct cmsghdr h;
+			char buf[CMSG_SPACE(2 * sizeof(int))];
+		} u;
+		int two[2] = { pp[0], pp[1] };
+		char one = '2';
+		struct iovec iov = { .iov_base = &one, .iov_len = 1 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+				    .msg_controllen = sizeof(u.buf) };
+		memset(&u, 0, sizeof(u));
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(two));
+		memcpy(CMSG_DATA(h), two, sizeof(two));
+		assert_int_equal(sendmsg(sp[0], &m, 0), 1);
+		int before = dup(0);
+		close(before);
+		assert_int_equal(net_recv_fd(sp[1], who, sizeof(who)), -EPROTO);
+		int after = dup(0);
+		assert_int_equal(after, before); /* the lowest free fd is free again */
+		close(after);
+	}
+	close(sp[0]);
+	assert_int_equal(net_recv_fd(sp[1], who, sizeof(who)), -PC_E_NET);
+	close(sp[1]);
+	close(pp[0]);
+	close(pp[1]);
+}
+
 static void test_ipv6_loopback(void **state)
 {
 	char want[NET_MAX_ADDR + 8], host[NET_MAX_ADDR], msg[1024];
@@ -465,6 +528,7 @@ int main(void)
 		cmocka_unit_test(test_sendv_full),
 		cmocka_unit_test(test_sendv_peer_gone),
 		cmocka_unit_test(test_ipv6_loopback),
+		cmocka_unit_test(test_pass_fd),
 		cmocka_unit_test(test_connect_interrupted),
 	};
 
