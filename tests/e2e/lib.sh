@@ -680,6 +680,20 @@ session_pids() {
     pgrep -P "${1:-$DAEMON_PID}" || true
 }
 
+# daemon_logged REGEX: a line of the daemon's log matches REGEX (ERE).
+daemon_logged() {
+    grep -qE -- "$1" "$DAEMON_LOG"
+}
+
+# wait_daemon_logged REGEX WHAT: wait up to 10 s for the daemon to log a
+# line matching REGEX; fail, saying WHAT was expected, if it does not.
+wait_daemon_logged() {
+    wait_until 10 daemon_logged "$1" || {
+        sed 's/^/  daemon: /' "$DAEMON_LOG" >&2
+        fail "the daemon did not log $2 (/$1/)"
+    }
+}
+
 # ------------------------------------------------------------------ shim
 
 # SHIM_ENV: environment that preloads the corruption shim so that the byte

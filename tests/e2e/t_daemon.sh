@@ -228,6 +228,75 @@ case_silent_stranger_cut_off() {
     kill -0 "$DAEMON_PID" || fail "the daemon died"
 }
 
+# Data connections come to the daemon's own port with a route preamble
+# (docs/PROTOCOL.md 6.2): a malformed one is dropped at once, one that
+# names no session when its 10 s are up, and neither holds up a copy.
+case_route_strangers() {
+    local bad unknown t0 waited
+    mkdir -p "$T/root"
+    mkfile "$T/a" 3M
+    start_daemon "$T/root"
+    # "PCRT" with version 4: not ours.
+    exec {bad}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
+    printf 'PCRT\x00\x04\x00\x00%s' "0123456789abcdef" >&"$bad"
+    read -r -t 5 -u "$bad" _ && fail "the daemon answered a malformed route preamble"
+    exec {bad}>&-
+    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: not a pcopy data connection of version 5$' \
+        "that it dropped the malformed preamble"
+    # A well-formed preamble with a token no session has.
+    exec {unknown}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
+    t0=$SECONDS
+    printf 'PCRT\x00\x05\x00\x00%s' "fedcba9876543210" >&"$unknown"
+    # Meanwhile a real copy goes through, both ways.
+    expect_exit 0 "$PCOPY" -s 4 "$T/a" "$DAEMON_URL/during" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/during"
+    expect_exit 0 "$PCOPY" -s 4 "$DAEMON_URL/during" "$T/pulled" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/pulled"
+    read -r -t 20 -u "$unknown" _ && fail "the daemon answered a preamble with an unknown token"
+    waited=$((SECONDS - t0))
+    exec {unknown}>&-
+    ((waited >= 8 && waited <= 14)) || fail "the daemon dropped the unknown token after $waited s, not about 10"
+    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: no session of this daemon had its token within 10 s$' \
+        "that it dropped the unknown token"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# open_idle N: N connections to the daemon that say nothing, held by a
+# python process (IDLE_PID) until it is killed.
+IDLE_PID=
+open_idle() {
+    python3 -c '
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(int(sys.argv[2]))]
+print("open", flush=True)
+time.sleep(120)
+' "$DAEMON_PORT" "$1" >"$T/idle.out" &
+    IDLE_PID=$!
+    track_pid "$IDLE_PID"
+    wait_until 20 grep -q open "$T/idle.out" || fail "could not open $1 idle connections"
+}
+
+# Connections that say nothing cost the daemon no session: with 100 of
+# them held (more than the 64 sessions it runs), copies go through; with
+# more than it holds (256), the oldest go first, and copies still do.
+case_idle_connections() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 1M
+    start_daemon "$T/root"
+    open_idle 100
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/with-100" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/with-100"
+    [[ -z $(session_pids) ]] || fail "idle connections have session processes: $(session_pids)"
+    stop_pid "$IDLE_PID"
+    open_idle 300
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/with-300" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/with-300"
+    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: 256 connections wait already, this was the oldest$' \
+        "that it dropped the oldest idle connections"
+    stop_pid "$IDLE_PID"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
 case_daemon_signals() {
     mkdir -p "$T/root"
     mkfile "$T/a" 10000
@@ -294,6 +363,8 @@ run_case key-file-env case_key_file_env
 run_case two-sessions case_two_sessions
 run_case strangers case_strangers
 run_case silent-stranger-cut-off case_silent_stranger_cut_off
+run_case route-strangers case_route_strangers
+run_case idle-connections case_idle_connections
 run_case daemon-signals case_daemon_signals
 run_case daemon-bad-setup case_daemon_bad_setup
 finish

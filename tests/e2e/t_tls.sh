@@ -91,20 +91,6 @@ log_grew() {
     [[ $(daemon_log_since "$1" | wc -l) -ge $2 ]]
 }
 
-# daemon_logged REGEX: a line of the daemon's log matches REGEX (ERE).
-daemon_logged() {
-    grep -qE -- "$1" "$DAEMON_LOG"
-}
-
-# wait_daemon_logged REGEX WHAT: wait up to 10 s for the daemon to log a
-# line matching REGEX; fail, saying WHAT was expected, if it does not.
-wait_daemon_logged() {
-    wait_until 10 daemon_logged "$1" || {
-        sed 's/^/  daemon: /' "$DAEMON_LOG" >&2
-        fail "the daemon did not log $2 (/$1/)"
-    }
-}
-
 # serves_others [PCOPY OPTIONS...]: the daemon is alive, and a good copy to
 # it and back right now succeeds and is byte-identical.
 _OTHER_N=0
