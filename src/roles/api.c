@@ -70,8 +70,13 @@ void pcopy_opts_defaults(struct pcopy_opts *o)
 
 int api_result(struct pcopy_result *r, struct pc_err *e, int ret)
 {
+	char msg[sizeof(r->msg)];
+
 	r->code = ret;
-	pc_err_get(e, r->msg, sizeof(r->msg));
+	pc_err_get(e, msg, sizeof(msg));
+	/* The caller prints it, and it may quote a peer: one line, no
+	 * terminal controls, as in the log. */
+	log_escape(r->msg, sizeof(r->msg), msg);
 	if (ret < 0 && r->msg[0] == '\0')
 		snprintf(r->msg, sizeof(r->msg), "%s", pc_strerror(ret));
 	pc_err_destroy(e);

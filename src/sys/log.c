@@ -46,7 +46,7 @@ static void log_write(const char *buf, size_t len)
  * control character (below 0x20, or 0x7f) as \xNN, so that a message
  * that quotes a peer (its ERROR text, a file name) stays one line and
  * cannot steer a terminal. Stops where the next byte no longer fits. */
-static void log_escape(char *out, size_t cap, size_t *len, const char *p, size_t n)
+static void log_escape_into(char *out, size_t cap, size_t *len, const char *p, size_t n)
 {
 	static const char hex[] = "0123456789abcdef";
 
@@ -65,6 +65,16 @@ static void log_escape(char *out, size_t cap, size_t *len, const char *p, size_t
 		out[(*len)++] = hex[c >> 4];
 		out[(*len)++] = hex[c & 15];
 	}
+}
+
+void log_escape(char *out, size_t cap, const char *in)
+{
+	size_t len = 0;
+
+	if (cap == 0)
+		return;
+	log_escape_into(out, cap - 1, &len, in, strlen(in));
+	out[len] = '\0';
 }
 
 void log_msg(int level, const char *fmt, ...)
@@ -93,7 +103,7 @@ void log_msg(int level, const char *fmt, ...)
 		goto out;
 	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;
 	/* Keep one byte for the newline, which survives truncation. */
-	log_escape(line, sizeof(line) - 1, &len, text, n);
+	log_escape_into(line, sizeof(line) - 1, &len, text, n);
 	line[len++] = '\n';
 	log_write(line, len);
 out:

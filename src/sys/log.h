@@ -8,6 +8,8 @@
 #ifndef PCOPY_LOG_H
 #define PCOPY_LOG_H
 
+#include <stddef.h>
+
 enum log_level { LOG_QUIET = -1, LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 /* Sets the threshold and the prefix ("pcopy", "pcopy[server]"). Call before
@@ -16,6 +18,12 @@ void log_setup(int level, const char *prefix);
 int log_level(void);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Copies the string in to out[cap] (cap >= 1, always terminated), each
+ * control character as \xNN, as log_msg writes every line: for text that
+ * may quote a peer and is printed by other means. Truncates, never
+ * splitting an escape. */
+void log_escape(char *out, size_t cap, const char *in);
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)

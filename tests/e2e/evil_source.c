@@ -35,6 +35,9 @@
  *   trailing  ... then REG A/x/ (a trailing '/').
  * The last five break the path rule, so the sink's decoder must refuse the
  * second batch as a protocol error.
+ *   error-text  after HELLO, an ERROR (code -2) whose text holds a newline,
+ *             an escape sequence and a carriage return: the client must
+ *             print it escaped, on one line.
  *   benign    the control: DIR A, REG A/f, SYMLINK A/l -> OUTSIDE (a link
  *             may point anywhere; only writing through one is refused),
  *             DIR A/d, DIR_END A/d, DIR_END A. A sink must copy it all: this
@@ -484,7 +487,7 @@ static void finish(const struct session *s, int *conns)
 static bool known_scenario(const char *n)
 {
 	static const char *const names[] = { "symlink", "dotdot", "absolute", "empty", "dot",
-					     "trailing", "benign" };
+					     "trailing", "benign", "error-text" };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(n, names[i]) == 0)
@@ -499,10 +502,21 @@ int main(int argc, char **argv)
 	unsigned port;
 
 	if (argc < 3 || !known_scenario(argv[1]) || argv[2][0] != '/')
-		die("usage: evil_source symlink|dotdot|absolute|empty|dot|trailing|benign /OUTSIDE [ARGS...]");
+		die("usage: evil_source symlink|dotdot|absolute|empty|dot|trailing|benign|error-text "
+		    "/OUTSIDE [ARGS...]");
 	if (getrandom(s.nonce_s, sizeof(s.nonce_s), 0) != (ssize_t)sizeof(s.nonce_s))
 		die("getrandom failed: %s", strerror(errno));
 	handshake(&s);
+	if (strcmp(argv[1], "error-text") == 0) {
+		/* An ERROR whose text would forge a line of its own and
+		 * steer the terminal, were it printed raw. */
+		static const char text[] = "no such file\n\x1b[2Jpcopy: 0 bytes in 0 files, done\r";
+		struct buf err = { .n = 0 };
+		put_be(&err, (uint32_t)-2, 4);
+		put_str(&err, text);
+		send_frame(T_ERROR, &err);
+		return 0;
+	}
 	int lfd = listen_local(&port);
 	struct buf ready = { .n = 0 };
 	put_be(&ready, port, 2);

@@ -12,6 +12,8 @@
 #             HARDLINK a/h and a top-level HARDLINK b, both to a/passwd. All
 #             valid on the wire: the sink must refuse every entry beneath the
 #             symlink (each named on stderr), never write through it;
+#   error-text  an ERROR whose text holds a newline, an escape sequence and a
+#             carriage return: printed escaped, on one line;
 #   dotdot, absolute, empty, dot, trailing: a path with "..", a leading
 #             '/', an empty component, a "." component, a trailing '/': a
 #             protocol error (exit 2), with a message naming the path.
@@ -103,7 +105,18 @@ case_bad_path() {
         fail "the entry with the bad path was written"
 }
 
+# The far end's ERROR text reaches the user escaped: one line, control
+# characters as \xNN, no line of its own forged, no escape sequence.
+case_error_text() {
+    evil_pull error-text 1,2,3,10,11 127.0.0.1:a
+    expect_stderr_contains 'no such file\x0a\x1b[2Jpcopy: 0 bytes in 0 files, done\x0d'
+    ! grep -q $'\x1b' "$LAST_STDERR" || fail "an escape character reached the terminal"
+    ! grep -q $'\r' "$LAST_STDERR" || fail "a carriage return reached the terminal"
+    ! grep -q '^pcopy: 0 bytes in 0 files, done' "$LAST_STDERR" || fail "the peer forged a line"
+}
+
 run_case benign case_benign
+run_case error-text case_error_text
 run_case symlink case_symlink
 run_case dotdot case_bad_path dotdot "a/../../escape"
 run_case absolute case_bad_path absolute "/abs"
