@@ -22,7 +22,7 @@
 #include "sys/platform.h"
 #include "sys/sync.h"
 
-static void net_set_window(int fd, uint32_t window)
+void net_set_window(int fd, uint32_t window)
 {
 	int v = (int)window;
 

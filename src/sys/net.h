@@ -36,6 +36,13 @@ int net_connect(const char *host, uint16_t port, int family, uint32_t window,
  * NULL it receives "addr:port". */
 int net_accept(int lfd, int timeout_ms, char *peer, size_t cap);
 
+/* Sets SO_SNDBUF and SO_RCVBUF to window (0: leaves them alone). On a
+ * connected socket this still widens the window (the scale was agreed on
+ * from the system's maximum), though not from the first segment on, as
+ * net_listen's and net_connect's do. Failures are ignored: the kernel
+ * clamps anyway, and net_granted_window says what was granted. */
+void net_set_window(int fd, uint32_t window);
+
 /* Passing a connected socket to another process of ours over a Unix
  * socket (SOCK_SEQPACKET, from socketpair): net_send_fd sends fd with the
  * text `who` (naming the peer, at most NET_MAX_ADDR - 1 bytes) as one

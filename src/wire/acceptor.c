@@ -41,6 +41,7 @@ struct acc_job {
 struct acceptor {
 	const uint8_t *k;         /* immutable */
 	unsigned n, timeout_s;    /* immutable */
+	uint32_t window;          /* immutable: req->window */
 	struct auth_data_mode mode; /* immutable */
 	int efd;                  /* eventfd: a job finished */
 	pthread_mutex_t lock;
@@ -158,6 +159,11 @@ static int acc_accept(struct acceptor *a, int lfd, bool passed)
 		return 0;
 	if (fd < 0)
 		return fd;
+	/* Accepted by a daemon's listener, which could not know our window:
+	 * without it the receive window would grow from the kernel's default,
+	 * a round trip at a time (about 0.14 s of a 256 MiB copy over 50 ms). */
+	if (passed)
+		net_set_window(fd, a->window);
 	*j = (struct acc_job){ .a = a, .fd = fd, .used = true };
 	snprintf(j->who, sizeof(j->who), "%s", who);
 	rc = pthread_create(&j->tid, NULL, acc_job_main, j);
@@ -217,7 +223,7 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 		chans[i] = NULL;
 	if (a == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
-	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = req->timeout_s,
+	*a = (struct acceptor){ .k = k, .n = n, .timeout_s = req->timeout_s, .window = req->window,
 				.mode = auth_data_mode(req->flags) };
 	a->efd = platform_event_new();
 	int rc = a->efd < 0 ? -a->efd : pthread_mutex_init(&a->lock, NULL);
