@@ -421,7 +421,7 @@ static int daemon_expire(struct daemon *d)
 static int daemon_step(struct daemon *d, struct pc_err *e)
 {
 	struct pollfd p[DAEMON_POLL_MAX];
-	unsigned np = 0, kid0, pend0;
+	unsigned np = 0, kid0, pend0, nkids = d->nkids;
 	int timeout = daemon_expire(d);
 
 	p[np++] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
@@ -448,7 +448,8 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	for (unsigned i = d->npend; i-- > 0;)
 		if (p[pend0 + i].revents & (POLLIN | POLLHUP | POLLERR))
 			daemon_pend_read(d, i);
-	for (unsigned j = 0; j < d->nkids; j++)
+	/* Only the sessions polled: those forked just now come after them. */
+	for (unsigned j = 0; j < nkids; j++)
 		if (p[kid0 + j].fd >= 0 && (p[kid0 + j].revents & (POLLIN | POLLHUP | POLLERR)))
 			daemon_kid_read(d, j);
 	if (p[1].revents & POLLIN)

@@ -138,8 +138,16 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 	if (lfd >= 0 || server_routed(cfg, req)) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		ret = lfd >= 0 ? acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e)
-			       : acceptor_run_passed(cfg->route_fd, c, req, k, ctl_peer(c), chans, e);
+		if (lfd >= 0) {
+			ret = acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e);
+		} else {
+			ret = acceptor_run_passed(cfg->route_fd, c, req, k, ctl_peer(c), chans,
+						  e);
+			/* Done with it: the daemon then forgets our token, and drops
+			 * what names it later after its 10 s, as any stranger; what
+			 * waits in the socket now goes with it. */
+			close(cfg->route_fd);
+		}
 		if (ret == -PC_E_ABORTED)
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {

@@ -28,7 +28,9 @@ struct server_cfg {
 	int route_fd;              /* daemon in TLS: where the daemon passes on the data
 	                              connections that came to its own port for this
 	                              session (acceptor_run_passed); -1: none, so a
-	                              session of ours that accepts opens a listener */
+	                              session of ours that accepts opens a listener.
+	                              server_session takes it over and closes it once
+	                              its data connections are in */
 };
 
 /* Serves one session on c (borrowed). Returns 0, -PC_E_PARTIAL, or the

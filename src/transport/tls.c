@@ -24,6 +24,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -48,6 +49,7 @@
 #include "transport/chan_int.h"
 
 #define TLS_RECORD 16384u            /* the largest TLS plaintext record */
+#define TLS_LATER_SLICE_MS 100       /* how often a TLS_DEADLINE_LATER is read again */
 #define TLS_READ_BUF (128u * 1024u)  /* read buffer: several records per recv */
 #define TLS_WRITE_BUF (256u * 1024u) /* write buffer: several records per send */
 
@@ -700,9 +702,10 @@ static int tls_hs_fail(int fd, bool server, const struct tls_hs *hs, const struc
 			  "older pcopy, or not pcopy at all?", where, d);
 }
 
-/* Runs the handshake of ssl on fd to its end or deadline_ns. */
+/* Runs the handshake of ssl on fd to its end or *deadline (read again at
+ * each wait: another thread may set it while it is TLS_DEADLINE_LATER). */
 static int tls_hs_run(SSL *ssl, int fd, bool server, const struct tls_hs *hs,
-		      uint64_t deadline_ns, struct pc_err *e)
+		      const _Atomic uint64_t *deadline, struct pc_err *e)
 {
 	char where[NET_MAX_ADDR + 32];
 	struct tls_fail f;
@@ -716,14 +719,16 @@ static int tls_hs_run(SSL *ssl, int fd, bool server, const struct tls_hs *hs,
 		tls_fail_read(ssl, r, &f);
 		if (f.sslerr != SSL_ERROR_WANT_READ && f.sslerr != SSL_ERROR_WANT_WRITE)
 			return tls_hs_fail(fd, server, hs, &f, e);
-		r = tls_ms_left(deadline_ns);
+		uint64_t deadline_ns = atomic_load(deadline);
+		bool later = deadline_ns == TLS_DEADLINE_LATER;
+		r = later ? TLS_LATER_SLICE_MS : tls_ms_left(deadline_ns);
 		if (r != 0) {
 			/* A stop signal ends the handshake too (platform_poll),
 			 * as it ends a connect or a wait for a proof in clear. */
 			struct pollfd p = { .fd = fd, .events = f.sslerr == SSL_ERROR_WANT_READ
 								? POLLIN : POLLOUT };
 			r = platform_poll(&p, 1, r);
-			r = r > 0 ? 0 : r == 0 ? -PC_E_TIMEOUT : r;
+			r = r > 0 || (r == 0 && later) ? 0 : r == 0 ? -PC_E_TIMEOUT : r;
 		} else {
 			r = -PC_E_TIMEOUT;
 		}
@@ -806,8 +811,8 @@ static struct chan *tls_chan_new(SSL *ssl, int fd, bool buffered)
 
 /* The common part of tls_connect and tls_accept: ssl made from role's
  * context, hs as its app data; on success *out owns fd and ssl. */
-static int tls_start(int fd, enum tls_role role, struct tls_hs *hs, uint64_t deadline_ns,
-		     struct chan **out, struct pc_err *e)
+static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
+		     const _Atomic uint64_t *deadline, struct chan **out, struct pc_err *e)
 {
 	SSL_CTX *ctx = tls_ctx_get(role);
 	int flags = -1, ret;
@@ -839,7 +844,7 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs, uint64_t dea
 		SSL_set_psk_use_session_callback(ssl, tls_use_psk_cb);
 		SSL_set_connect_state(ssl);
 	}
-	ret = tls_hs_run(ssl, fd, role == TLS_SERVER, hs, deadline_ns, e);
+	ret = tls_hs_run(ssl, fd, role == TLS_SERVER, hs, deadline, e);
 	if (ret < 0)
 		goto out;
 	SSL_set_app_data(ssl, NULL);  /* hs lives on the caller's stack */
@@ -862,6 +867,16 @@ int tls_connect(int fd, enum tls_cipher cipher, const uint8_t *id, size_t idlen,
 		const uint8_t psk[TLS_PSK_LEN], uint64_t deadline_ns, struct chan **out,
 		struct pc_err *e)
 {
+	_Atomic uint64_t d;
+
+	atomic_init(&d, deadline_ns);
+	return tls_connect_until(fd, cipher, id, idlen, psk, &d, out, e);
+}
+
+int tls_connect_until(int fd, enum tls_cipher cipher, const uint8_t *id, size_t idlen,
+		      const uint8_t psk[TLS_PSK_LEN], const _Atomic uint64_t *deadline,
+		      struct chan **out, struct pc_err *e)
+{
 	struct tls_hs hs = { .id = id, .idlen = idlen, .psk = psk };
 	enum tls_role role;
 
@@ -879,7 +894,7 @@ int tls_connect(int fd, enum tls_cipher cipher, const uint8_t *id, size_t idlen,
 	default:
 		return pc_err_set(e, -EINVAL, "TLS: unknown cipher %d", (int)cipher);
 	}
-	return tls_start(fd, role, &hs, deadline_ns, out, e);
+	return tls_start(fd, role, &hs, deadline, out, e);
 }
 
 int tls_accept(int fd, tls_find_psk find, void *arg, uint64_t deadline_ns,
@@ -893,7 +908,10 @@ int tls_accept(int fd, tls_find_psk find, void *arg, uint64_t deadline_ns,
 	*out = NULL;
 	if (fd < 0 || find == NULL)
 		return pc_err_set(e, -EINVAL, "TLS: bad arguments to tls_accept");
-	r = tls_start(fd, TLS_SERVER, &hs, deadline_ns, out, e);
+	_Atomic uint64_t d;
+
+	atomic_init(&d, deadline_ns);
+	r = tls_start(fd, TLS_SERVER, &hs, &d, out, e);
 	if (r == 0) {
 		if (id_out != NULL)
 			memcpy(id_out, hs.seen, hs.seenlen);

@@ -59,6 +59,16 @@ int tls_connect(int fd, enum tls_cipher cipher, const uint8_t *id, size_t idlen,
 		const uint8_t psk[TLS_PSK_LEN], uint64_t deadline_ns, struct chan **out,
 		struct pc_err *e);
 
+/* The same, with a deadline another thread may set while the handshake
+ * runs: TLS_DEADLINE_LATER means none yet (the waits look again every
+ * 100 ms), and setting a past time (1) ends it with -PC_E_TIMEOUT. For
+ * data connections that say their ClientHello before the far end may
+ * answer (it is still opening the files), and must not give up meanwhile. */
+#define TLS_DEADLINE_LATER UINT64_MAX
+int tls_connect_until(int fd, enum tls_cipher cipher, const uint8_t *id, size_t idlen,
+		      const uint8_t psk[TLS_PSK_LEN], const _Atomic uint64_t *deadline,
+		      struct chan **out, struct pc_err *e);
+
 /* Server handshake on the accepted socket fd; find(arg, ...) gives the key
  * for the identity offered. id_out (TLS_MAX_IDENTITY bytes, may be NULL)
  * and *idlen_out receive the identity the client proved. Deadline,
