@@ -314,17 +314,17 @@ case_mitm_handshake() {
 }
 
 # mitm_data_relay DIR: start a relay that stands for the daemon on
-# 127.0.0.2: its control port RPORT and its data port DPORT (the client
-# asks for that one with -Z) lead to the daemon's on 127.0.0.1. The client
-# connects its data streams to the address its control connection reached
-# (127.0.0.2), so they pass the relay, which flips one byte in the middle
-# of the 5th full TLS record going DIR (c2s: a push, s2c: a pull).
-RPORT='' DPORT=''
+# 127.0.0.2: its port RPORT leads to the daemon's on 127.0.0.1. The client
+# connects its data streams to the address and port its control connection
+# reached (protocol 5: a daemon in TLS takes them on its own port), so they
+# pass the relay, which tells them from the control connection by their
+# route preamble (--split) and flips one byte in the middle of the 5th
+# full TLS record of a data stream going DIR (c2s: a push, s2c: a pull).
+RPORT=''
 mitm_data_relay() {
     RPORT=$(free_port)
-    DPORT=$(free_port)
     start_relay "data-$1" --route "ctl:127.0.0.2:$RPORT:127.0.0.1:$DAEMON_PORT" \
-        --route "data:127.0.0.2:$DPORT:127.0.0.1:$DPORT" --flip "data:$1:5:1000"
+        --split ctl:data --flip "data:$1:5:1000"
 }
 
 case_mitm_data() {
@@ -336,8 +336,8 @@ case_mitm_data() {
     for s in 1 4; do
         # A push: the relay flips a byte the client sent.
         mitm_data_relay c2s
-        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "$T/src" \
-            "pcopy://127.0.0.2:$RPORT/pushed" --key-file "$DAEMON_KEY"
+        expect_fail "$PCOPY" -s "$s" "$T/src" "pcopy://127.0.0.2:$RPORT/pushed" \
+            --key-file "$DAEMON_KEY"
         expect_flipped
         relay_logged '^data#[0-9]+ flipped ' || fail "the relay flipped a byte, but not on a data stream"
         nothing_written "$T/root" pushed
@@ -350,8 +350,8 @@ case_mitm_data() {
         serves_others
         # A pull: the relay flips a byte the daemon sent.
         mitm_data_relay s2c
-        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "pcopy://127.0.0.2:$RPORT/there" \
-            "$T/local/pulled" --key-file "$DAEMON_KEY"
+        expect_fail "$PCOPY" -s "$s" "pcopy://127.0.0.2:$RPORT/there" "$T/local/pulled" \
+            --key-file "$DAEMON_KEY"
         expect_flipped
         relay_logged '^data#[0-9]+ flipped ' || fail "the relay flipped a byte, but not on a data stream"
         nothing_written "$T/local" pulled
@@ -375,15 +375,15 @@ case_mitm_data_handshake() {
     mkfile "$T/src" 3M
     for s in 1 2; do
         RPORT=$(free_port)
-        DPORT=$(free_port)
         start_relay "data-hs-$s" --route "ctl:127.0.0.2:$RPORT:127.0.0.1:$DAEMON_PORT" \
-            --route "data:127.0.0.2:$DPORT:127.0.0.1:$DPORT" --flip "data:s2c:2:0"
-        expect_fail "$PCOPY" -s "$s" -Z "$DPORT-$DPORT" "$T/src" \
-            "pcopy://127.0.0.2:$RPORT/pushed" --key-file "$DAEMON_KEY"
+            --split ctl:data --flip "data:s2c:2:0"
+        expect_fail "$PCOPY" -s "$s" "$T/src" "pcopy://127.0.0.2:$RPORT/pushed" \
+            --key-file "$DAEMON_KEY"
         expect_flipped
+        relay_logged '^data#[0-9]+ flipped ' || fail "the relay flipped a byte, but not on a data connection"
         nothing_written "$T/root" pushed
         expect_rc 5
-        expect_stderr_matches "data connection [0-9]+ to 127\.0\.0\.2 port $DPORT: TLS handshake with 127\.0\.0\.2: .*altered on the way"
+        expect_stderr_matches "data connection [0-9]+ to 127\.0\.0\.2 port $RPORT: TLS handshake with 127\.0\.0\.2: .*altered on the way"
         stop_pid "$RELAY_PID"
         serves_others
     done
