@@ -52,6 +52,8 @@ struct endpoint {
 	char ready_host[PROTO_MAX_HOST + 1]; /* READY: its own idea of its address */
 	uint8_t k[PROTO_KEY_LEN];          /* the data session key */
 	uint8_t K[PROTO_KEY_LEN];          /* daemon: the key file's key; wiped after use */
+	struct session_dial *dial;         /* daemon in TLS: our data connections on their
+	                                      way to its port (session_dial_*); owned */
 };
 
 struct client {
@@ -303,6 +305,20 @@ static int client_spawn_local(struct client *c, struct endpoint *ep)
 	return client_ctl_new(c, ep, fd, fd, true);
 }
 
+/* Stops and closes the data connections on their way, if any. */
+static void client_dial_stop(struct endpoint *ep)
+{
+	struct chan *none[PROTO_MAX_STREAMS];
+	struct pc_err e;
+
+	if (ep->dial == NULL)
+		return;
+	pc_err_init(&e);
+	(void)session_dial_finish(ep->dial, &ep->req, false, none, &e); /* -PC_E_ABORTED */
+	pc_err_destroy(&e);
+	ep->dial = NULL;
+}
+
 static int client_connect_daemon(struct client *c, struct endpoint *ep)
 {
 	int fd = net_connect(ep->loc->host, ep->loc->port, c->o->family, 0,
@@ -320,6 +336,16 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	struct auth_data_mode m = client_data_mode(c->o, ep);
 	if (!m.tls)
 		return client_ctl_new(c, ep, fd, fd, false);
+	/* Our data connections go to the same address and port, unless the
+	 * daemon is to connect to us (-z): they connect while the control
+	 * channel's handshake runs (docs/PROTOCOL.md 6.2). */
+	if (!(ep->req.flags & PROTO_REQ_CONNECT)) {
+		ret = session_dial_start(ep->data_host, ep->loc->port, &ep->req, &ep->dial, c->e);
+		if (ret < 0) {
+			close(fd);
+			return ret;
+		}
+	}
 	/* The control channel in TLS keyed by K: the handshake proves both
 	 * ends, and hides names, sizes and errors. */
 	struct chan *ch;
@@ -331,6 +357,7 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	pc_err_get(&e2, why, sizeof(why));
 	pc_err_destroy(&e2);
 	if (ret < 0) {
+		client_dial_stop(ep);
 		close(fd);
 		/* A handshake record that failed its check was altered on the
 		 * way (tls.c says so in why): a wrong key fails the binder
@@ -348,10 +375,23 @@ static int client_connect_daemon(struct client *c, struct endpoint *ep)
 	ep->t = SESSION_DAEMON_TLS;
 	ep->ctl = ctl_new(ch, ep->peer, false);
 	if (ep->ctl == NULL) {
+		client_dial_stop(ep);
 		chan_free(ch);
 		return pc_err_set(c->e, -ENOMEM, "out of memory");
 	}
-	return 0;
+	/* The session key is the control channel's TLS exporter: our data
+	 * connections can say their ClientHellos now, with REQUEST. */
+	if (ep->dial != NULL) {
+		ret = auth_session_key_tls(ch, ep->k);
+		if (ret < 0)
+			ret = pc_err_set(c->e, ret, "%s: cannot derive the session key: %s", ep->peer,
+					 pc_strerror(ret));
+		else
+			ret = session_dial_key(ep->dial, ep->k, c->e);
+		if (ret < 0)
+			client_dial_stop(ep);
+	}
+	return ret;
 }
 
 static int client_open_endpoint_raw(struct client *c, struct endpoint *ep);
@@ -443,6 +483,7 @@ static int client_handshake(struct client *c, struct endpoint *ep)
 
 static void client_close_endpoint(struct client *c, struct endpoint *ep, int *ret)
 {
+	client_dial_stop(ep); /* data connections the session never took */
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
 	/* Interrupted: the --rsh command may be where EOF on its stdin goes
@@ -525,15 +566,18 @@ static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
 	return ret;
 }
 
-/* Opens our data connections to (or, with -z, from) the server: dial,
- * when not NULL, holds those already on their way to a daemon's port
- * (client_dial), and is finished here. pending: see session_connect_data. */
+/* Opens our data connections to (or, with -z, from) the server; those
+ * already on their way to a daemon's port (ep->dial) are finished here.
+ * pending: see session_connect_data. */
 static int client_data(struct client *c, struct endpoint *ep, int lfd,
-		       struct session_dial *dial, uint8_t (*pending)[PROTO_MAC_LEN])
+		       uint8_t (*pending)[PROTO_MAC_LEN])
 {
 	const struct proto_request *req = &ep->req;
+	struct session_dial *dial = ep->dial;
 	struct pc_err e2;
 	int ret;
+
+	ep->dial = NULL; /* finished below, whatever happens */
 
 	if (lfd >= 0) {
 		ret = acceptor_run(lfd, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
@@ -603,25 +647,6 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 		 strcmp(ktls, "on") == 0 ? "" : ktls, strcmp(ktls, "on") == 0 ? "" : ")", ctl);
 }
 
-/* To a daemon in TLS, when it is not told to connect to us: its data
- * connections go to the daemon's own port, and can leave while REQUEST and
- * READY travel, since the route token and the streams' keys come from the
- * control channel's TLS session (docs/PROTOCOL.md 6.2). *dial is NULL
- * otherwise. Returns 0 or a negative code. */
-static int client_dial(struct client *c, struct endpoint *ep, struct session_dial **dial)
-{
-	int ret;
-
-	*dial = NULL;
-	if (ep->t != SESSION_DAEMON_TLS || (ep->req.flags & PROTO_REQ_CONNECT))
-		return 0;
-	ret = auth_session_key_tls(ctl_chan(ep->ctl), ep->k);
-	if (ret < 0)
-		return pc_err_set(c->e, ret, "%s: cannot derive the session key: %s", ep->peer,
-				  pc_strerror(ret));
-	return session_dial_start(ep->data_host, ep->loc->port, &ep->req, ep->k, dial, c->e);
-}
-
 static int client_two_party(struct client *c)
 {
 	struct endpoint *ep = &c->ep[0];
@@ -641,20 +666,12 @@ static int client_two_party(struct client *c)
 		ep->req.port_lo = c->o->port_lo;
 		ep->req.port_hi = c->o->port_hi;
 	}
-	struct session_dial *dial = NULL;
 	if (ret == 0)
 		ret = client_open_endpoint(c, ep);
 	if (ret == 0)
-		ret = client_dial(c, ep, &dial);
-	if (ret == 0)
 		ret = client_handshake(c, ep);
-	if (ret < 0 && dial != NULL) {
-		struct pc_err none;
-		pc_err_init(&none);
-		(void)session_dial_finish(dial, &ep->req, false, c->chans, &none);
-		pc_err_destroy(&none);
-		dial = NULL;
-	}
+	if (ret < 0)
+		client_dial_stop(ep);
 	/* A push to a daemon over connections we opened: the data starts with
 	 * our proof, and the daemon's proofs are checked at the end. The port
 	 * is the daemon's, on the address our control connection reached.
@@ -663,7 +680,7 @@ static int client_two_party(struct client *c)
 	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t != SESSION_PIPE &&
 		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
-		ret = client_data(c, ep, lfd, dial, owed ? c->proofs : NULL);
+		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
 	if (lfd >= 0)
 		close(lfd);
 	if (ret < 0)

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,8 +236,7 @@ void session_check_window(int fd, uint32_t window)
 }
 
 /* What the connector threads of one session_dial share: the gate they
- * wait at, after the TCP connect and the route preamble, before the
- * stream's handshake. */
+ * wait at after the TCP connect, until the session key is known. */
 struct dial_gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -244,8 +244,12 @@ struct dial_gate {
 };
 
 struct connector {
-	const uint8_t *route;   /* NULL, or the PROTO_ROUTE_LEN preamble to send first */
+	const uint8_t *route;   /* NULL, or the PROTO_ROUTE_LEN preamble to send first
+	                           (read once the gate opened) */
 	struct dial_gate *gate; /* NULL: no waiting */
+	const _Atomic uint64_t *deadline; /* NULL: SESSION_AUTH_TIMEOUT_S from the
+	                           handshake's start; else the dial's, which may be
+	                           TLS_DEADLINE_LATER */
 	const char *host;
 	uint16_t port;
 	const struct proto_request *req;
@@ -303,7 +307,10 @@ static int session_connect_secure(struct connector *c, int fd)
 	/* Blocks leave in single large writes: Nagle only delays the small
 	 * END block, by a delayed-ACK timeout (40 ms) per transfer. */
 	ret = net_set_nodelay(fd);
-	if (ret == 0 && c->mode.tls) {
+	if (ret == 0 && c->mode.tls && c->deadline != NULL) {
+		ret = auth_data_tls_connect_until(fd, c->k, c->idx, c->mode.cipher, c->deadline,
+						  &c->ch, &c->err);
+	} else if (ret == 0 && c->mode.tls) {
 		uint64_t deadline = platform_now_ns() + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
 		ret = auth_data_tls_connect(fd, c->k, c->idx, c->mode.cipher, deadline, &c->ch,
 					    &c->err);
@@ -359,15 +366,15 @@ static void *session_connect_one(void *arg)
 
 	if (fd < 0)
 		return NULL;
+	if (c->gate != NULL && !session_gate_wait(c->gate)) {
+		close(fd); /* stopped: the session never got that far */
+		return NULL;
+	}
 	ret = c->route != NULL ? session_send_route(fd, c->route) : 0;
 	if (ret < 0) {
 		close(fd);
 		pc_err_set(&c->err, -PC_E_NET, "data connection %u to %s port %u failed: %s",
 			   (unsigned)c->idx, c->host, (unsigned)c->port, pc_strerror(ret));
-		return NULL;
-	}
-	if (c->gate != NULL && !session_gate_wait(c->gate)) {
-		close(fd); /* stopped: the session never got that far */
 		return NULL;
 	}
 	ret = session_connect_secure(c, fd);
@@ -399,22 +406,26 @@ static void *session_connect_one(void *arg)
 struct session_dial {
 	struct connector c[PROTO_MAX_STREAMS];
 	unsigned started;           /* threads running */
-	uint8_t route[PROTO_ROUTE_LEN];
+	uint8_t route[PROTO_ROUTE_LEN]; /* set before the gate opens */
+	uint8_t k[PROTO_KEY_LEN];   /* likewise */
 	struct dial_gate gate;
 	bool gated;                 /* gate initialised: the threads wait at it */
+	_Atomic uint64_t deadline;  /* of the streams' handshakes */
 };
 
-/* Starts one connector thread per stream; route and gate as in struct
- * connector. Returns 0 or a negative code (the threads started are left
- * for session_dial_finish). */
+/* Starts one connector thread per stream; routed: the threads wait at
+ * the gate, then send the route preamble and run their handshakes until
+ * d->deadline. Returns 0 or a negative code (the threads started are left
+ * for session_dial_join). */
 static int session_dial_begin(struct session_dial *d, const char *host, uint16_t port,
 			      const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
-			      uint8_t (*pending)[PROTO_MAC_LEN], bool route, struct pc_err *e)
+			      uint8_t (*pending)[PROTO_MAC_LEN], bool routed, struct pc_err *e)
 {
 	for (unsigned i = 0; i < req->streams; i++) {
 		struct connector *c = &d->c[i];
-		*c = (struct connector){ .route = route ? d->route : NULL,
-					 .gate = d->gated ? &d->gate : NULL, .host = host,
+		*c = (struct connector){ .route = routed ? d->route : NULL,
+					 .gate = routed ? &d->gate : NULL,
+					 .deadline = routed ? &d->deadline : NULL, .host = host,
 					 .port = port, .req = req,
 					 .mode = auth_data_mode(req->flags), .k = k,
 					 .idx = (uint16_t)i,
@@ -430,16 +441,25 @@ static int session_dial_begin(struct session_dial *d, const char *host, uint16_t
 	return 0;
 }
 
-/* Opens the gate (go) or closes it, joins every thread, and collects
- * their channels into chans[] (all of them, or none on failure). */
+static void session_gate_set(struct session_dial *d, int state)
+{
+	sync_lock(&d->gate.lock);
+	if (d->gate.state == 0)
+		d->gate.state = state;
+	sync_broadcast(&d->gate.cond);
+	sync_unlock(&d->gate.lock);
+}
+
+/* Lets the threads go on to their handshakes with SESSION_AUTH_TIMEOUT_S
+ * from now (go), or stops them; joins them, and collects their channels
+ * into chans[] (all of them, or none on failure). Frees d. */
 static int session_dial_join(struct session_dial *d, const struct proto_request *req, bool go,
 			     int ret, struct chan **chans, struct pc_err *e)
 {
 	if (d->gated) {
-		sync_lock(&d->gate.lock);
-		d->gate.state = go ? 1 : -1;
-		sync_broadcast(&d->gate.cond);
-		sync_unlock(&d->gate.lock);
+		atomic_store(&d->deadline, go ? platform_now_ns() +
+				     SESSION_AUTH_TIMEOUT_S * 1000000000ull : 1);
+		session_gate_set(d, go ? 1 : -1);
 	}
 	for (unsigned i = 0; i < d->started; i++) {
 		struct connector *c = &d->c[i];
@@ -463,6 +483,7 @@ static int session_dial_join(struct session_dial *d, const struct proto_request 
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->gate.lock));
 	}
 	crypto_wipe(d->route, sizeof(d->route));
+	crypto_wipe(d->k, sizeof(d->k));
 	free(d);
 	return ret;
 }
@@ -480,22 +501,15 @@ int session_connect_data(const char *host, uint16_t port, const struct proto_req
 }
 
 int session_dial_start(const char *host, uint16_t port, const struct proto_request *req,
-		       const uint8_t k[PROTO_KEY_LEN], struct session_dial **out, struct pc_err *e)
+		       struct session_dial **out, struct pc_err *e)
 {
 	struct session_dial *d = calloc(1, sizeof(*d));
-	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
 	int ret;
 
 	*out = NULL;
 	if (d == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
-	ret = auth_route_token(k, token);
-	if (ret < 0) {
-		free(d);
-		return pc_err_set(e, ret, "cannot derive the route token: %s", pc_strerror(ret));
-	}
-	proto_route_encode(token, d->route);
-	crypto_wipe(token, sizeof(token));
+	atomic_init(&d->deadline, TLS_DEADLINE_LATER);
 	int rc = pthread_mutex_init(&d->gate.lock, NULL);
 	if (rc == 0) {
 		rc = pthread_cond_init(&d->gate.cond, NULL);
@@ -507,13 +521,27 @@ int session_dial_start(const char *host, uint16_t port, const struct proto_reque
 		return pc_err_set(e, -rc, "cannot set up the data connections: %s", strerror(rc));
 	}
 	d->gated = true;
-	ret = session_dial_begin(d, host, port, req, k, NULL, true, e);
+	ret = session_dial_begin(d, host, port, req, d->k, NULL, true, e);
 	if (ret < 0) {
 		struct chan *none[PROTO_MAX_STREAMS];
 		(void)session_dial_join(d, req, false, ret, none, e);
 		return ret;
 	}
 	*out = d;
+	return 0;
+}
+
+int session_dial_key(struct session_dial *d, const uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+	int ret = auth_route_token(k, token);
+
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot derive the route token: %s", pc_strerror(ret));
+	proto_route_encode(token, d->route);
+	crypto_wipe(token, sizeof(token));
+	memcpy(d->k, k, sizeof(d->k));
+	session_gate_set(d, 1); /* the lock orders route and k before the threads' reads */
 	return 0;
 }
 

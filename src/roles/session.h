@@ -82,20 +82,26 @@ int session_connect_data(const char *host, uint16_t port, const struct proto_req
 			 struct chan **chans, struct pc_err *e);
 
 /* Data connections to a daemon's own port (version 5, TLS, the client
- * connecting; docs/PROTOCOL.md 6.2), opened while REQUEST and READY
- * travel, so that the TCP connects cost no round trip of their own:
- * session_dial_start starts req->streams threads, each of which connects
- * to host:port and sends the route preamble of k's token (the daemon
- * passes the connection on to the session at once), then waits.
- * session_dial_finish(go = true), once READY came, lets them do their TLS
- * handshakes (keyed from k, as session_connect_data) and collects them in
- * chans[0..n-1] (owned by the caller; none on failure); go = false closes
- * them all (-PC_E_ABORTED). d is freed either way. req and k must stay
- * valid until then. Both return 0 or a negative code with the detail in
- * e; after a failed start there is nothing to finish. */
+ * connecting; docs/PROTOCOL.md 6.2), opened alongside the control channel
+ * so that neither their TCP connects nor their TLS handshakes cost a round
+ * trip of their own:
+ * - session_dial_start, once the control connection is up: starts
+ *   req->streams threads, each of which connects to host:port and waits;
+ * - session_dial_key, once the control channel's TLS handshake gave the
+ *   session key k: each sends the route preamble of k's token and its
+ *   ClientHello, and its handshake waits for the daemon, with no deadline
+ *   yet (the daemon may be waiting for a FIFO's writer before it answers);
+ * - session_dial_finish(go = true), once READY came: their handshakes get
+ *   SESSION_AUTH_TIMEOUT_S from now, and their channels are collected in
+ *   chans[0..n-1] (owned by the caller; none on failure); go = false stops
+ *   and closes them all (-PC_E_ABORTED), keyed or not. d is freed either
+ *   way, and req must stay valid until then.
+ * All return 0 or a negative code with the detail in e; after a failed
+ * start there is nothing to finish. */
 struct session_dial;
 int session_dial_start(const char *host, uint16_t port, const struct proto_request *req,
-		       const uint8_t k[PROTO_KEY_LEN], struct session_dial **d, struct pc_err *e);
+		       struct session_dial **d, struct pc_err *e);
+int session_dial_key(struct session_dial *d, const uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 int session_dial_finish(struct session_dial *d, const struct proto_request *req, bool go,
 			struct chan **chans, struct pc_err *e);
 

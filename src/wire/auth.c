@@ -3,6 +3,7 @@
 #include "wire/auth.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/uio.h>
 
@@ -178,8 +179,8 @@ uint16_t auth_data_flags(struct auth_data_mode m)
 /* Identity and PSK for the control channel (k NULL-free, stream 0) or a
  * data stream, then the client handshake. */
 static int auth_tls_connect(int fd, uint32_t magic, const uint8_t key[PROTO_KEY_LEN],
-			    uint16_t stream, enum tls_cipher cipher, uint64_t deadline_ns,
-			    struct chan **out, struct pc_err *e)
+			    uint16_t stream, enum tls_cipher cipher,
+			    const _Atomic uint64_t *deadline, struct chan **out, struct pc_err *e)
 {
 	struct proto_psk_id pid = { .magic = magic, .version = PROTO_VERSION, .stream = stream };
 	uint8_t id[PROTO_PSK_ID_LEN], psk[AUTH_PSK_LEN];
@@ -188,7 +189,7 @@ static int auth_tls_connect(int fd, uint32_t magic, const uint8_t key[PROTO_KEY_
 	if (ret < 0)
 		return pc_err_set(e, ret, "cannot derive a key: %s", pc_strerror(ret));
 	proto_psk_id_encode(&pid, id);
-	ret = tls_connect(fd, cipher, id, sizeof(id), psk, deadline_ns, out, e);
+	ret = tls_connect_until(fd, cipher, id, sizeof(id), psk, deadline, out, e);
 	crypto_wipe(psk, sizeof(psk));
 	return ret;
 }
@@ -197,13 +198,26 @@ int auth_data_tls_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t strea
 			  enum tls_cipher cipher, uint64_t deadline_ns, struct chan **out,
 			  struct pc_err *e)
 {
-	return auth_tls_connect(fd, PROTO_DATA_MAGIC, k, stream, cipher, deadline_ns, out, e);
+	_Atomic uint64_t d;
+
+	atomic_init(&d, deadline_ns);
+	return auth_tls_connect(fd, PROTO_DATA_MAGIC, k, stream, cipher, &d, out, e);
+}
+
+int auth_data_tls_connect_until(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+				enum tls_cipher cipher, const _Atomic uint64_t *deadline,
+				struct chan **out, struct pc_err *e)
+{
+	return auth_tls_connect(fd, PROTO_DATA_MAGIC, k, stream, cipher, deadline, out, e);
 }
 
 int auth_ctl_tls_connect(int fd, const uint8_t K[PROTO_KEY_LEN], enum tls_cipher cipher,
 			 uint64_t deadline_ns, struct chan **out, struct pc_err *e)
 {
-	return auth_tls_connect(fd, PROTO_MAGIC, K, 0, cipher, deadline_ns, out, e);
+	_Atomic uint64_t d;
+
+	atomic_init(&d, deadline_ns);
+	return auth_tls_connect(fd, PROTO_MAGIC, K, 0, cipher, &d, out, e);
 }
 
 /* What the server's PSK lookup knows: the key, what it accepts, and the

@@ -99,6 +99,11 @@ uint16_t auth_data_flags(struct auth_data_mode m);
 int auth_data_tls_connect(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
 			  enum tls_cipher cipher, uint64_t deadline_ns, struct chan **out,
 			  struct pc_err *e);
+/* The same with a deadline another thread may set meanwhile
+ * (tls_connect_until: TLS_DEADLINE_LATER until then). */
+int auth_data_tls_connect_until(int fd, const uint8_t k[PROTO_KEY_LEN], uint16_t stream,
+				enum tls_cipher cipher, const _Atomic uint64_t *deadline,
+				struct chan **out, struct pc_err *e);
 
 /* The listener's side: accepts only a data identity of our version whose
  * index is below nstreams, with the PSK of that index under k. *stream is
