@@ -22,6 +22,11 @@
 #     its TLS handshake (the PSK binder), and that session still completes;
 #     replayed unchanged once its session ended (a dead route token):
 #     dropped by the daemon after 10 s, which meanwhile serves others;
+#   - a running session's route preamble (seen in clear) sent with junk
+#     to the daemon's port once that session has all its data connections
+#     (its push still reading a slow FIFO): the daemon forgot the token,
+#     drops the connection after 10 s with a line of its log while the
+#     session runs, and the push completes;
 #   - a capture (tcpdump on lo) of a copy of a text file, to a daemon and
 #     through ssh, holds neither its contents nor its name (and, to a
 #     daemon in TLS, all of the copy passed its one port); a --no-encrypt
@@ -538,6 +543,79 @@ case_replay_unknown_token() {
     serves_others
 }
 
+# late_writer GATE OUT: what a slow source sends on stdout, also appended
+# to OUT: 1 MiB at once, then 16 KiB every 0.1 s until the file GATE exists
+# (60 s at most), then 1 MiB more.
+late_writer() {
+    local i
+    head -c 1M /dev/urandom | tee -a "$2"
+    for ((i = 0; i < 600; i++)); do
+        [[ -e $1 ]] && break
+        head -c 16k /dev/urandom | tee -a "$2"
+        sleep 0.1
+    done
+    head -c 1M /dev/urandom | tee -a "$2"
+}
+
+case_late_token() {
+    # A connection naming a RUNNING session's token, once that session has
+    # all its data connections: the session closed its end of the daemon's
+    # Unix socket when they were in, so the daemon forgot the token, parks
+    # the connection as a stranger's and drops it after 10 s, with a line
+    # of its log, while the session goes on. (Before, the daemon passed it
+    # into the session, which never read it again: held open, unread and
+    # unlogged, until the session ended.) The push reads a FIFO that a
+    # writer feeds slowly until the case opens its gate, and goes through a
+    # relay that records its data connections, whose route preamble (the
+    # session's token, seen in clear) the case then sends with junk
+    # straight to the daemon's port.
+    local r wpid cpid out lport how secs size
+    daemon_at "$T/root"
+    head -c 300 /dev/urandom >"$T/junk"
+    mkfifo "$T/fifo"
+    r=$(free_port)
+    start_relay rec --route "ctl:127.0.0.2:$r:127.0.0.1:$DAEMON_PORT" --split ctl:data \
+        --record "data:$T/rec"
+    late_writer "$T/gate" "$T/late.src" >"$T/fifo" &
+    wpid=$!
+    track_pid "$wpid"
+    "$PCOPY" -s 2 -B 64k - "pcopy://127.0.0.2:$r/late" --key-file "$DAEMON_KEY" \
+        <"$T/fifo" 2>"$T/late.err" &
+    cpid=$!
+    track_pid "$cpid"
+    # The transfer has begun: both data connections passed the relay, and
+    # the session writes data (its acceptor returned, with both in).
+    wait_until 20 relay_logged '^data#2 connected' || { touch "$T/gate"; fail "the client did not connect its 2 data streams"; }
+    wait_until 20 receiving "$T/root" || { touch "$T/gate"; fail "the session does not write the file"; }
+    route_preamble_of "$T/rec.1" "the session's data connection 1"
+    cmp -s <(head -c 24 "$T/rec.1") <(head -c 24 "$T/rec.2") ||
+        { touch "$T/gate"; fail "the session's 2 data connections name different route tokens"; }
+    head -c 24 "$T/rec.1" >"$T/preamble"
+    # Its token again, with junk after it, straight to the daemon's port.
+    out=$(replay_to "$DAEMON_PORT" "$T/preamble" "$T/junk") || { touch "$T/gate"; fail "the connecting script failed"; }
+    read -r lport how secs <<<"$out"
+    log "the connection from port $lport naming the running session's token: $how after $secs s"
+    [[ $how == closed ]] || { touch "$T/gate"; fail "the daemon kept the connection naming a running session's token: open after $secs s"; }
+    [[ ${secs%.*} -ge 8 && ${secs%.*} -lt 14 ]] ||
+        { touch "$T/gate"; fail "the daemon closed the connection naming a running session's token after $secs s, not after its 10 s"; }
+    proc_gone "$cpid" && { touch "$T/gate"; fail "the push ended before the check: it proves nothing"; }
+    has_session || { touch "$T/gate"; fail "the session's process ended before the check: it proves nothing"; }
+    wait_daemon_logged "^pcopy: dropped 127\\.0\\.0\\.1:$lport: no session of this daemon had its token within 10 s\$" \
+        "that it dropped the connection naming a token no session listens for any more"
+    relay_logged '^data#3 ' && { touch "$T/gate"; fail "the client opened a third data connection"; }
+    # The push goes on to the end.
+    touch "$T/gate"
+    wait_exit 60 "$wpid" || fail "the writer did not end"
+    wait_exit 60 "$cpid" || fail "the push did not end"
+    [[ $WAIT_RC -eq 0 ]] || { sed 's/^/  stderr: /' "$T/late.err" >&2; fail "the push exited with $WAIT_RC"; }
+    size=$(stat -c %s "$T/late.src")
+    # shellcheck disable=SC2034  # read by expect_summary (lib.sh)
+    LAST_STDERR=$T/late.err
+    expect_summary "$size" 1 2 "$ENCRYPTED"
+    same_file "$T/late.src" "$T/root/late"
+    wait_until 10 no_sessions || fail "the session's process did not end: $(session_pids)"
+}
+
 # -------------------------------------------------------------- captures
 
 # start_capture FILE FILTER: tcpdump on lo with FILTER into FILE, in the
@@ -735,6 +813,7 @@ run_case mitm-data case_mitm_data
 run_case mitm-data-handshake case_mitm_data_handshake
 run_case replay case_replay
 run_case replay-unknown-token case_replay_unknown_token
+run_case late-token case_late_token
 run_case capture-daemon case_capture_daemon
 run_case capture-ssh case_capture_ssh
 run_case verbose-cipher case_verbose_cipher
