@@ -4,7 +4,7 @@
  *
  * A codec encodes one block at a time; every block is self-contained, so
  * blocks can be decoded in any order on any thread. The wire formats are
- * those of docs/PROTOCOL.md section 6.2: NONE is the raw bytes, ZLIB raw
+ * those of docs/PROTOCOL.md section 6.3: NONE is the raw bytes, ZLIB raw
  * deflate (RFC 1951, no header or Adler-32: XXH3 makes it redundant), LZ4
  * the LZ4 block format, and BZ2 one bzip2 stream. Only codec_<name>.c include the libraries' headers. */
 #ifndef PCOPY_CODEC_H

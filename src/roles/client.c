@@ -48,7 +48,8 @@ struct endpoint {
 	char peer[LOC_MAX_HOST + 16];      /* names it in messages */
 	char data_host[LOC_MAX_HOST + 1];  /* where to reach it for data */
 	struct proto_request req;          /* what we ask of it */
-	uint16_t port;                     /* READY: its data port (0: it connects) */
+	uint16_t port;                     /* READY: its data port (0: it connects, or the
+	                                      data goes to the daemon's own port) */
 	char ready_host[PROTO_MAX_HOST + 1]; /* READY: its own idea of its address */
 	uint8_t k[PROTO_KEY_LEN];          /* the data session key */
 	uint8_t K[PROTO_KEY_LEN];          /* daemon: the key file's key; wiped after use */

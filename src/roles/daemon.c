@@ -204,8 +204,19 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	if (tls) {
 		cfg.transport = SESSION_DAEMON_TLS;
 		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
-		if (ret == 0 && daemon_child_register(ch, sock) == 0)
-			cfg.route_fd = sock;
+		/* The client's data connections come to our port: without
+		 * our token the daemon could not pass them on. */
+		if (ret == 0) {
+			ret = daemon_child_register(ch, sock);
+			if (ret < 0) {
+				pc_err_set(&e, ret, "cannot tell the daemon this session's route "
+					   "token: %s", pc_strerror(ret));
+				chan_free(ch);
+				ch = NULL;
+			} else {
+				cfg.route_fd = sock;
+			}
+		}
 	} else {
 		ch = chan_plain_new(fd, fd);
 		ret = ch != NULL ? 0 : -ENOMEM;
@@ -231,7 +242,7 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 		daemon_refuse_clear(c, ch, who); /* does not return */
 	ctl_set_intr(c, cfg.sigfd);
 	/* The whole handshake, up to the client's proof, gets that long too:
-	 * the session holds a data listener from READY on. */
+	 * in clear the session holds a data listener from READY on. */
 	ctl_set_deadline(c, SESSION_AUTH_TIMEOUT_S);
 	ret = server_session(c, &cfg, &e);
 	if (ret < 0) {

@@ -148,7 +148,9 @@ struct proto_request {
 };
 
 struct proto_ready {
-	uint16_t data_port;     /* port the server listens on for data; 0 if it connects */
+	uint16_t data_port;     /* port the server listens on for data; 0 if it connects, or
+	                           if the data comes to a daemon's own port (version 5,
+	                           docs/PROTOCOL.md 6.2) */
 	char host[PROTO_MAX_HOST + 1]; /* the server's own address for data, as it knows it
 	                           ("" = unknown: use the address the client reached) */
 };
@@ -341,7 +343,7 @@ int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto
 size_t proto_entry_bytes(const struct proto_entry *e);
 
 /* What the reader of a PACK is told of each id the block covers: its
- * status (section 6.2: 0, 1, or negative) and the contents not yet taken
+ * status (section 6.3: 0, 1, or negative) and the contents not yet taken
  * (avail bytes at contents). It returns 0, or a negative code to stop, and
  * sets *took to the bytes of contents that id takes (0 when none are its;
  * at most avail). */

@@ -1103,7 +1103,7 @@ static void put_status(uint8_t *p, int32_t st)
 	p[3] = (uint8_t)v;
 }
 
-/* Every bound of a PACK's layout (PROTOCOL.md 6.2): statuses, contents
+/* Every bound of a PACK's layout (PROTOCOL.md 6.3): statuses, contents
  * that add up exactly, a visitor's stop. */
 static void test_pack_walk(void **state)
 {
