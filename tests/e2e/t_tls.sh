@@ -441,6 +441,26 @@ print(f"{port} {how} {time.monotonic() - start:.1f}")
 EOF_PY
 }
 
+# record_session_one STREAMS: session 1, a push of $T/one (3 MiB) with
+# STREAMS streams through a relay that records its data connections (the
+# first in $T/rec.1, which sets the caller's rec); returns once session
+# 1's process has ended.
+record_session_one() {
+    local r1
+    r1=$(free_port)
+    start_relay rec --route "ctl:127.0.0.2:$r1:127.0.0.1:$DAEMON_PORT" --split ctl:data \
+        --record "data:$T/rec"
+    expect_exit 0 "$PCOPY" -s "$1" "$T/one" "pcopy://127.0.0.2:$r1/one" --key-file "$DAEMON_KEY"
+    expect_summary 3145728 1 "$1" "$ENCRYPTED"
+    same_file "$T/one" "$T/root/one"
+    wait_until 10 relay_logged '^data#1 closed ' || fail "the relay did not see data connection 1 close"
+    stop_pid "$RELAY_PID"
+    rec=$T/rec.1
+    [[ -s $rec ]] || fail "the relay recorded nothing of session 1's data connection"
+    route_preamble_of "$rec" "session 1's data connection"
+    wait_until 10 no_sessions || fail "session 1's process did not end: $(session_pids)"
+}
+
 case_replay() {
     # An on-path attacker records session 1 (its data connection: the
     # route preamble, the ClientHello with its PSK binder, the records
@@ -456,22 +476,11 @@ case_replay() {
     # (test_wrong_key: another PSK fails the binder; test_replayed_flight)
     # and test_acceptor (test_tls_connections: a wrong key is dropped, each
     # good connection lands at the index it proved).
-    local r1 r2 cpid rec held out lport how secs
+    local r2 cpid rec held out lport how secs
     daemon_at "$T/root"
     mkfile "$T/one" 3M
     mkfile "$T/two" 24M
-    r1=$(free_port)
-    start_relay rec --route "ctl:127.0.0.2:$r1:127.0.0.1:$DAEMON_PORT" --split ctl:data \
-        --record "data:$T/rec"
-    expect_exit 0 "$PCOPY" -s 2 "$T/one" "pcopy://127.0.0.2:$r1/one" --key-file "$DAEMON_KEY"
-    expect_summary 3145728 1 2 "$ENCRYPTED"
-    same_file "$T/one" "$T/root/one"
-    wait_until 10 relay_logged '^data#1 closed ' || fail "the relay did not see data connection 1 close"
-    stop_pid "$RELAY_PID"
-    rec=$T/rec.1
-    [[ -s $rec ]] || fail "the relay recorded nothing of session 1's data connection"
-    route_preamble_of "$rec" "session 1's data connection"
-    wait_until 10 no_sessions || fail "session 1's process did not end: $(session_pids)"
+    record_session_one 2
 
     r2=$(free_port)
     held=$T/held
@@ -513,20 +522,10 @@ case_replay_unknown_token() {
     # own token) once session 1 ended: no session of the daemon has that
     # token, so the daemon's parent parks it and drops it after 10 s, with
     # a line of its log; meanwhile it goes on serving others.
-    local r1 rec out lport how secs rpid
+    local rec out lport how secs rpid
     daemon_at "$T/root"
     mkfile "$T/one" 3M
-    r1=$(free_port)
-    start_relay rec --route "ctl:127.0.0.2:$r1:127.0.0.1:$DAEMON_PORT" --split ctl:data \
-        --record "data:$T/rec"
-    expect_exit 0 "$PCOPY" -s 1 "$T/one" "pcopy://127.0.0.2:$r1/one" --key-file "$DAEMON_KEY"
-    expect_summary 3145728 1 1 "$ENCRYPTED"
-    same_file "$T/one" "$T/root/one"
-    wait_until 10 relay_logged '^data#1 closed ' || fail "the relay did not see data connection 1 close"
-    stop_pid "$RELAY_PID"
-    rec=$T/rec.1
-    route_preamble_of "$rec" "session 1's data connection"
-    wait_until 10 no_sessions || fail "session 1's process did not end: $(session_pids)"
+    record_session_one 1
     replay_to "$DAEMON_PORT" "$rec" >"$T/replay.out" &
     rpid=$!
     track_pid "$rpid"
