@@ -120,7 +120,7 @@ static void cli_usage(FILE *out)
 	      "input; '-' as DST writes standard output.\n"
 	      "Exit status: 0 ok, 1 usage, 2 protocol, 3 some files not copied,\n"
 	      "5 launch/authentication, 10 network, 11 file I/O, 12 data integrity,\n"
-	      "13 compression, 20 interrupted, 30 timeout. See pcopy(1).\n",
+	      "13 compression, 14 daemon busy, 20 interrupted, 30 timeout. See pcopy(1).\n",
 	      out);
 }
 

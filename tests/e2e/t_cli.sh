@@ -23,7 +23,7 @@ case_help() {
     done
     # Each exit status of the contract is listed.
     local code
-    for code in 0 1 2 3 5 10 11 12 13 20 30; do
+    for code in 0 1 2 3 5 10 11 12 13 14 20 30; do
         grep -qE "(^|[ ,])$code [a-z]" "$out" || fail "--help does not explain exit status $code"
     done
     # -h is the same text.
