@@ -31,9 +31,9 @@
 #include "wire/auth.h"
 #include "roles/server.h"
 
-#define DAEMON_MAX_SESSIONS 64
-#define DAEMON_MAX_PENDING 256     /* connections not yet handed on */
-#define DAEMON_POLL_MAX (3 + DAEMON_MAX_SESSIONS + DAEMON_MAX_PENDING)
+/* Processes that tell a client the daemon is busy, at once; they are no
+ * sessions, and a client beyond them only sees its connection closed. */
+#define DAEMON_MAX_REFUSERS 8
 
 /* A session's process. */
 struct daemon_kid {
@@ -56,7 +56,8 @@ struct daemon_pend {
 	uint64_t accepted_ns;          /* deadline: SESSION_AUTH_TIMEOUT_S after this */
 	uint8_t buf[PROTO_ROUTE_LEN];
 	size_t got;
-	char who[NET_MAX_ADDR];
+	char who[NET_MAX_ADDR];        /* "ADDR:PORT", for the log */
+	char src[NET_MAX_ADDR];        /* ADDR alone: --max-per-source counts by it */
 };
 
 struct daemon {
@@ -64,10 +65,14 @@ struct daemon {
 	int rootfd;
 	int lfd;
 	int chldfd;                    /* signalfd for SIGCHLD */
-	struct daemon_kid kids[DAEMON_MAX_SESSIONS];
-	unsigned nkids;
-	struct daemon_pend pend[DAEMON_MAX_PENDING];
-	unsigned npend;
+	struct daemon_kid *kids;       /* max_sessions of them */
+	unsigned nkids, max_sessions;  /* --max-sessions */
+	pid_t refusers[DAEMON_MAX_REFUSERS]; /* busy answers under way (daemon_busy_child) */
+	unsigned nrefusers;
+	struct daemon_pend *pend;      /* max_startups of them */
+	unsigned npend, max_startups;  /* --max-startups */
+	unsigned max_per_source;       /* --max-per-source */
+	struct pollfd *pfd;            /* 3 + max_sessions + max_startups, for daemon_step */
 	char listen_host[NET_MAX_ADDR];
 	bool allow_unencrypted;        /* --allow-unencrypted */
 };
@@ -110,6 +115,12 @@ static void daemon_reap(struct daemon *d)
 	while (read(d->chldfd, &si, sizeof(si)) > 0)
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned i = 0; i < d->nrefusers; i++) {
+			if (d->refusers[i] == pid) {
+				d->refusers[i] = d->refusers[--d->nrefusers];
+				break;
+			}
+		}
 		for (unsigned i = 0; i < d->nkids; i++) {
 			if (d->kids[i].pid == pid) {
 				if (d->kids[i].sock >= 0)
@@ -143,7 +154,7 @@ static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
 }
 
 /* In a forked child: closes what belongs to the parent and to the other
- * sessions, keeping keep_fd and keep_sock. */
+ * sessions, keeping keep_fd and keep_sock (-1: none). */
 static void daemon_child_close(struct daemon *d, int keep_fd, int keep_sock)
 {
 	close(d->lfd);
@@ -258,12 +269,86 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	_exit(pc_exit_code(ret));
 }
 
+/* In a forked child: tells the client of control connection fd (tls: in
+ * TLS, after the handshake, within SESSION_AUTH_TIMEOUT_S of accepted_ns)
+ * that the daemon runs all the sessions it may, and ends the process. It
+ * logs nothing: the parent logged the refusal. */
+static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accepted_ns)
+{
+	uint64_t deadline = accepted_ns + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	char msg[128];
+	uint8_t junk[4096];
+	struct pc_err e;
+	struct chan *ch = NULL;
+	struct ctl *c = NULL;  /* owns ch */
+	sigset_t none;
+	int ret;
+
+	/* No session to end cleanly: the daemon's SIGTERM ends it at once. */
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	daemon_child_close(d, fd, -1);
+	pc_err_init(&e);
+	snprintf(msg, sizeof(msg), "daemon busy: %u sessions running, try again later",
+		 d->max_sessions);
+	if (tls) {
+		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
+	} else {
+		ch = chan_plain_new(fd, fd);
+		ret = ch != NULL ? 0 : -ENOMEM;
+	}
+	crypto_wipe(d->key, sizeof(d->key));
+	if (ret < 0) {
+		close(fd); /* a stranger, or too slow: it gets nothing */
+		_exit(pc_exit_code(ret));
+	}
+	c = ctl_new(ch, "client", false);
+	if (c == NULL) {
+		chan_free(ch);
+		_exit(PC_EXIT_FILEIO);
+	}
+	/* As daemon_refuse_clear: read what the client sent (its HELLO), so
+	 * that our close does not reset the connection under the ERROR. */
+	(void)chan_set_timeout(ch, 2);
+	(void)ctl_send_error(c, -PC_E_BUSY, msg);
+	(void)chan_close_send(ch);
+	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
+		;
+	ctl_free(c);
+	_exit(PC_EXIT_BUSY);
+}
+
 /* Forgets pending connection i (closing it unless handed on). */
 static void daemon_pend_drop(struct daemon *d, unsigned i, bool close_it)
 {
 	if (close_it)
 		close(d->pend[i].fd);
 	d->pend[i] = d->pend[--d->npend];
+}
+
+/* A control connection while max_sessions run: a short-lived process
+ * tells its client so, if fewer than DAEMON_MAX_REFUSERS do that already;
+ * else it is closed. Either way it is logged as refused. */
+static void daemon_busy(struct daemon *d, unsigned i, bool tls)
+{
+	struct daemon_pend p = d->pend[i];
+	pid_t pid = -1;
+
+	if (d->nrefusers >= DAEMON_MAX_REFUSERS) {
+		log_warn("refused %s: %u sessions already running, and %u clients are being "
+			 "told so already: closed it", p.who, d->max_sessions, DAEMON_MAX_REFUSERS);
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	log_warn("refused %s: %u sessions already running", p.who, d->max_sessions);
+	pid = fork();
+	if (pid == 0)
+		daemon_busy_child(d, p.fd, tls, p.accepted_ns);
+	daemon_pend_drop(d, i, true);
+	if (pid < 0)
+		log_warn("cannot tell %s the daemon is busy: fork: %s", p.who, strerror(errno));
+	else
+		d->refusers[d->nrefusers++] = pid;
 }
 
 /* A control connection: its session gets a process of its own. */
@@ -273,9 +358,8 @@ static void daemon_fork(struct daemon *d, unsigned i, bool tls)
 	int sp[2];
 	pid_t pid;
 
-	if (d->nkids >= DAEMON_MAX_SESSIONS) {
-		log_warn("refused %s: %d sessions already running", p.who, DAEMON_MAX_SESSIONS);
-		daemon_pend_drop(d, i, true);
+	if (d->nkids >= d->max_sessions) {
+		daemon_busy(d, i, tls);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
@@ -379,28 +463,61 @@ static void daemon_kid_read(struct daemon *d, unsigned j)
 			daemon_route(d, i);
 }
 
+/* The address of who ("ADDR:PORT" or "[ADDR]:PORT"), without the port. */
+static void daemon_source(const char *who, char *src, size_t cap)
+{
+	const char *colon = strrchr(who, ':');
+	size_t len = colon != NULL ? (size_t)(colon - who) : strlen(who);
+
+	if (len >= 2 && who[0] == '[' && who[len - 1] == ']') {
+		who++;
+		len -= 2;
+	}
+	snprintf(src, cap, "%.*s", (int)len, who);
+}
+
+/* Pending connections from source address src. */
+static unsigned daemon_count_source(const struct daemon *d, const char *src)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < d->npend; i++)
+		n += strcmp(d->pend[i].src, src) == 0;
+	return n;
+}
+
 static void daemon_accept(struct daemon *d)
 {
-	char who[NET_MAX_ADDR];
+	char who[NET_MAX_ADDR], src[NET_MAX_ADDR];
 	int fd = net_accept(d->lfd, 0, who, sizeof(who));
 
 	if (fd < 0)
 		return;
-	if (d->npend >= DAEMON_MAX_PENDING) {
+	daemon_source(who, src, sizeof(src));
+	/* One address cannot take all the places: the ones it holds stay,
+	 * a new one goes at once. */
+	if (daemon_count_source(d, src) >= d->max_per_source) {
+		log_warn("refused %s: %u connections from %s wait already (--max-per-source)",
+			 who, d->max_per_source, src);
+		close(fd);
+		return;
+	}
+	if (d->npend >= d->max_startups) {
 		/* Full: the oldest goes, so that a flood cannot keep new
 		 * clients out for longer than it keeps connecting. */
 		unsigned old = 0;
 		for (unsigned i = 1; i < d->npend; i++)
 			if (d->pend[i].accepted_ns < d->pend[old].accepted_ns)
 				old = i;
-		log_warn("dropped %s: %d connections wait already, this was the oldest",
-			 d->pend[old].who, DAEMON_MAX_PENDING);
+		log_warn("dropped %s: %u connections wait already, this was the oldest",
+			 d->pend[old].who, d->max_startups);
 		daemon_pend_drop(d, old, true);
 	}
 	struct daemon_pend *p = &d->pend[d->npend++];
 	*p = (struct daemon_pend){ .fd = fd, .state = PEND_FIRST,
 				   .accepted_ns = platform_now_ns() };
 	snprintf(p->who, sizeof(p->who), "%s", who);
+	snprintf(p->src, sizeof(p->src), "%s", src);
 }
 
 /* Drops what has waited SESSION_AUTH_TIMEOUT_S; returns the poll timeout
@@ -431,7 +548,7 @@ static int daemon_expire(struct daemon *d)
  * Returns 0, 1 on a stop signal, or a negative code. */
 static int daemon_step(struct daemon *d, struct pc_err *e)
 {
-	struct pollfd p[DAEMON_POLL_MAX];
+	struct pollfd *p = d->pfd;
 	unsigned np = 0, kid0, pend0, nkids = d->nkids;
 	int timeout = daemon_expire(d);
 
@@ -470,6 +587,40 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	return 0;
 }
 
+/* One limit: 0 takes def; above max is a usage error naming opt. */
+static int daemon_limit(unsigned v, unsigned def, unsigned max, const char *opt,
+			unsigned *out, struct pc_err *e)
+{
+	if (v > max)
+		return pc_err_set(e, -PC_E_USAGE, "%s must be 1 to %u, not %u", opt, max, v);
+	*out = v != 0 ? v : def;
+	return 0;
+}
+
+/* Takes --max-sessions, --max-startups and --max-per-source, and sizes the
+ * tables (kids, pend, pfd) for them. */
+static int daemon_setup_limits(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
+{
+	int ret = daemon_limit(o->max_sessions, PCOPY_DEFAULT_MAX_SESSIONS,
+			       PCOPY_MAX_MAX_SESSIONS, "--max-sessions", &d->max_sessions, e);
+
+	if (ret == 0)
+		ret = daemon_limit(o->max_startups, PCOPY_DEFAULT_MAX_STARTUPS,
+				   PCOPY_MAX_MAX_STARTUPS, "--max-startups", &d->max_startups, e);
+	if (ret == 0)
+		ret = daemon_limit(o->max_per_source, PCOPY_DEFAULT_MAX_PER_SOURCE,
+				   PCOPY_MAX_MAX_PER_SOURCE, "--max-per-source", &d->max_per_source, e);
+	if (ret < 0)
+		return ret;
+	d->kids = calloc(d->max_sessions, sizeof(*d->kids));
+	d->pend = calloc(d->max_startups, sizeof(*d->pend));
+	d->pfd = calloc(3 + (size_t)d->max_sessions + d->max_startups, sizeof(*d->pfd));
+	if (d->kids == NULL || d->pend == NULL || d->pfd == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory for %u sessions and %u waiting "
+				  "connections", d->max_sessions, d->max_startups);
+	return 0;
+}
+
 static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
 {
 	char host[NET_MAX_ADDR];
@@ -487,7 +638,9 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 				  : o->encrypt == PCOPY_ENCRYPT_ON ? "--encrypt" : "--no-encrypt");
 	if (o->root == NULL || o->key_file == NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--serve needs --root DIR and --key-file KEY");
-	ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);
+	ret = daemon_setup_limits(d, o, e);
+	if (ret == 0)
+		ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);
 	if (ret == 0)
 		ret = keyfile_load(o->key_file, d->key, e);
 	if (ret < 0)
@@ -528,8 +681,14 @@ int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r)
 		if (d.kids[i].sock >= 0)
 			close(d.kids[i].sock);
 	}
+	for (unsigned i = 0; i < d.nrefusers; i++)
+		kill(d.refusers[i], SIGTERM);
+	d.nkids += d.nrefusers;
 	while (d.nkids > 0 && waitpid(-1, NULL, 0) > 0)
 		d.nkids--;
+	free(d.kids);
+	free(d.pend);
+	free(d.pfd);
 	crypto_wipe(d.key, sizeof(d.key));
 	if (d.lfd >= 0)
 		close(d.lfd);

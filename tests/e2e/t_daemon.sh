@@ -282,7 +282,10 @@ time.sleep(120)
 case_idle_connections() {
     mkdir -p "$T/root"
     mkfile "$T/a" 1M
+    # All of them come from 127.0.0.1: --max-per-source is case_per_source's.
+    DAEMON_ARGS=(--max-per-source 4096)
     start_daemon "$T/root"
+    DAEMON_ARGS=()
     open_idle 100
     expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/with-100" --key-file "$DAEMON_KEY"
     same_file "$T/a" "$T/root/with-100"
@@ -294,6 +297,98 @@ case_idle_connections() {
     wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: 256 connections wait already, this was the oldest$' \
         "that it dropped the oldest idle connections"
     stop_pid "$IDLE_PID"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# has_sessions / no_sessions: the daemon has session processes, or none.
+has_sessions() { [[ -n $(session_pids) ]]; }
+no_sessions() { [[ -z $(session_pids) ]]; }
+
+# A client that comes while --max-sessions sessions run is told so, in
+# TLS, and exits 14; once a session ends, the next one is served.
+case_busy() {
+    local holder
+    mkdir -p "$T/root" "$T/p"
+    mkfile "$T/a" 100000
+    mkfifo "$T/root/fifo"
+    DAEMON_ARGS=(--max-sessions 1)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    # The one session: a pull of a FIFO that has no writer yet.
+    "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
+    holder=$!
+    track_pid "$holder"
+    wait_until 20 has_sessions || fail "the holding session did not start"
+    expect_exit 14 "$PCOPY" "$T/a" "$DAEMON_URL/busy" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "pcopy: 127.0.0.1:$DAEMON_PORT: daemon busy: 1 sessions running, try again later"
+    [[ ! -e $T/root/busy ]] || fail "a refused push wrote root/busy"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: 1 sessions already running$' \
+        "that it refused the second session"
+    # The FIFO gets its writer: the first session ends, and the next push
+    # is served.
+    echo hello >"$T/root/fifo"
+    wait_exit 30 "$holder" || fail "the holding pull did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/holder.err" >&2; fail "the holding pull exited $WAIT_RC"; }
+    wait_until 20 no_sessions || fail "the daemon's processes did not end: $(session_pids)"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# hold_from ADDR N: N connections from source address ADDR (127.0.0.x)
+# that say nothing, held by a python process until the case ends.
+hold_from() {
+    python3 -c '
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=(sys.argv[2], 0))
+        for _ in range(int(sys.argv[3]))]
+print("open", flush=True)
+time.sleep(120)
+' "$DAEMON_PORT" "$1" "$2" >"$T/hold.$1.out" &
+    track_pid $!
+    wait_until 20 grep -q open "$T/hold.$1.out" || fail "could not open $2 connections from $1"
+}
+
+# closed_at_once ADDR: a new connection from ADDR is closed by the daemon
+# within 3 s, without a word.
+closed_at_once() {
+    python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=(sys.argv[2], 0))
+s.settimeout(3)
+try:
+    sys.exit(0 if s.recv(1) == b"" else 1)
+except ConnectionResetError:
+    sys.exit(0)
+except socket.timeout:
+    sys.exit(1)
+' "$DAEMON_PORT" "$1"
+}
+
+# --max-per-source: one address that holds its share gets no more, and
+# others still get in; --max-startups: past it, the oldest goes.
+case_per_source() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 1M
+    DAEMON_ARGS=(--max-per-source 5 --max-startups 12)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    hold_from 127.0.0.2 5
+    closed_at_once 127.0.0.2 || fail "a 6th connection from 127.0.0.2 was not closed at once"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.2:[0-9]+: 5 connections from 127\.0\.0\.2 wait already \(--max-per-source\)$' \
+        "that it refused the 6th connection from 127.0.0.2"
+    daemon_logged 'dropped 127\.0\.0\.2' && fail "the daemon dropped a connection of 127.0.0.2 it held"
+    # Another source is not affected.
+    closed_at_once 127.0.0.3 && fail "a connection from 127.0.0.3 was closed at once"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/during" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/during"
+    # 5 + 5 + 5 > 12: the oldest (127.0.0.2's) go, and copies still do.
+    hold_from 127.0.0.4 5
+    hold_from 127.0.0.5 5
+    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.2:[0-9]+: 12 connections wait already, this was the oldest$' \
+        "that it dropped the oldest connections"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
     kill -0 "$DAEMON_PID" || fail "the daemon died"
 }
 
@@ -365,6 +460,8 @@ run_case strangers case_strangers
 run_case silent-stranger-cut-off case_silent_stranger_cut_off
 run_case route-strangers case_route_strangers
 run_case idle-connections case_idle_connections
+run_case per-source case_per_source
+run_case busy case_busy
 run_case daemon-signals case_daemon_signals
 run_case daemon-bad-setup case_daemon_bad_setup
 finish
