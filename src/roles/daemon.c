@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "sys/crypto.h"
 #include "wire/keyfile.h"
 #include "sys/log.h"
+#include "sys/loglimit.h"
 #include "sys/net.h"
 #include "transport/chan.h"
 #include "sys/platform.h"
@@ -34,6 +36,17 @@
 /* Processes that tell a client the daemon is busy, at once; they are no
  * sessions, and a client beyond them only sees its connection closed. */
 #define DAEMON_MAX_REFUSERS 8
+/* Refused and dropped connections are logged one by one only once per
+ * source address in this window; the rest are summarised (loglimit.h). */
+#define DAEMON_LOG_WINDOW_S 5u
+#define DAEMON_LOG_SOURCES 256u    /* addresses it keeps count of */
+
+/* What a session's process tells the parent on its Unix socket: its
+ * route token, or why it refused its client (for the parent to log,
+ * summarised). The first byte says which. */
+#define DAEMON_MSG_TOKEN 'T'       /* + PROTO_ROUTE_TOKEN_LEN bytes */
+#define DAEMON_MSG_REFUSED 'R'     /* + the reason, without a terminator */
+#define DAEMON_MSG_MAX 512u
 
 /* A session's process. */
 struct daemon_kid {
@@ -41,6 +54,8 @@ struct daemon_kid {
 	int sock;                      /* our end of its Unix socket; -1 once it closed */
 	bool has_token;                /* it told us its route token */
 	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+	char who[NET_MAX_ADDR];        /* its client, "ADDR:PORT" */
+	char src[NET_MAX_ADDR];        /* its client's ADDR */
 };
 
 /* A connection the parent holds until it knows where it goes. */
@@ -73,6 +88,7 @@ struct daemon {
 	unsigned npend, max_startups;  /* --max-startups */
 	unsigned max_per_source;       /* --max-per-source */
 	struct pollfd *pfd;            /* 3 + max_sessions + max_startups, for daemon_step */
+	struct loglimit *refusals;     /* summarises refused and dropped connections */
 	char listen_host[NET_MAX_ADDR];
 	bool allow_unencrypted;        /* --allow-unencrypted */
 };
@@ -132,11 +148,29 @@ static void daemon_reap(struct daemon *d)
 	}
 }
 
+/* In a session's process that refuses its client (who) before a session:
+ * tells the parent why, on its Unix socket sock, so that the parent logs
+ * it summarised with the other refusals of that address (a stranger's
+ * flood would fill the log otherwise); logs it here if that fails. Does
+ * not close sock. */
+static void daemon_child_refused(int sock, const char *who, const char *why)
+{
+	char msg[DAEMON_MSG_MAX];
+	int n = snprintf(msg, sizeof(msg), "%c%s", DAEMON_MSG_REFUSED, why);
+
+	if (n < 0)
+		n = 1;
+	if ((size_t)n >= sizeof(msg))
+		n = (int)sizeof(msg) - 1;
+	if (sock < 0 || send(sock, msg, (size_t)n, MSG_NOSIGNAL) != (ssize_t)n)
+		log_warn("refused %s: %s", who, why);
+}
+
 /* A client in clear (--no-encrypt, or a pcopy older than protocol 4) to a
  * daemon that requires TLS: tell it why, let it read that (we read what it
- * sent, so closing does not reset the connection under its reply), end the
- * process. */
-static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
+ * sent, so closing does not reset the connection under its reply), have
+ * the parent log it (sock, daemon_child_refused), end the process. */
+static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who, int sock)
 {
 	uint8_t junk[4096];
 
@@ -147,8 +181,8 @@ static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
 	(void)chan_set_timeout(ch, 2);
 	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
 		;
-	log_warn("refused %s: it asked for a session in clear, and this daemon requires "
-		 "encryption (--allow-unencrypted allows it)", who);
+	daemon_child_refused(sock, who, "it asked for a session in clear, and this daemon "
+			     "requires encryption (--allow-unencrypted allows it)");
 	ctl_free(c);
 	_exit(pc_exit_code(-PC_E_AUTH));
 }
@@ -173,14 +207,19 @@ static void daemon_child_close(struct daemon *d, int keep_fd, int keep_sock)
 static int daemon_child_register(struct chan *ch, int sock)
 {
 	uint8_t k[PROTO_KEY_LEN], token[PROTO_ROUTE_TOKEN_LEN];
+	uint8_t msg[1 + PROTO_ROUTE_TOKEN_LEN] = { DAEMON_MSG_TOKEN };
 	int ret = auth_session_key_tls(ch, k);
 
 	if (ret == 0)
 		ret = auth_route_token(k, token);
-	if (ret == 0 && send(sock, token, sizeof(token), MSG_NOSIGNAL) != (ssize_t)sizeof(token))
-		ret = -errno;
+	if (ret == 0) {
+		memcpy(msg + 1, token, sizeof(token));
+		if (send(sock, msg, sizeof(msg), MSG_NOSIGNAL) != (ssize_t)sizeof(msg))
+			ret = -errno;
+	}
 	crypto_wipe(k, sizeof(k));
 	crypto_wipe(token, sizeof(token));
+	crypto_wipe(msg, sizeof(msg));
 	return ret;
 }
 
@@ -232,14 +271,12 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 		ch = chan_plain_new(fd, fd);
 		ret = ch != NULL ? 0 : -ENOMEM;
 	}
-	if (cfg.route_fd < 0)
-		close(sock); /* nothing comes that way: the session listens itself */
 	if (ret < 0) {
 		char msg[sizeof(e.msg)];
 		if (pc_err_get(&e, msg, sizeof(msg)) < 0)
-			log_warn("refused %s: %s", who, msg);
+			daemon_child_refused(sock, who, msg);
 		else
-			log_warn("refused %s: %s", who, pc_strerror(ret));
+			daemon_child_refused(sock, who, pc_strerror(ret));
 		close(fd);
 		_exit(pc_exit_code(ret));
 	}
@@ -250,7 +287,9 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	}
 	(void)chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
 	if (!tls && !d->allow_unencrypted)
-		daemon_refuse_clear(c, ch, who); /* does not return */
+		daemon_refuse_clear(c, ch, who, sock); /* does not return */
+	if (cfg.route_fd < 0)
+		close(sock); /* nothing comes that way: the session listens itself */
 	ctl_set_intr(c, cfg.sigfd);
 	/* The whole handshake, up to the client's proof, gets that long too:
 	 * in clear the session holds a data listener from READY on. */
@@ -267,6 +306,32 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	crypto_wipe(d->key, sizeof(d->key));
 	/* This process was forked for the session; the daemon is its parent. */
 	_exit(pc_exit_code(ret));
+}
+
+/* Logs a refused or dropped connection from source address src, unless
+ * that address had one logged in the last DAEMON_LOG_WINDOW_S: then it is
+ * only counted, for daemon_log_summary. Parent only. */
+__attribute__((format(printf, 3, 4)))
+static void daemon_refused(struct daemon *d, const char *src, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!loglimit_admit(d->refusals, src, platform_now_ns()))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_warn("%s", line);
+}
+
+/* loglimit's report: what daemon_refused counted and did not log. */
+static void daemon_log_summary(void *arg, const char *src, unsigned long more)
+{
+	(void)arg;
+	log_warn("%s: %lu more connection%s refused or dropped in the last %u s (logged "
+		 "once per address every %u s)", src, more, more == 1 ? "" : "s",
+		 DAEMON_LOG_WINDOW_S, DAEMON_LOG_WINDOW_S);
 }
 
 /* In a forked child: tells the client of control connection fd (tls: in
@@ -335,12 +400,14 @@ static void daemon_busy(struct daemon *d, unsigned i, bool tls)
 	pid_t pid = -1;
 
 	if (d->nrefusers >= DAEMON_MAX_REFUSERS) {
-		log_warn("refused %s: %u sessions already running, and %u clients are being "
-			 "told so already: closed it", p.who, d->max_sessions, DAEMON_MAX_REFUSERS);
+		daemon_refused(d, p.src, "refused %s: %u sessions already running, and %u clients "
+			       "are being told so already: closed it", p.who, d->max_sessions,
+			       DAEMON_MAX_REFUSERS);
 		daemon_pend_drop(d, i, true);
 		return;
 	}
-	log_warn("refused %s: %u sessions already running", p.who, d->max_sessions);
+	daemon_refused(d, p.src, "refused %s: %u sessions already running", p.who,
+		       d->max_sessions);
 	pid = fork();
 	if (pid == 0)
 		daemon_busy_child(d, p.fd, tls, p.accepted_ns);
@@ -377,7 +444,10 @@ static void daemon_fork(struct daemon *d, unsigned i, bool tls)
 		close(sp[0]);
 		return;
 	}
-	d->kids[d->nkids++] = (struct daemon_kid){ .pid = pid, .sock = sp[0] };
+	struct daemon_kid *k = &d->kids[d->nkids++];
+	*k = (struct daemon_kid){ .pid = pid, .sock = sp[0] };
+	snprintf(k->who, sizeof(k->who), "%s", p.who);
+	snprintf(k->src, sizeof(k->src), "%s", p.src);
 }
 
 /* Hands data connection i to the session whose token it named, if that
@@ -388,8 +458,8 @@ static void daemon_route(struct daemon *d, unsigned i)
 	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
 
 	if (proto_route_decode(p->buf, p->got, token) < 0) {
-		log_warn("dropped %s: not a pcopy data connection of version %u", p->who,
-			 PROTO_VERSION);
+		daemon_refused(d, p->src, "dropped %s: not a pcopy data connection of version %u",
+			       p->who, PROTO_VERSION);
 		daemon_pend_drop(d, i, true);
 		return;
 	}
@@ -399,8 +469,8 @@ static void daemon_route(struct daemon *d, unsigned i)
 			continue;
 		int ret = net_send_fd(k->sock, p->fd, p->who);
 		if (ret < 0)
-			log_warn("dropped data connection from %s: cannot pass it on to its "
-				 "session: %s", p->who, strerror(-ret));
+			daemon_refused(d, p->src, "dropped data connection from %s: cannot pass it "
+				       "on to its session: %s", p->who, strerror(-ret));
 		daemon_pend_drop(d, i, true);
 		return;
 	}
@@ -440,23 +510,28 @@ static void daemon_pend_read(struct daemon *d, unsigned i)
 		daemon_route(d, i);
 }
 
-/* A session said its token: pass on what waits for it. */
+/* A session's process said something: its token (pass on what waits for
+ * it), or why it refused its client (log it, summarised). */
 static void daemon_kid_read(struct daemon *d, unsigned j)
 {
 	struct daemon_kid *k = &d->kids[j];
-	uint8_t token[PROTO_ROUTE_TOKEN_LEN + 1];
-	ssize_t r = recv(k->sock, token, sizeof(token), MSG_DONTWAIT);
+	char msg[DAEMON_MSG_MAX];
+	ssize_t r = recv(k->sock, msg, sizeof(msg), MSG_DONTWAIT);
 
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (r != (ssize_t)PROTO_ROUTE_TOKEN_LEN || k->has_token) {
-		/* Ended (0), failed, or said something else: it gets no more. */
+	if (r > 1 && msg[0] == DAEMON_MSG_REFUSED)
+		daemon_refused(d, k->src, "refused %s: %.*s", k->who, (int)(r - 1), msg + 1);
+	if (r != 1 + (ssize_t)PROTO_ROUTE_TOKEN_LEN || msg[0] != DAEMON_MSG_TOKEN ||
+	    k->has_token) {
+		/* Ended (0), failed, refused, or said something else: it
+		 * gets no more. */
 		close(k->sock);
 		k->sock = -1;
 		k->has_token = false;
 		return;
 	}
-	memcpy(k->token, token, PROTO_ROUTE_TOKEN_LEN);
+	memcpy(k->token, msg + 1, PROTO_ROUTE_TOKEN_LEN);
 	k->has_token = true;
 	for (unsigned i = d->npend; i-- > 0;)
 		if (d->pend[i].state == PEND_PARKED)
@@ -497,8 +572,8 @@ static void daemon_accept(struct daemon *d)
 	/* One address cannot take all the places: the ones it holds stay,
 	 * a new one goes at once. */
 	if (daemon_count_source(d, src) >= d->max_per_source) {
-		log_warn("refused %s: %u connections from %s wait already (--max-per-source)",
-			 who, d->max_per_source, src);
+		daemon_refused(d, src, "refused %s: %u connections from %s wait already "
+			       "(--max-per-source)", who, d->max_per_source, src);
 		close(fd);
 		return;
 	}
@@ -509,8 +584,8 @@ static void daemon_accept(struct daemon *d)
 		for (unsigned i = 1; i < d->npend; i++)
 			if (d->pend[i].accepted_ns < d->pend[old].accepted_ns)
 				old = i;
-		log_warn("dropped %s: %u connections wait already, this was the oldest",
-			 d->pend[old].who, d->max_startups);
+		daemon_refused(d, d->pend[old].src, "dropped %s: %u connections wait already, "
+			       "this was the oldest", d->pend[old].who, d->max_startups);
 		daemon_pend_drop(d, old, true);
 	}
 	struct daemon_pend *p = &d->pend[d->npend++];
@@ -530,7 +605,7 @@ static int daemon_expire(struct daemon *d)
 	for (unsigned i = d->npend; i-- > 0;) {
 		struct daemon_pend *p = &d->pend[i];
 		if (now - p->accepted_ns >= limit) {
-			log_warn("dropped %s: %s within %u s", p->who,
+			daemon_refused(d, p->src, "dropped %s: %s within %u s", p->who,
 				 p->state == PEND_PARKED ? "no session of this daemon had its token"
 				 : p->state == PEND_ROUTE ? "its route preamble did not arrive"
 				 : "it sent nothing", SESSION_AUTH_TIMEOUT_S);
@@ -551,6 +626,11 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	struct pollfd *p = d->pfd;
 	unsigned np = 0, kid0, pend0, nkids = d->nkids;
 	int timeout = daemon_expire(d);
+	uint64_t summary = loglimit_flush(d->refusals, platform_now_ns());
+
+	/* The next summary of refusals is due in that many ns. */
+	if (summary != UINT64_MAX && (timeout < 0 || summary / 1000000u + 1 < (uint64_t)timeout))
+		timeout = (int)(summary / 1000000u) + 1;
 
 	p[np++] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
 	p[np++] = (struct pollfd){ .fd = d->chldfd, .events = POLLIN };
@@ -615,7 +695,9 @@ static int daemon_setup_limits(struct daemon *d, const struct pcopy_opts *o, str
 	d->kids = calloc(d->max_sessions, sizeof(*d->kids));
 	d->pend = calloc(d->max_startups, sizeof(*d->pend));
 	d->pfd = calloc(3 + (size_t)d->max_sessions + d->max_startups, sizeof(*d->pfd));
-	if (d->kids == NULL || d->pend == NULL || d->pfd == NULL)
+	d->refusals = loglimit_new(DAEMON_LOG_SOURCES, DAEMON_LOG_WINDOW_S * 1000000000ull,
+				   daemon_log_summary, d);
+	if (d->kids == NULL || d->pend == NULL || d->pfd == NULL || d->refusals == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory for %u sessions and %u waiting "
 				  "connections", d->max_sessions, d->max_startups);
 	return 0;
@@ -686,6 +768,10 @@ int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r)
 	d.nkids += d.nrefusers;
 	while (d.nkids > 0 && waitpid(-1, NULL, 0) > 0)
 		d.nkids--;
+	/* What was counted and not yet said. */
+	if (d.refusals != NULL)
+		(void)loglimit_flush(d.refusals, UINT64_MAX);
+	loglimit_free(d.refusals);
 	free(d.kids);
 	free(d.pend);
 	free(d.pfd);
