@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # t_daemon: push and pull through `pcopy --serve`: sizes around the block
 # size with 1 to 8 streams, destination names, PCOPY_KEY_FILE, concurrent
-# sessions, strangers on the port, and the daemon's exit on a signal.
+# sessions, strangers on the port, its limits (--max-sessions and the busy
+# answer, --max-startups, --max-per-source), its summarised log under a
+# flood, and the daemon's exit on a signal.
 source "$PCOPY_TEST_LIB"
 
 B=1048576
