@@ -370,12 +370,15 @@ held_all() {
     ! some_closed "$1"
 }
 
-# closed_at_once ADDR: a new connection from ADDR is closed by the daemon
-# within 3 s, without a word.
+# closed_at_once ADDR [FIRST]: a new connection from ADDR (that sends the
+# byte FIRST, in hex, if given) is closed by the daemon within 3 s, without
+# a word.
 closed_at_once() {
     python3 -c '
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=(sys.argv[2], 0))
+if len(sys.argv) > 3:
+    s.sendall(bytes.fromhex(sys.argv[3]))
 s.settimeout(3)
 try:
     sys.exit(0 if s.recv(1) == b"" else 1)
@@ -383,7 +386,7 @@ except ConnectionResetError:
     sys.exit(0)
 except socket.timeout:
     sys.exit(1)
-' "$DAEMON_PORT" "$1"
+' "$DAEMON_PORT" "$@"
 }
 
 # --max-per-source: one address that holds its share gets no more, keeps
@@ -444,6 +447,50 @@ for i in range(200):
     }
     expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
     same_file "$T/a" "$T/root/after"
+}
+
+# kids_at_least N: the daemon has at least N child processes.
+kids_at_least() {
+    [[ $(session_pids | wc -l) -ge $1 ]]
+}
+
+# The processes that tell clients the daemon is busy are capped at 8, and
+# they are no sessions: a 9th such client is closed at once (and logged),
+# and when the one session ends, a push is served while the 8 still wait.
+case_busy_refusers() {
+    local holder
+    mkdir -p "$T/root" "$T/p"
+    mkfile "$T/a" 100000
+    mkfifo "$T/root/fifo"
+    DAEMON_ARGS=(--max-sessions 1)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
+    holder=$!
+    track_pid "$holder"
+    wait_until 20 has_sessions || fail "the holding session did not start"
+    # 8 clients that start a TLS handshake and stall in it.
+    python3 -c '
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=("127.0.0.7", 0))
+        for _ in range(8)]
+for s in held:
+    s.sendall(b"\x16")
+print("open", flush=True)
+time.sleep(60)
+' "$DAEMON_PORT" >"$T/stall.out" &
+    track_pid $!
+    wait_until 20 kids_at_least 9 || fail "the daemon did not start 8 busy answers: $(session_pids)"
+    closed_at_once 127.0.0.8 16 || fail "a 9th busy client was not closed at once"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.8:[0-9]+: 1 sessions already running, and 8 clients are being told so already: closed it$' \
+        "that it closed the 9th busy client"
+    echo hello >"$T/root/fifo"
+    wait_exit 30 "$holder" || fail "the holding pull did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/holder.err" >&2; fail "the holding pull exited $WAIT_RC"; }
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+    kids_at_least 8 || log "note: the busy answers ended before the push"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
 }
 
 case_daemon_signals() {
@@ -517,6 +564,7 @@ run_case idle-connections case_idle_connections
 run_case per-source case_per_source
 run_case flood-log case_flood_log
 run_case busy case_busy
+run_case busy-refusers case_busy_refusers
 run_case daemon-signals case_daemon_signals
 run_case daemon-bad-setup case_daemon_bad_setup
 finish
