@@ -25,7 +25,8 @@ struct cli {
 enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
-	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED,
+	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
+	OPT_MAX_PER_SOURCE,
 };
 
 static const struct option cli_longopts[] = {
@@ -61,6 +62,9 @@ static const struct option cli_longopts[] = {
 	{ "no-encrypt", no_argument, NULL, OPT_NO_ENCRYPT },
 	{ "cipher", required_argument, NULL, OPT_CIPHER },
 	{ "allow-unencrypted", no_argument, NULL, OPT_ALLOW_UNENCRYPTED },
+	{ "max-sessions", required_argument, NULL, OPT_MAX_SESSIONS },
+	{ "max-startups", required_argument, NULL, OPT_MAX_STARTUPS },
+	{ "max-per-source", required_argument, NULL, OPT_MAX_PER_SOURCE },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -110,6 +114,12 @@ static void cli_usage(FILE *out)
 	      "      --allow-unencrypted  with --serve: also serve --no-encrypt clients\n"
 	      "      --serve [ADDR:]PORT  run a daemon serving --root DIR\n"
 	      "      --root DIR        the directory a daemon serves\n"
+	      "      --max-sessions N  with --serve: sessions at once, 1 to 1024 (default\n"
+	      "                        64); a client beyond them is told the daemon is busy\n"
+	      "      --max-startups N  with --serve: connections waiting to be handed on,\n"
+	      "                        1 to 4096 (default 256); beyond them the oldest goes\n"
+	      "      --max-per-source N  with --serve: of those, from one address, 1 to\n"
+	      "                        4096 (default 32); beyond them a new one is closed\n"
 	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
 	      "  -v, --verbose         more messages (-vv: debug)\n"
 	      "  -q, --quiet           no summary, only errors\n"
@@ -120,7 +130,7 @@ static void cli_usage(FILE *out)
 	      "input; '-' as DST writes standard output.\n"
 	      "Exit status: 0 ok, 1 usage, 2 protocol, 3 some files not copied,\n"
 	      "5 launch/authentication, 10 network, 11 file I/O, 12 data integrity,\n"
-	      "13 compression, 20 interrupted, 30 timeout. See pcopy(1).\n",
+	      "13 compression, 14 daemon busy, 20 interrupted, 30 timeout. See pcopy(1).\n",
 	      out);
 }
 
@@ -203,6 +213,15 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_NO_ENCRYPT: o->encrypt = PCOPY_ENCRYPT_OFF; return 0;
 	case OPT_CIPHER: o->cipher = arg; return 0;
 	case OPT_ALLOW_UNENCRYPTED: o->allow_unencrypted = true; return 0;
+	case OPT_MAX_SESSIONS:
+		return cli_uint("--max-sessions", arg, 1, PCOPY_MAX_MAX_SESSIONS, &o->max_sessions,
+				"a number of sessions from 1 to 1024");
+	case OPT_MAX_STARTUPS:
+		return cli_uint("--max-startups", arg, 1, PCOPY_MAX_MAX_STARTUPS, &o->max_startups,
+				"a number of connections from 1 to 4096");
+	case OPT_MAX_PER_SOURCE:
+		return cli_uint("--max-per-source", arg, 1, PCOPY_MAX_MAX_PER_SOURCE,
+				&o->max_per_source, "a number of connections from 1 to 4096");
 	case OPT_CONTROL_FD: {
 		unsigned fd;
 		if (cli_uint("--control-fd", arg, 0, 1u << 20, &fd, "a file descriptor") < 0)

@@ -16,6 +16,13 @@
 #define PCOPY_DEFAULT_STREAMS 4u
 #define PCOPY_DEFAULT_BLOCK (1u << 20)
 #define PCOPY_DEFAULT_TIMEOUT 120u
+/* --serve limits (pcopy(1)); an option left at 0 takes its default. */
+#define PCOPY_DEFAULT_MAX_SESSIONS 64u
+#define PCOPY_MAX_MAX_SESSIONS 1024u
+#define PCOPY_DEFAULT_MAX_STARTUPS 256u
+#define PCOPY_MAX_MAX_STARTUPS 4096u
+#define PCOPY_DEFAULT_MAX_PER_SOURCE 32u
+#define PCOPY_MAX_MAX_PER_SOURCE 4096u
 
 struct pcopy_opts {
 	unsigned streams;        /* -s: 1..64 */
@@ -36,6 +43,12 @@ struct pcopy_opts {
 	/* --serve */
 	const char *serve_addr;  /* [ADDR:]PORT */
 	const char *root;        /* --root */
+	unsigned max_sessions;   /* --max-sessions: session processes at once, 1..1024;
+	                            0 = PCOPY_DEFAULT_MAX_SESSIONS */
+	unsigned max_startups;   /* --max-startups: connections not yet handed on, 1..4096;
+	                            0 = PCOPY_DEFAULT_MAX_STARTUPS */
+	unsigned max_per_source; /* --max-per-source: of those, from one address, 1..4096;
+	                            0 = PCOPY_DEFAULT_MAX_PER_SOURCE */
 	/* --server (internal: started by a client) */
 	int control_fd;          /* control channel fd; -1 = stdin/stdout */
 	const char *bind;        /* data address (a local client passes 127.0.0.1); NULL = any */

@@ -97,6 +97,11 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	if (o->allow_unencrypted)
 		return pc_err_set(e, -PC_E_USAGE, "--allow-unencrypted is for a daemon (--serve); "
 				  "a client sends in clear with --no-encrypt");
+	if (o->max_sessions != 0 || o->max_startups != 0 || o->max_per_source != 0)
+		return pc_err_set(e, -PC_E_USAGE, "%s is for a daemon (--serve): it limits the "
+				  "connections a daemon takes",
+				  o->max_sessions != 0 ? "--max-sessions"
+				  : o->max_startups != 0 ? "--max-startups" : "--max-per-source");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
 	if (o->cipher != NULL) {

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +26,27 @@
 #include "sys/crypto.h"
 #include "wire/keyfile.h"
 #include "sys/log.h"
+#include "sys/loglimit.h"
 #include "sys/net.h"
 #include "transport/chan.h"
 #include "sys/platform.h"
 #include "wire/auth.h"
 #include "roles/server.h"
 
-#define DAEMON_MAX_SESSIONS 64
-#define DAEMON_MAX_PENDING 256     /* connections not yet handed on */
-#define DAEMON_POLL_MAX (3 + DAEMON_MAX_SESSIONS + DAEMON_MAX_PENDING)
+/* Processes that tell a client the daemon is busy, at once; they are no
+ * sessions, and a client beyond them only sees its connection closed. */
+#define DAEMON_MAX_REFUSERS 8
+/* Refused and dropped connections are logged one by one only once per
+ * source address in this window; the rest are summarised (loglimit.h). */
+#define DAEMON_LOG_WINDOW_S 5u
+#define DAEMON_LOG_SOURCES 256u    /* addresses it keeps count of */
+
+/* What a session's process tells the parent on its Unix socket: its
+ * route token, or why it refused its client (for the parent to log,
+ * summarised). The first byte says which. */
+#define DAEMON_MSG_TOKEN 'T'       /* + PROTO_ROUTE_TOKEN_LEN bytes */
+#define DAEMON_MSG_REFUSED 'R'     /* + the reason, without a terminator */
+#define DAEMON_MSG_MAX 512u
 
 /* A session's process. */
 struct daemon_kid {
@@ -41,6 +54,8 @@ struct daemon_kid {
 	int sock;                      /* our end of its Unix socket; -1 once it closed */
 	bool has_token;                /* it told us its route token */
 	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
+	char who[NET_MAX_ADDR];        /* its client, "ADDR:PORT" */
+	char src[NET_MAX_ADDR];        /* its client's ADDR */
 };
 
 /* A connection the parent holds until it knows where it goes. */
@@ -56,7 +71,8 @@ struct daemon_pend {
 	uint64_t accepted_ns;          /* deadline: SESSION_AUTH_TIMEOUT_S after this */
 	uint8_t buf[PROTO_ROUTE_LEN];
 	size_t got;
-	char who[NET_MAX_ADDR];
+	char who[NET_MAX_ADDR];        /* "ADDR:PORT", for the log */
+	char src[NET_MAX_ADDR];        /* ADDR alone: --max-per-source counts by it */
 };
 
 struct daemon {
@@ -64,10 +80,15 @@ struct daemon {
 	int rootfd;
 	int lfd;
 	int chldfd;                    /* signalfd for SIGCHLD */
-	struct daemon_kid kids[DAEMON_MAX_SESSIONS];
-	unsigned nkids;
-	struct daemon_pend pend[DAEMON_MAX_PENDING];
-	unsigned npend;
+	struct daemon_kid *kids;       /* max_sessions of them */
+	unsigned nkids, max_sessions;  /* --max-sessions */
+	pid_t refusers[DAEMON_MAX_REFUSERS]; /* busy answers under way (daemon_busy_child) */
+	unsigned nrefusers;
+	struct daemon_pend *pend;      /* max_startups of them */
+	unsigned npend, max_startups;  /* --max-startups */
+	unsigned max_per_source;       /* --max-per-source */
+	struct pollfd *pfd;            /* 3 + max_sessions + max_startups, for daemon_step */
+	struct loglimit *refusals;     /* summarises refused and dropped connections */
 	char listen_host[NET_MAX_ADDR];
 	bool allow_unencrypted;        /* --allow-unencrypted */
 };
@@ -110,6 +131,12 @@ static void daemon_reap(struct daemon *d)
 	while (read(d->chldfd, &si, sizeof(si)) > 0)
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (unsigned i = 0; i < d->nrefusers; i++) {
+			if (d->refusers[i] == pid) {
+				d->refusers[i] = d->refusers[--d->nrefusers];
+				break;
+			}
+		}
 		for (unsigned i = 0; i < d->nkids; i++) {
 			if (d->kids[i].pid == pid) {
 				if (d->kids[i].sock >= 0)
@@ -121,11 +148,29 @@ static void daemon_reap(struct daemon *d)
 	}
 }
 
+/* In a session's process that refuses its client (who) before a session:
+ * tells the parent why, on its Unix socket sock, so that the parent logs
+ * it summarised with the other refusals of that address (a stranger's
+ * flood would fill the log otherwise); logs it here if that fails. Does
+ * not close sock. */
+static void daemon_child_refused(int sock, const char *who, const char *why)
+{
+	char msg[DAEMON_MSG_MAX];
+	int n = snprintf(msg, sizeof(msg), "%c%s", DAEMON_MSG_REFUSED, why);
+
+	if (n < 0)
+		n = 1;
+	if ((size_t)n >= sizeof(msg))
+		n = (int)sizeof(msg) - 1;
+	if (sock < 0 || send(sock, msg, (size_t)n, MSG_NOSIGNAL) != (ssize_t)n)
+		log_warn("refused %s: %s", who, why);
+}
+
 /* A client in clear (--no-encrypt, or a pcopy older than protocol 4) to a
  * daemon that requires TLS: tell it why, let it read that (we read what it
- * sent, so closing does not reset the connection under its reply), end the
- * process. */
-static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
+ * sent, so closing does not reset the connection under its reply), have
+ * the parent log it (sock, daemon_child_refused), end the process. */
+static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who, int sock)
 {
 	uint8_t junk[4096];
 
@@ -136,14 +181,14 @@ static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who)
 	(void)chan_set_timeout(ch, 2);
 	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
 		;
-	log_warn("refused %s: it asked for a session in clear, and this daemon requires "
-		 "encryption (--allow-unencrypted allows it)", who);
+	daemon_child_refused(sock, who, "it asked for a session in clear, and this daemon "
+			     "requires encryption (--allow-unencrypted allows it)");
 	ctl_free(c);
 	_exit(pc_exit_code(-PC_E_AUTH));
 }
 
 /* In a forked child: closes what belongs to the parent and to the other
- * sessions, keeping keep_fd and keep_sock. */
+ * sessions, keeping keep_fd and keep_sock (-1: none). */
 static void daemon_child_close(struct daemon *d, int keep_fd, int keep_sock)
 {
 	close(d->lfd);
@@ -162,14 +207,19 @@ static void daemon_child_close(struct daemon *d, int keep_fd, int keep_sock)
 static int daemon_child_register(struct chan *ch, int sock)
 {
 	uint8_t k[PROTO_KEY_LEN], token[PROTO_ROUTE_TOKEN_LEN];
+	uint8_t msg[1 + PROTO_ROUTE_TOKEN_LEN] = { DAEMON_MSG_TOKEN };
 	int ret = auth_session_key_tls(ch, k);
 
 	if (ret == 0)
 		ret = auth_route_token(k, token);
-	if (ret == 0 && send(sock, token, sizeof(token), MSG_NOSIGNAL) != (ssize_t)sizeof(token))
-		ret = -errno;
+	if (ret == 0) {
+		memcpy(msg + 1, token, sizeof(token));
+		if (send(sock, msg, sizeof(msg), MSG_NOSIGNAL) != (ssize_t)sizeof(msg))
+			ret = -errno;
+	}
 	crypto_wipe(k, sizeof(k));
 	crypto_wipe(token, sizeof(token));
+	crypto_wipe(msg, sizeof(msg));
 	return ret;
 }
 
@@ -221,14 +271,12 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 		ch = chan_plain_new(fd, fd);
 		ret = ch != NULL ? 0 : -ENOMEM;
 	}
-	if (cfg.route_fd < 0)
-		close(sock); /* nothing comes that way: the session listens itself */
 	if (ret < 0) {
 		char msg[sizeof(e.msg)];
 		if (pc_err_get(&e, msg, sizeof(msg)) < 0)
-			log_warn("refused %s: %s", who, msg);
+			daemon_child_refused(sock, who, msg);
 		else
-			log_warn("refused %s: %s", who, pc_strerror(ret));
+			daemon_child_refused(sock, who, pc_strerror(ret));
 		close(fd);
 		_exit(pc_exit_code(ret));
 	}
@@ -239,7 +287,9 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	}
 	(void)chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
 	if (!tls && !d->allow_unencrypted)
-		daemon_refuse_clear(c, ch, who); /* does not return */
+		daemon_refuse_clear(c, ch, who, sock); /* does not return */
+	if (cfg.route_fd < 0)
+		close(sock); /* nothing comes that way: the session listens itself */
 	ctl_set_intr(c, cfg.sigfd);
 	/* The whole handshake, up to the client's proof, gets that long too:
 	 * in clear the session holds a data listener from READY on. */
@@ -258,12 +308,114 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	_exit(pc_exit_code(ret));
 }
 
+/* Logs a refused or dropped connection from source address src, unless
+ * that address had one logged in the last DAEMON_LOG_WINDOW_S: then it is
+ * only counted, for daemon_log_summary. Parent only. */
+__attribute__((format(printf, 3, 4)))
+static void daemon_refused(struct daemon *d, const char *src, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+
+	if (!loglimit_admit(d->refusals, src, platform_now_ns()))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_warn("%s", line);
+}
+
+/* loglimit's report: what daemon_refused counted and did not log. */
+static void daemon_log_summary(void *arg, const char *src, unsigned long more)
+{
+	(void)arg;
+	log_warn("%s: %lu more connection%s refused or dropped in the last %u s (logged "
+		 "once per address every %u s)", src, more, more == 1 ? "" : "s",
+		 DAEMON_LOG_WINDOW_S, DAEMON_LOG_WINDOW_S);
+}
+
+/* In a forked child: tells the client of control connection fd (tls: in
+ * TLS, after the handshake, within SESSION_AUTH_TIMEOUT_S of accepted_ns)
+ * that the daemon runs all the sessions it may, and ends the process. It
+ * logs nothing: the parent logged the refusal. */
+static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accepted_ns)
+{
+	uint64_t deadline = accepted_ns + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
+	char msg[128];
+	uint8_t junk[4096];
+	struct pc_err e;
+	struct chan *ch = NULL;
+	struct ctl *c = NULL;  /* owns ch */
+	sigset_t none;
+	int ret;
+
+	/* No session to end cleanly: the daemon's SIGTERM ends it at once. */
+	sigemptyset(&none);
+	(void)sigprocmask(SIG_SETMASK, &none, NULL);
+	daemon_child_close(d, fd, -1);
+	pc_err_init(&e);
+	snprintf(msg, sizeof(msg), "daemon busy: %u sessions running, try again later",
+		 d->max_sessions);
+	if (tls) {
+		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
+	} else {
+		ch = chan_plain_new(fd, fd);
+		ret = ch != NULL ? 0 : -ENOMEM;
+	}
+	crypto_wipe(d->key, sizeof(d->key));
+	if (ret < 0) {
+		close(fd); /* a stranger, or too slow: it gets nothing */
+		_exit(pc_exit_code(ret));
+	}
+	c = ctl_new(ch, "client", false);
+	if (c == NULL) {
+		chan_free(ch);
+		_exit(PC_EXIT_FILEIO);
+	}
+	/* As daemon_refuse_clear: read what the client sent (its HELLO), so
+	 * that our close does not reset the connection under the ERROR. */
+	(void)chan_set_timeout(ch, 2);
+	(void)ctl_send_error(c, -PC_E_BUSY, msg);
+	(void)chan_close_send(ch);
+	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
+		;
+	ctl_free(c);
+	_exit(PC_EXIT_BUSY);
+}
+
 /* Forgets pending connection i (closing it unless handed on). */
 static void daemon_pend_drop(struct daemon *d, unsigned i, bool close_it)
 {
 	if (close_it)
 		close(d->pend[i].fd);
 	d->pend[i] = d->pend[--d->npend];
+}
+
+/* A control connection while max_sessions run: a short-lived process
+ * tells its client so, if fewer than DAEMON_MAX_REFUSERS do that already;
+ * else it is closed. Either way it is logged as refused. */
+static void daemon_busy(struct daemon *d, unsigned i, bool tls)
+{
+	struct daemon_pend p = d->pend[i];
+	pid_t pid = -1;
+
+	if (d->nrefusers >= DAEMON_MAX_REFUSERS) {
+		daemon_refused(d, p.src, "refused %s: %u sessions already running, and %u clients "
+			       "are being told so already: closed it", p.who, d->max_sessions,
+			       DAEMON_MAX_REFUSERS);
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	daemon_refused(d, p.src, "refused %s: %u sessions already running", p.who,
+		       d->max_sessions);
+	pid = fork();
+	if (pid == 0)
+		daemon_busy_child(d, p.fd, tls, p.accepted_ns);
+	daemon_pend_drop(d, i, true);
+	if (pid < 0)
+		log_warn("cannot tell %s the daemon is busy: fork: %s", p.who, strerror(errno));
+	else
+		d->refusers[d->nrefusers++] = pid;
 }
 
 /* A control connection: its session gets a process of its own. */
@@ -273,9 +425,8 @@ static void daemon_fork(struct daemon *d, unsigned i, bool tls)
 	int sp[2];
 	pid_t pid;
 
-	if (d->nkids >= DAEMON_MAX_SESSIONS) {
-		log_warn("refused %s: %d sessions already running", p.who, DAEMON_MAX_SESSIONS);
-		daemon_pend_drop(d, i, true);
+	if (d->nkids >= d->max_sessions) {
+		daemon_busy(d, i, tls);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
@@ -293,7 +444,10 @@ static void daemon_fork(struct daemon *d, unsigned i, bool tls)
 		close(sp[0]);
 		return;
 	}
-	d->kids[d->nkids++] = (struct daemon_kid){ .pid = pid, .sock = sp[0] };
+	struct daemon_kid *k = &d->kids[d->nkids++];
+	*k = (struct daemon_kid){ .pid = pid, .sock = sp[0] };
+	snprintf(k->who, sizeof(k->who), "%s", p.who);
+	snprintf(k->src, sizeof(k->src), "%s", p.src);
 }
 
 /* Hands data connection i to the session whose token it named, if that
@@ -304,8 +458,8 @@ static void daemon_route(struct daemon *d, unsigned i)
 	uint8_t token[PROTO_ROUTE_TOKEN_LEN];
 
 	if (proto_route_decode(p->buf, p->got, token) < 0) {
-		log_warn("dropped %s: not a pcopy data connection of version %u", p->who,
-			 PROTO_VERSION);
+		daemon_refused(d, p->src, "dropped %s: not a pcopy data connection of version %u",
+			       p->who, PROTO_VERSION);
 		daemon_pend_drop(d, i, true);
 		return;
 	}
@@ -315,8 +469,8 @@ static void daemon_route(struct daemon *d, unsigned i)
 			continue;
 		int ret = net_send_fd(k->sock, p->fd, p->who);
 		if (ret < 0)
-			log_warn("dropped data connection from %s: cannot pass it on to its "
-				 "session: %s", p->who, strerror(-ret));
+			daemon_refused(d, p->src, "dropped data connection from %s: cannot pass it "
+				       "on to its session: %s", p->who, strerror(-ret));
 		daemon_pend_drop(d, i, true);
 		return;
 	}
@@ -356,51 +510,89 @@ static void daemon_pend_read(struct daemon *d, unsigned i)
 		daemon_route(d, i);
 }
 
-/* A session said its token: pass on what waits for it. */
+/* A session's process said something: its token (pass on what waits for
+ * it), or why it refused its client (log it, summarised). */
 static void daemon_kid_read(struct daemon *d, unsigned j)
 {
 	struct daemon_kid *k = &d->kids[j];
-	uint8_t token[PROTO_ROUTE_TOKEN_LEN + 1];
-	ssize_t r = recv(k->sock, token, sizeof(token), MSG_DONTWAIT);
+	char msg[DAEMON_MSG_MAX];
+	ssize_t r = recv(k->sock, msg, sizeof(msg), MSG_DONTWAIT);
 
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (r != (ssize_t)PROTO_ROUTE_TOKEN_LEN || k->has_token) {
-		/* Ended (0), failed, or said something else: it gets no more. */
+	if (r > 1 && msg[0] == DAEMON_MSG_REFUSED)
+		daemon_refused(d, k->src, "refused %s: %.*s", k->who, (int)(r - 1), msg + 1);
+	if (r != 1 + (ssize_t)PROTO_ROUTE_TOKEN_LEN || msg[0] != DAEMON_MSG_TOKEN ||
+	    k->has_token) {
+		/* Ended (0), failed, refused, or said something else: it
+		 * gets no more. */
 		close(k->sock);
 		k->sock = -1;
 		k->has_token = false;
 		return;
 	}
-	memcpy(k->token, token, PROTO_ROUTE_TOKEN_LEN);
+	memcpy(k->token, msg + 1, PROTO_ROUTE_TOKEN_LEN);
 	k->has_token = true;
 	for (unsigned i = d->npend; i-- > 0;)
 		if (d->pend[i].state == PEND_PARKED)
 			daemon_route(d, i);
 }
 
+/* The address of who ("ADDR:PORT" or "[ADDR]:PORT"), without the port. */
+static void daemon_source(const char *who, char *src, size_t cap)
+{
+	const char *colon = strrchr(who, ':');
+	size_t len = colon != NULL ? (size_t)(colon - who) : strlen(who);
+
+	if (len >= 2 && who[0] == '[' && who[len - 1] == ']') {
+		who++;
+		len -= 2;
+	}
+	snprintf(src, cap, "%.*s", (int)len, who);
+}
+
+/* Pending connections from source address src. */
+static unsigned daemon_count_source(const struct daemon *d, const char *src)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < d->npend; i++)
+		n += strcmp(d->pend[i].src, src) == 0;
+	return n;
+}
+
 static void daemon_accept(struct daemon *d)
 {
-	char who[NET_MAX_ADDR];
+	char who[NET_MAX_ADDR], src[NET_MAX_ADDR];
 	int fd = net_accept(d->lfd, 0, who, sizeof(who));
 
 	if (fd < 0)
 		return;
-	if (d->npend >= DAEMON_MAX_PENDING) {
+	daemon_source(who, src, sizeof(src));
+	/* One address cannot take all the places: the ones it holds stay,
+	 * a new one goes at once. */
+	if (daemon_count_source(d, src) >= d->max_per_source) {
+		daemon_refused(d, src, "refused %s: %u connections from %s wait already "
+			       "(--max-per-source)", who, d->max_per_source, src);
+		close(fd);
+		return;
+	}
+	if (d->npend >= d->max_startups) {
 		/* Full: the oldest goes, so that a flood cannot keep new
 		 * clients out for longer than it keeps connecting. */
 		unsigned old = 0;
 		for (unsigned i = 1; i < d->npend; i++)
 			if (d->pend[i].accepted_ns < d->pend[old].accepted_ns)
 				old = i;
-		log_warn("dropped %s: %d connections wait already, this was the oldest",
-			 d->pend[old].who, DAEMON_MAX_PENDING);
+		daemon_refused(d, d->pend[old].src, "dropped %s: %u connections wait already, "
+			       "this was the oldest", d->pend[old].who, d->max_startups);
 		daemon_pend_drop(d, old, true);
 	}
 	struct daemon_pend *p = &d->pend[d->npend++];
 	*p = (struct daemon_pend){ .fd = fd, .state = PEND_FIRST,
 				   .accepted_ns = platform_now_ns() };
 	snprintf(p->who, sizeof(p->who), "%s", who);
+	snprintf(p->src, sizeof(p->src), "%s", src);
 }
 
 /* Drops what has waited SESSION_AUTH_TIMEOUT_S; returns the poll timeout
@@ -413,7 +605,7 @@ static int daemon_expire(struct daemon *d)
 	for (unsigned i = d->npend; i-- > 0;) {
 		struct daemon_pend *p = &d->pend[i];
 		if (now - p->accepted_ns >= limit) {
-			log_warn("dropped %s: %s within %u s", p->who,
+			daemon_refused(d, p->src, "dropped %s: %s within %u s", p->who,
 				 p->state == PEND_PARKED ? "no session of this daemon had its token"
 				 : p->state == PEND_ROUTE ? "its route preamble did not arrive"
 				 : "it sent nothing", SESSION_AUTH_TIMEOUT_S);
@@ -431,9 +623,14 @@ static int daemon_expire(struct daemon *d)
  * Returns 0, 1 on a stop signal, or a negative code. */
 static int daemon_step(struct daemon *d, struct pc_err *e)
 {
-	struct pollfd p[DAEMON_POLL_MAX];
+	struct pollfd *p = d->pfd;
 	unsigned np = 0, kid0, pend0, nkids = d->nkids;
 	int timeout = daemon_expire(d);
+	uint64_t summary = loglimit_flush(d->refusals, platform_now_ns());
+
+	/* The next summary of refusals is due in that many ns. */
+	if (summary != UINT64_MAX && (timeout < 0 || summary / 1000000u + 1 < (uint64_t)timeout))
+		timeout = (int)(summary / 1000000u) + 1;
 
 	p[np++] = (struct pollfd){ .fd = d->lfd, .events = POLLIN };
 	p[np++] = (struct pollfd){ .fd = d->chldfd, .events = POLLIN };
@@ -470,6 +667,42 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	return 0;
 }
 
+/* One limit: 0 takes def; above max is a usage error naming opt. */
+static int daemon_limit(unsigned v, unsigned def, unsigned max, const char *opt,
+			unsigned *out, struct pc_err *e)
+{
+	if (v > max)
+		return pc_err_set(e, -PC_E_USAGE, "%s must be 1 to %u, not %u", opt, max, v);
+	*out = v != 0 ? v : def;
+	return 0;
+}
+
+/* Takes --max-sessions, --max-startups and --max-per-source, and sizes the
+ * tables (kids, pend, pfd) for them. */
+static int daemon_setup_limits(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
+{
+	int ret = daemon_limit(o->max_sessions, PCOPY_DEFAULT_MAX_SESSIONS,
+			       PCOPY_MAX_MAX_SESSIONS, "--max-sessions", &d->max_sessions, e);
+
+	if (ret == 0)
+		ret = daemon_limit(o->max_startups, PCOPY_DEFAULT_MAX_STARTUPS,
+				   PCOPY_MAX_MAX_STARTUPS, "--max-startups", &d->max_startups, e);
+	if (ret == 0)
+		ret = daemon_limit(o->max_per_source, PCOPY_DEFAULT_MAX_PER_SOURCE,
+				   PCOPY_MAX_MAX_PER_SOURCE, "--max-per-source", &d->max_per_source, e);
+	if (ret < 0)
+		return ret;
+	d->kids = calloc(d->max_sessions, sizeof(*d->kids));
+	d->pend = calloc(d->max_startups, sizeof(*d->pend));
+	d->pfd = calloc(3 + (size_t)d->max_sessions + d->max_startups, sizeof(*d->pfd));
+	d->refusals = loglimit_new(DAEMON_LOG_SOURCES, DAEMON_LOG_WINDOW_S * 1000000000ull,
+				   daemon_log_summary, d);
+	if (d->kids == NULL || d->pend == NULL || d->pfd == NULL || d->refusals == NULL)
+		return pc_err_set(e, -ENOMEM, "out of memory for %u sessions and %u waiting "
+				  "connections", d->max_sessions, d->max_startups);
+	return 0;
+}
+
 static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_err *e)
 {
 	char host[NET_MAX_ADDR];
@@ -487,7 +720,9 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 				  : o->encrypt == PCOPY_ENCRYPT_ON ? "--encrypt" : "--no-encrypt");
 	if (o->root == NULL || o->key_file == NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--serve needs --root DIR and --key-file KEY");
-	ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);
+	ret = daemon_setup_limits(d, o, e);
+	if (ret == 0)
+		ret = daemon_parse_addr(o->serve_addr, host, sizeof(host), &port, e);
 	if (ret == 0)
 		ret = keyfile_load(o->key_file, d->key, e);
 	if (ret < 0)
@@ -528,8 +763,18 @@ int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r)
 		if (d.kids[i].sock >= 0)
 			close(d.kids[i].sock);
 	}
+	for (unsigned i = 0; i < d.nrefusers; i++)
+		kill(d.refusers[i], SIGTERM);
+	d.nkids += d.nrefusers;
 	while (d.nkids > 0 && waitpid(-1, NULL, 0) > 0)
 		d.nkids--;
+	/* What was counted and not yet said. */
+	if (d.refusals != NULL)
+		(void)loglimit_flush(d.refusals, UINT64_MAX);
+	loglimit_free(d.refusals);
+	free(d.kids);
+	free(d.pend);
+	free(d.pfd);
 	crypto_wipe(d.key, sizeof(d.key));
 	if (d.lfd >= 0)
 		close(d.lfd);

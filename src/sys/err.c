@@ -23,6 +23,7 @@ static const char *const pc_err_texts[PC_E_MAX - PC_E_BASE] = {
 	[PC_E_TIMEOUT - PC_E_BASE] = "connection timed out",
 	[PC_E_ABORTED - PC_E_BASE] = "aborted after another failure",
 	[PC_E_CODEC - PC_E_BASE] = "compression failed",
+	[PC_E_BUSY - PC_E_BASE] = "the daemon is busy: try again later",
 };
 
 /* |code|, or -1 for INT_MIN, which is neither an errno nor one of ours. */
@@ -103,6 +104,8 @@ int pc_exit_code(int code)
 		return PC_EXIT_INTEGRITY;
 	case PC_E_CODEC:
 		return PC_EXIT_CODEC;
+	case PC_E_BUSY:
+		return PC_EXIT_BUSY;
 	case PC_E_INTERRUPTED:
 		return PC_EXIT_INTERRUPTED;
 	case PC_E_TIMEOUT:

@@ -30,6 +30,7 @@ enum pc_errcode {
 	PC_E_TIMEOUT,     /* peer idle past --timeout            -> exit 30 */
 	PC_E_ABORTED,     /* another thread failed first (never shown) */
 	PC_E_CODEC,       /* compressing a block failed here     -> exit 13 */
+	PC_E_BUSY,        /* the daemon runs all the sessions it may -> exit 14 */
 	PC_E_MAX
 };
 
@@ -44,6 +45,7 @@ enum pc_exit {
 	PC_EXIT_FILEIO = 11,
 	PC_EXIT_INTEGRITY = 12,
 	PC_EXIT_CODEC = 13,
+	PC_EXIT_BUSY = 14,        /* the daemon is busy: try again later */
 	PC_EXIT_INTERRUPTED = 20,
 	PC_EXIT_TIMEOUT = 30,
 };

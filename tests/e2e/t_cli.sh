@@ -7,7 +7,7 @@ source "$PCOPY_TEST_LIB"
 # Every option of the usage, short and long.
 OPTIONS=(-s --streams -w --window -B --block-size -P --progress --timeout
     --key-file --serve --root --gen-key -v --verbose -q --quiet -h --help
-    -V --version)
+    -V --version --max-sessions --max-startups --max-per-source)
 
 case_help() {
     local out=$T/help.out
@@ -23,7 +23,7 @@ case_help() {
     done
     # Each exit status of the contract is listed.
     local code
-    for code in 0 1 2 3 5 10 11 12 13 20 30; do
+    for code in 0 1 2 3 5 10 11 12 13 14 20 30; do
         grep -qE "(^|[ ,])$code [a-z]" "$out" || fail "--help does not explain exit status $code"
     done
     # -h is the same text.
@@ -144,6 +144,26 @@ case_client_or_daemon() {
     expect_exit 1 "$PCOPY" --allow-unencrypted "$T/src" "$T/dst"
     expect_stderr_contains "--allow-unencrypted is for a daemon (--serve)"
     [[ ! -e $T/dst ]] || fail "a refused copy wrote $T/dst"
+    for opt in --max-sessions --max-startups --max-per-source; do
+        expect_exit 1 "$PCOPY" "$opt" 4 "$T/src" "$T/dst"
+        expect_stderr_contains "$opt is for a daemon (--serve)"
+        [[ ! -e $T/dst ]] || fail "a copy with $opt wrote $T/dst"
+    done
+}
+
+case_daemon_limits() {
+    # The daemon's limits refuse what is out of range, naming the option
+    # (timeout: a daemon that took it would serve forever).
+    local spec opt val
+    mkdir -p "$T/root"
+    "$PCOPY" --gen-key "$T/key" || fail "pcopy --gen-key failed"
+    for spec in --max-sessions:0 --max-sessions:1025 --max-startups:0 --max-startups:4097 \
+        --max-per-source:0 --max-per-source:4097 --max-sessions:x --max-per-source:-1; do
+        opt=${spec%%:*}
+        val=${spec#*:}
+        expect_exit 1 timeout 10 "$PCOPY" --serve 127.0.0.1:1 --root "$T/root" --key-file "$T/key" "$opt" "$val"
+        expect_stderr_contains "pcopy: $opt: '$val' is not a number of"
+    done
 }
 
 case_readme() {
@@ -191,4 +211,5 @@ run_case summary case_summary
 run_case options-after-operands case_options_after_operands
 run_case window-warning case_window_warning
 run_case client-or-daemon case_client_or_daemon
+run_case daemon-limits case_daemon_limits
 finish

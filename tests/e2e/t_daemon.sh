@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # t_daemon: push and pull through `pcopy --serve`: sizes around the block
 # size with 1 to 8 streams, destination names, PCOPY_KEY_FILE, concurrent
-# sessions, strangers on the port, and the daemon's exit on a signal.
+# sessions, strangers on the port, its limits (--max-sessions and the busy
+# answer, --max-startups, --max-per-source), its summarised log under a
+# flood, and the daemon's exit on a signal.
 source "$PCOPY_TEST_LIB"
 
 B=1048576
@@ -282,7 +284,10 @@ time.sleep(120)
 case_idle_connections() {
     mkdir -p "$T/root"
     mkfile "$T/a" 1M
+    # All of them come from 127.0.0.1: --max-per-source is case_per_source's.
+    DAEMON_ARGS=(--max-per-source 4096)
     start_daemon "$T/root"
+    DAEMON_ARGS=()
     open_idle 100
     expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/with-100" --key-file "$DAEMON_KEY"
     same_file "$T/a" "$T/root/with-100"
@@ -294,6 +299,197 @@ case_idle_connections() {
     wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: 256 connections wait already, this was the oldest$' \
         "that it dropped the oldest idle connections"
     stop_pid "$IDLE_PID"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# has_sessions / no_sessions: the daemon has session processes, or none.
+has_sessions() { [[ -n $(session_pids) ]]; }
+no_sessions() { [[ -z $(session_pids) ]]; }
+
+# A client that comes while --max-sessions sessions run is told so, in
+# TLS, and exits 14; once a session ends, the next one is served.
+case_busy() {
+    local holder
+    mkdir -p "$T/root" "$T/p"
+    mkfile "$T/a" 100000
+    mkfifo "$T/root/fifo"
+    DAEMON_ARGS=(--max-sessions 1)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    # The one session: a pull of a FIFO that has no writer yet.
+    "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
+    holder=$!
+    track_pid "$holder"
+    wait_until 20 has_sessions || fail "the holding session did not start"
+    expect_exit 14 "$PCOPY" "$T/a" "$DAEMON_URL/busy" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "pcopy: 127.0.0.1:$DAEMON_PORT: daemon busy: 1 sessions running, try again later"
+    [[ ! -e $T/root/busy ]] || fail "a refused push wrote root/busy"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: 1 sessions already running$' \
+        "that it refused the second session"
+    # The FIFO gets its writer: the first session ends, and the next push
+    # is served.
+    echo hello >"$T/root/fifo"
+    wait_exit 30 "$holder" || fail "the holding pull did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/holder.err" >&2; fail "the holding pull exited $WAIT_RC"; }
+    wait_until 20 no_sessions || fail "the daemon's processes did not end: $(session_pids)"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# hold_from ADDR N: N connections from source address ADDR (127.0.0.x)
+# that say nothing, held by a python process until the case ends; it
+# writes "closed" to $T/hold.ADDR.out when the daemon closes one of them.
+hold_from() {
+    python3 -c '
+import select, socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=(sys.argv[2], 0))
+        for _ in range(int(sys.argv[3]))]
+print("open", flush=True)
+end = time.time() + 120
+while held and time.time() < end:
+    for s in select.select(held, [], [], 0.1)[0]:
+        try:
+            gone = s.recv(1, socket.MSG_PEEK) == b""
+        except ConnectionResetError:
+            gone = True
+        if gone:
+            print("closed", flush=True)
+            held.remove(s)
+' "$DAEMON_PORT" "$1" "$2" >"$T/hold.$1.out" &
+    track_pid $!
+    wait_until 20 grep -q open "$T/hold.$1.out" || fail "could not open $2 connections from $1"
+}
+
+# some_closed ADDR / held_all ADDR: the daemon closed some / none of
+# hold_from ADDR's connections.
+some_closed() {
+    grep -q closed "$T/hold.$1.out"
+}
+held_all() {
+    ! some_closed "$1"
+}
+
+# closed_at_once ADDR [FIRST]: a new connection from ADDR (that sends the
+# byte FIRST, in hex, if given) is closed by the daemon within 3 s, without
+# a word.
+closed_at_once() {
+    python3 -c '
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=(sys.argv[2], 0))
+if len(sys.argv) > 3:
+    s.sendall(bytes.fromhex(sys.argv[3]))
+s.settimeout(3)
+try:
+    sys.exit(0 if s.recv(1) == b"" else 1)
+except ConnectionResetError:
+    sys.exit(0)
+except socket.timeout:
+    sys.exit(1)
+' "$DAEMON_PORT" "$@"
+}
+
+# --max-per-source: one address that holds its share gets no more, keeps
+# what it holds, and others still get in; --max-startups: past it, the
+# oldest go, the newer stay.
+case_per_source() {
+    mkdir -p "$T/root"
+    mkfile "$T/a" 1M
+    DAEMON_ARGS=(--max-per-source 5 --max-startups 12)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    hold_from 127.0.0.4 5
+    closed_at_once 127.0.0.4 || fail "a 6th connection from 127.0.0.4 was not closed at once"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.4:[0-9]+: 5 connections from 127\.0\.0\.4 wait already \(--max-per-source\)$' \
+        "that it refused the 6th connection from 127.0.0.4"
+    # Another address is not affected, and a copy goes through.
+    closed_at_once 127.0.0.3 && fail "a connection from 127.0.0.3 was closed at once"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/during" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/during"
+    held_all 127.0.0.4 || fail "the daemon closed connections of 127.0.0.4 that it held"
+    # 5 + 5 + 5 > 12: the three oldest (127.0.0.4's) go, the newer stay;
+    # 127.0.0.4 had a refusal logged within 5 s, so they are only counted.
+    hold_from 127.0.0.2 5
+    hold_from 127.0.0.5 5
+    wait_until 10 some_closed 127.0.0.4 || fail "the oldest connections (127.0.0.4's) were not dropped"
+    held_all 127.0.0.2 || fail "the daemon closed newer connections (127.0.0.2's)"
+    held_all 127.0.0.5 || fail "the daemon closed newer connections (127.0.0.5's)"
+    wait_daemon_logged '^pcopy: 127\.0\.0\.4: [0-9]+ more connections? refused or dropped in the last 5 s' \
+        "a summary of what it refused and dropped of 127.0.0.4"
+    kill -0 "$DAEMON_PID" || fail "the daemon died"
+}
+
+# A flood of garbage from one address (control channels in clear, TLS
+# that is no handshake, bad route preambles) leaves a handful of log
+# lines, not one per connection: the first, and a count per 5 s.
+case_flood_log() {
+    local n
+    mkdir -p "$T/root"
+    mkfile "$T/a" 100000
+    start_daemon "$T/root"
+    python3 -c '
+import socket, sys
+junk = [b"GET / HTTP/1.0\r\n\r\n", b"\x16\x03\x01\x00\x05hello", b"PCRT\x00\x04\x00\x000123456789abcdef"]
+for i in range(200):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=("127.0.0.6", 0))
+    s.sendall(junk[i % 3])
+    s.close()
+' "$DAEMON_PORT" || fail "the flood could not connect"
+    wait_daemon_logged '^pcopy: 127\.0\.0\.6: [0-9]+ more connections refused or dropped in the last 5 s' \
+        "a summary of the flood"
+    wait_until 30 no_sessions || fail "the flood's session processes did not end: $(session_pids)"
+    # Stragglers are summarised when their window ends.
+    sleep 6
+    n=$(grep -c '127\.0\.0\.6' "$DAEMON_LOG" || true)
+    ((n <= 6)) || {
+        sed 's/^/  daemon: /' "$DAEMON_LOG" | head -20 >&2
+        fail "200 garbage connections left $n log lines, not a handful"
+    }
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+}
+
+# kids_at_least N: the daemon has at least N child processes.
+kids_at_least() {
+    [[ $(session_pids | wc -l) -ge $1 ]]
+}
+
+# The processes that tell clients the daemon is busy are capped at 8, and
+# they are no sessions: a 9th such client is closed at once (and logged),
+# and when the one session ends, a push is served while the 8 still wait.
+case_busy_refusers() {
+    local holder
+    mkdir -p "$T/root" "$T/p"
+    mkfile "$T/a" 100000
+    mkfifo "$T/root/fifo"
+    DAEMON_ARGS=(--max-sessions 1)
+    start_daemon "$T/root"
+    DAEMON_ARGS=()
+    "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
+    holder=$!
+    track_pid "$holder"
+    wait_until 20 has_sessions || fail "the holding session did not start"
+    # 8 clients that start a TLS handshake and stall in it.
+    python3 -c '
+import socket, sys, time
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=("127.0.0.7", 0))
+        for _ in range(8)]
+for s in held:
+    s.sendall(b"\x16")
+print("open", flush=True)
+time.sleep(60)
+' "$DAEMON_PORT" >"$T/stall.out" &
+    track_pid $!
+    wait_until 20 kids_at_least 9 || fail "the daemon did not start 8 busy answers: $(session_pids)"
+    closed_at_once 127.0.0.8 16 || fail "a 9th busy client was not closed at once"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.8:[0-9]+: 1 sessions already running, and 8 clients are being told so already: closed it$' \
+        "that it closed the 9th busy client"
+    echo hello >"$T/root/fifo"
+    wait_exit 30 "$holder" || fail "the holding pull did not finish"
+    [[ $WAIT_RC -eq 0 ]] || { cat "$T/holder.err" >&2; fail "the holding pull exited $WAIT_RC"; }
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+    kids_at_least 8 || log "note: the busy answers ended before the push"
     kill -0 "$DAEMON_PID" || fail "the daemon died"
 }
 
@@ -365,6 +561,10 @@ run_case strangers case_strangers
 run_case silent-stranger-cut-off case_silent_stranger_cut_off
 run_case route-strangers case_route_strangers
 run_case idle-connections case_idle_connections
+run_case per-source case_per_source
+run_case flood-log case_flood_log
+run_case busy case_busy
+run_case busy-refusers case_busy_refusers
 run_case daemon-signals case_daemon_signals
 run_case daemon-bad-setup case_daemon_bad_setup
 finish

@@ -34,6 +34,8 @@ static void test_strerror_own_codes(void **state)
 	assert_string_equal(pc_strerror(-PC_E_INTEGRITY), "data integrity check failed");
 	assert_string_equal(pc_strerror(-PC_E_CODEC), "compression failed");
 	assert_int_equal(PC_EXIT_CODEC, 13);
+	assert_int_equal(PC_E_BUSY, 1014); /* on the wire: docs/PROTOCOL.md section 8 */
+	assert_int_equal(PC_EXIT_BUSY, 14);
 }
 
 static void test_strerror_other(void **state)
@@ -67,6 +69,7 @@ static void test_exit_own_codes(void **state)
 		{ PC_E_TIMEOUT, PC_EXIT_TIMEOUT },
 		{ PC_E_ABORTED, PC_EXIT_PROTO },
 		{ PC_E_CODEC, PC_EXIT_CODEC },
+		{ PC_E_BUSY, PC_EXIT_BUSY },
 	};
 	size_t i;
 
