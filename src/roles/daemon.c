@@ -354,8 +354,8 @@ static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accep
 	(void)sigprocmask(SIG_SETMASK, &none, NULL);
 	daemon_child_close(d, fd, -1);
 	pc_err_init(&e);
-	snprintf(msg, sizeof(msg), "daemon busy: %u sessions running, try again later",
-		 d->max_sessions);
+	snprintf(msg, sizeof(msg), "daemon busy: %u session%s running, try again later",
+		 d->max_sessions, d->max_sessions == 1 ? "" : "s");
 	if (tls) {
 		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
 	} else {

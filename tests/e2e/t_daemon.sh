@@ -322,7 +322,7 @@ case_busy() {
     track_pid "$holder"
     wait_until 20 has_sessions || fail "the holding session did not start"
     expect_exit 14 "$PCOPY" "$T/a" "$DAEMON_URL/busy" --key-file "$DAEMON_KEY"
-    expect_stderr_contains "pcopy: 127.0.0.1:$DAEMON_PORT: daemon busy: 1 sessions running, try again later"
+    expect_stderr_contains "pcopy: 127.0.0.1:$DAEMON_PORT: daemon busy: 1 session running, try again later"
     [[ ! -e $T/root/busy ]] || fail "a refused push wrote root/busy"
     wait_daemon_logged '^pcopy: refused 127\.0\.0\.1:[0-9]+: 1 sessions already running$' \
         "that it refused the second session"
