@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -42,28 +43,67 @@ static void log_write(const char *buf, size_t len)
 	}
 }
 
-/* Appends the n bytes at p to out (room for cap bytes, *len used), each
- * control character (below 0x20, or 0x7f) as \xNN, so that a message
- * that quotes a peer (its ERROR text, a file name) stays one line and
- * cannot steer a terminal. Stops where the next byte no longer fits. */
-static void log_escape_into(char *out, size_t cap, size_t *len, const char *p, size_t n)
+/* The length of the valid UTF-8 sequence at p (n bytes left), 2 to 4, or
+ * 0 when it is not one: a stray continuation byte, a truncated sequence,
+ * an overlong form, a surrogate, or past U+10FFFF. */
+static size_t log_utf8_len(const unsigned char *p, size_t n)
+{
+	size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+
+	if (len == 0 || p[0] > 0xf4 || len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
+	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))
+		return 0;
+	return len;
+}
+
+/* Appends the bytes at p[i..i+k) to out as \xNN each, if they all fit. */
+static bool log_hex(char *out, size_t cap, size_t *len, const unsigned char *p, size_t k)
 {
 	static const char hex[] = "0123456789abcdef";
 
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (c >= 0x20 && c != 0x7f) {
-			if (*len + 1 > cap)
-				return;
-			out[(*len)++] = (char)c;
-			continue;
-		}
-		if (*len + 4 > cap)
-			return;
+	if (*len + 4 * k > cap)
+		return false;
+	for (size_t i = 0; i < k; i++) {
 		out[(*len)++] = '\\';
 		out[(*len)++] = 'x';
-		out[(*len)++] = hex[c >> 4];
-		out[(*len)++] = hex[c & 15];
+		out[(*len)++] = hex[p[i] >> 4];
+		out[(*len)++] = hex[p[i] & 15];
+	}
+	return true;
+}
+
+/* Appends the n bytes at p to out (room for cap bytes, *len used), so that
+ * a message that quotes a peer (its ERROR text, a file name) stays one line
+ * and cannot steer a terminal: every control character as \xNN, C0 and
+ * DEL, and C1 too (U+0080 to U+009F: an 8-bit terminal reads a raw 0x9b
+ * as ESC [, some UTF-8 ones U+009B), and any byte that is not part of
+ * valid UTF-8. Valid UTF-8 passes as it is, so that names stay readable.
+ * Stops where the next character no longer fits. */
+static void log_escape_into(char *out, size_t cap, size_t *len, const char *text, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)text;
+
+	for (size_t i = 0; i < n;) {
+		size_t k = p[i] < 0x80 ? 1 : log_utf8_len(p + i, n - i);
+		bool control = p[i] < 0x20 || p[i] == 0x7f || k == 0 ||
+			       (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0);
+		if (k == 0)
+			k = 1;
+		if (control) {
+			if (!log_hex(out, cap, len, p + i, k))
+				return;
+		} else {
+			if (*len + k > cap)
+				return;
+			memcpy(out + *len, p + i, k);
+			*len += k;
+		}
+		i += k;
 	}
 }
 
