@@ -61,6 +61,7 @@ struct daemon_kid {
 /* A connection the parent holds until it knows where it goes. */
 enum daemon_pend_state {
 	PEND_FIRST,                    /* waiting for its first byte */
+	PEND_TLS,                      /* in the control channel's TLS handshake */
 	PEND_ROUTE,                    /* reading its route preamble */
 	PEND_PARKED,                   /* preamble read; its session has not said its token yet */
 };
@@ -71,6 +72,8 @@ struct daemon_pend {
 	uint64_t accepted_ns;          /* deadline: SESSION_AUTH_TIMEOUT_S after this */
 	uint8_t buf[PROTO_ROUTE_LEN];
 	size_t got;
+	struct tls_accepting *tls;     /* PEND_TLS and after: its handshake, driven here */
+	short events;                  /* PEND_TLS: what the handshake waits for */
 	char who[NET_MAX_ADDR];        /* "ADDR:PORT", for the log */
 	char src[NET_MAX_ADDR];        /* ADDR alone: --max-per-source counts by it */
 };
@@ -224,9 +227,9 @@ static int daemon_child_register(struct chan *ch, int sock)
 }
 
 /* In the forked child: serve the session of control connection fd (tls:
- * its first byte was a TLS record; accepted_ns: when) and end the
- * process. sock is the child's end of its Unix socket to the parent. */
-static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_ns, int sock,
+ * its TLS handshake, which the parent completed; NULL: in clear) and end
+ * the process. sock is the child's end of its Unix socket to the parent. */
+static void daemon_child(struct daemon *d, int fd, struct tls_accepting *tls, int sock,
 			 const char *who)
 {
 	char client[NET_MAX_ADDR] = "";
@@ -248,12 +251,11 @@ static void daemon_child(struct daemon *d, int fd, bool tls, uint64_t accepted_n
 	if (net_local_host(fd, d->listen_host, sizeof(d->listen_host)) < 0)
 		cfg.listen_host = NULL;
 	(void)net_peer_host(fd, client, sizeof(client));
-	/* A stranger gets SESSION_AUTH_TIMEOUT_S from accept to complete the
-	 * handshake, TLS and ours. */
-	uint64_t deadline = accepted_ns + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
-	if (tls) {
+	if (tls != NULL) {
+		/* The parent ran the handshake: the client proved the key. */
 		cfg.transport = SESSION_DAEMON_TLS;
-		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
+		ch = tls_accept_chan(tls);
+		ret = ch != NULL ? 0 : pc_err_set(&e, -ENOMEM, "out of memory");
 		/* The client's data connections come to our port: without
 		 * our token the daemon could not pass them on. */
 		if (ret == 0) {
@@ -334,13 +336,12 @@ static void daemon_log_summary(void *arg, const char *src, unsigned long more)
 		 DAEMON_LOG_WINDOW_S, DAEMON_LOG_WINDOW_S);
 }
 
-/* In a forked child: tells the client of control connection fd (tls: in
- * TLS, after the handshake, within SESSION_AUTH_TIMEOUT_S of accepted_ns)
- * that the daemon runs all the sessions it may, and ends the process. It
- * logs nothing: the parent logged the refusal. */
-static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accepted_ns)
+/* In a forked child: tells the client of control connection fd (tls: its
+ * TLS handshake, which the parent completed; NULL: in clear) that the
+ * daemon runs all the sessions it may, and ends the process. It logs
+ * nothing: the parent logged the refusal. */
+static void daemon_busy_child(struct daemon *d, int fd, struct tls_accepting *tls)
 {
-	uint64_t deadline = accepted_ns + SESSION_AUTH_TIMEOUT_S * 1000000000ull;
 	char msg[128];
 	uint8_t junk[4096];
 	struct pc_err e;
@@ -356,8 +357,9 @@ static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accep
 	pc_err_init(&e);
 	snprintf(msg, sizeof(msg), "daemon busy: %u session%s running, try again later",
 		 d->max_sessions, d->max_sessions == 1 ? "" : "s");
-	if (tls) {
-		ret = auth_ctl_tls_accept(fd, d->key, deadline, &ch, &e);
+	if (tls != NULL) {
+		ch = tls_accept_chan(tls); /* the parent ran the handshake */
+		ret = ch != NULL ? 0 : -ENOMEM;
 	} else {
 		ch = chan_plain_new(fd, fd);
 		ret = ch != NULL ? 0 : -ENOMEM;
@@ -386,6 +388,8 @@ static void daemon_busy_child(struct daemon *d, int fd, bool tls, uint64_t accep
 /* Forgets pending connection i (closing it unless handed on). */
 static void daemon_pend_drop(struct daemon *d, unsigned i, bool close_it)
 {
+	/* A child forked for it goes on with its own copy of the handshake. */
+	tls_accepting_free(d->pend[i].tls);
 	if (close_it)
 		close(d->pend[i].fd);
 	d->pend[i] = d->pend[--d->npend];
@@ -394,7 +398,7 @@ static void daemon_pend_drop(struct daemon *d, unsigned i, bool close_it)
 /* A control connection while max_sessions run: a short-lived process
  * tells its client so, if fewer than DAEMON_MAX_REFUSERS do that already;
  * else it is closed. Either way it is logged as refused. */
-static void daemon_busy(struct daemon *d, unsigned i, bool tls)
+static void daemon_busy(struct daemon *d, unsigned i)
 {
 	struct daemon_pend p = d->pend[i];
 	pid_t pid = -1;
@@ -410,7 +414,7 @@ static void daemon_busy(struct daemon *d, unsigned i, bool tls)
 		       d->max_sessions);
 	pid = fork();
 	if (pid == 0)
-		daemon_busy_child(d, p.fd, tls, p.accepted_ns);
+		daemon_busy_child(d, p.fd, p.tls);
 	daemon_pend_drop(d, i, true);
 	if (pid < 0)
 		log_warn("cannot tell %s the daemon is busy: fork: %s", p.who, strerror(errno));
@@ -419,14 +423,14 @@ static void daemon_busy(struct daemon *d, unsigned i, bool tls)
 }
 
 /* A control connection: its session gets a process of its own. */
-static void daemon_fork(struct daemon *d, unsigned i, bool tls)
+static void daemon_fork(struct daemon *d, unsigned i)
 {
 	struct daemon_pend p = d->pend[i];
 	int sp[2];
 	pid_t pid;
 
 	if (d->nkids >= d->max_sessions) {
-		daemon_busy(d, i, tls);
+		daemon_busy(d, i);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) {
@@ -436,7 +440,7 @@ static void daemon_fork(struct daemon *d, unsigned i, bool tls)
 	}
 	pid = fork();
 	if (pid == 0)
-		daemon_child(d, p.fd, tls, p.accepted_ns, sp[1], p.who);
+		daemon_child(d, p.fd, p.tls, sp[1], p.who);
 	close(sp[1]);
 	daemon_pend_drop(d, i, true);
 	if (pid < 0) {
@@ -477,6 +481,35 @@ static void daemon_route(struct daemon *d, unsigned i)
 	p->state = PEND_PARKED;
 }
 
+/* Logs why pending connection i failed (summarised) and drops it. */
+static void daemon_pend_fail(struct daemon *d, unsigned i, int ret, struct pc_err *e)
+{
+	struct daemon_pend *p = &d->pend[i];
+	char msg[sizeof(e->msg)];
+
+	if (pc_err_get(e, msg, sizeof(msg)) >= 0)
+		snprintf(msg, sizeof(msg), "%s", pc_strerror(ret));
+	daemon_refused(d, p->src, "refused %s: %s", p->who, msg);
+	daemon_pend_drop(d, i, true);
+}
+
+/* Runs the TLS handshake of pending connection i as far as it goes. Only
+ * a client that proved the key gets a process. */
+static void daemon_pend_handshake(struct daemon *d, unsigned i)
+{
+	struct daemon_pend *p = &d->pend[i];
+	struct pc_err e;
+	int ret;
+
+	pc_err_init(&e);
+	ret = tls_accept_step(p->tls, &p->events, &e);
+	if (ret < 0)
+		daemon_pend_fail(d, i, ret, &e);
+	else if (ret == 1)
+		daemon_fork(d, i);
+	pc_err_destroy(&e);
+}
+
 /* Pending connection i has bytes (or hung up). */
 static void daemon_pend_read(struct daemon *d, unsigned i)
 {
@@ -492,11 +525,28 @@ static void daemon_pend_read(struct daemon *d, unsigned i)
 			daemon_pend_drop(d, i, true); /* gone before a word */
 			return;
 		}
-		if (!proto_starts_route(first)) {
-			daemon_fork(d, i, proto_starts_tls(first));
+		if (proto_starts_tls(first)) {
+			struct pc_err e;
+			int ret;
+			pc_err_init(&e);
+			ret = tls_accept_begin(p->fd, auth_ctl_find_psk, d->key, &p->tls, &e);
+			if (ret < 0)
+				daemon_pend_fail(d, i, ret, &e);
+			else
+				p->state = PEND_TLS;
+			pc_err_destroy(&e);
+			if (ret < 0)
+				return;
+		} else if (!proto_starts_route(first)) {
+			daemon_fork(d, i); /* a control channel in clear */
 			return;
+		} else {
+			p->state = PEND_ROUTE;
 		}
-		p->state = PEND_ROUTE;
+	}
+	if (p->state == PEND_TLS) {
+		daemon_pend_handshake(d, i);
+		return;
 	}
 	r = recv(p->fd, p->buf + p->got, sizeof(p->buf) - p->got, MSG_DONTWAIT);
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -608,6 +658,7 @@ static int daemon_expire(struct daemon *d)
 			daemon_refused(d, p->src, "dropped %s: %s within %u s", p->who,
 				 p->state == PEND_PARKED ? "no session of this daemon had its token"
 				 : p->state == PEND_ROUTE ? "its route preamble did not arrive"
+				 : p->state == PEND_TLS ? "its TLS handshake did not end"
 				 : "it sent nothing", SESSION_AUTH_TIMEOUT_S);
 			daemon_pend_drop(d, i, true);
 		} else if (p->accepted_ns + limit < next) {
@@ -641,7 +692,8 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	pend0 = np;
 	for (unsigned i = 0; i < d->npend; i++)
 		p[np++] = (struct pollfd){ .fd = d->pend[i].state == PEND_PARKED ? -1 : d->pend[i].fd,
-					   .events = POLLIN };
+					   .events = d->pend[i].state == PEND_TLS ? d->pend[i].events
+										  : POLLIN };
 	int n = poll(p, np, timeout);
 	if (n < 0 && errno == EINTR)
 		return 0;
@@ -654,7 +706,7 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	/* Pending connections first, highest index first: dropping i moves
 	 * the last one into its place, which has been looked at already. */
 	for (unsigned i = d->npend; i-- > 0;)
-		if (p[pend0 + i].revents & (POLLIN | POLLHUP | POLLERR))
+		if (p[pend0 + i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR))
 			daemon_pend_read(d, i);
 	/* Only the sessions polled: those forked just now come after them. */
 	for (unsigned j = 0; j < nkids; j++)

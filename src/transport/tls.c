@@ -809,33 +809,34 @@ static struct chan *tls_chan_new(SSL *ssl, int fd, bool buffered)
 	return &t->c;
 }
 
-/* The common part of tls_connect and tls_accept: ssl made from role's
- * context, hs as its app data; on success *out owns fd and ssl. */
-static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
-		     const _Atomic uint64_t *deadline, struct chan **out, struct pc_err *e)
+/* Makes the SSL of role on fd (made non-blocking; *flags receives its old
+ * file flags, or -1 if they were not changed), hs as its app data, ready
+ * to run its handshake. Returns 0 or a negative code with a message in e;
+ * on failure fd is as it came. */
+static int tls_setup(int fd, enum tls_role role, struct tls_hs *hs, SSL **out, bool *buffered,
+		     int *flags, struct pc_err *e)
 {
 	SSL_CTX *ctx = tls_ctx_get(role);
-	int flags = -1, ret;
-	bool buffered = false;
 	SSL *ssl = NULL;
 
 	*out = NULL;
+	*flags = -1;
+	*buffered = false;
 	if (ctx == NULL) {
 		ERR_clear_error();
 		return pc_err_set(e, -ENOMEM, "TLS: cannot make a TLS 1.3 context (OpenSSL)");
 	}
-	flags = fcntl(fd, F_GETFL);
-	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-		ret = pc_err_set(e, -errno, "TLS: cannot make the socket non-blocking: %s",
-				 strerror(errno));
-		flags = -1;
-		goto out;
-	}
+	int old = fcntl(fd, F_GETFL);
+	if (old < 0 || fcntl(fd, F_SETFL, old | O_NONBLOCK) != 0)
+		return pc_err_set(e, -errno, "TLS: cannot make the socket non-blocking: %s",
+				  strerror(errno));
 	ssl = SSL_new(ctx);
-	if (ssl == NULL || tls_set_bios(ssl, fd, &buffered) != 0 ||
+	if (ssl == NULL || tls_set_bios(ssl, fd, buffered) != 0 ||
 	    SSL_set_app_data(ssl, hs) != 1) {
-		ret = pc_err_set(e, -ENOMEM, "TLS: cannot make a connection (OpenSSL)");
-		goto out;
+		ERR_clear_error();
+		SSL_free(ssl);
+		(void)fcntl(fd, F_SETFL, old);
+		return pc_err_set(e, -ENOMEM, "TLS: cannot make a connection (OpenSSL)");
 	}
 	if (role == TLS_SERVER) {
 		SSL_set_psk_find_session_callback(ssl, tls_find_psk_cb);
@@ -844,6 +845,24 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
 		SSL_set_psk_use_session_callback(ssl, tls_use_psk_cb);
 		SSL_set_connect_state(ssl);
 	}
+	*flags = old;
+	*out = ssl;
+	return 0;
+}
+
+/* The common part of tls_connect and tls_accept: ssl made from role's
+ * context, hs as its app data; on success *out owns fd and ssl. */
+static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
+		     const _Atomic uint64_t *deadline, struct chan **out, struct pc_err *e)
+{
+	bool buffered;
+	int flags, ret;
+	SSL *ssl;
+
+	*out = NULL;
+	ret = tls_setup(fd, role, hs, &ssl, &buffered, &flags, e);
+	if (ret < 0)
+		return ret;
 	ret = tls_hs_run(ssl, fd, role == TLS_SERVER, hs, deadline, e);
 	if (ret < 0)
 		goto out;
@@ -858,7 +877,7 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
 out:
 	ERR_clear_error();
 	SSL_free(ssl);
-	if (ret < 0 && flags >= 0)
+	if (ret < 0)
 		(void)fcntl(fd, F_SETFL, flags);  /* the fd goes back as it came */
 	return ret;
 }
@@ -919,4 +938,81 @@ int tls_accept(int fd, tls_find_psk find, void *arg, uint64_t deadline_ns,
 			*idlen_out = hs.seenlen;
 	}
 	return r;
+}
+
+/* ---- a server handshake driven by its owner's poll ----------------------- */
+
+struct tls_accepting {
+	SSL *ssl;
+	int fd;
+	bool buffered;
+	struct tls_hs hs;   /* the SSL's app data: it must not move */
+};
+
+int tls_accept_begin(int fd, tls_find_psk find, void *arg, struct tls_accepting **out,
+		     struct pc_err *e)
+{
+	struct tls_accepting *a;
+	int flags, ret;
+
+	*out = NULL;
+	if (fd < 0 || find == NULL)
+		return pc_err_set(e, -EINVAL, "TLS: bad arguments to tls_accept_begin");
+	a = calloc(1, sizeof(*a));
+	if (a == NULL)
+		return pc_err_set(e, -ENOMEM, "TLS: out of memory");
+	a->hs = (struct tls_hs){ .find = find, .arg = arg };
+	a->fd = fd;
+	ret = tls_setup(fd, TLS_SERVER, &a->hs, &a->ssl, &a->buffered, &flags, e);
+	if (ret < 0) {
+		free(a);
+		return ret;
+	}
+	*out = a;
+	return 0;
+}
+
+int tls_accept_step(struct tls_accepting *a, short *events, struct pc_err *e)
+{
+	char where[NET_MAX_ADDR + 32];
+	struct tls_fail f;
+	int r;
+
+	tls_call_begin();
+	r = SSL_do_handshake(a->ssl);
+	if (r == 1) {
+		ERR_clear_error();
+		if (SSL_session_reused(a->ssl) != 1 || SSL_version(a->ssl) != TLS1_3_VERSION)
+			return pc_err_set(e, -PC_E_AUTH, "%s: the peer did not prove the "
+					  "pre-shared key", tls_hs_where(a->fd, where, sizeof(where)));
+		return 1;
+	}
+	tls_fail_read(a->ssl, r, &f);
+	if (f.sslerr == SSL_ERROR_WANT_READ || f.sslerr == SSL_ERROR_WANT_WRITE) {
+		*events = f.sslerr == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+		return 0;
+	}
+	return tls_hs_fail(a->fd, true, &a->hs, &f, e);
+}
+
+struct chan *tls_accept_chan(struct tls_accepting *a)
+{
+	struct chan *ch;
+
+	SSL_set_app_data(a->ssl, NULL);
+	ch = tls_chan_new(a->ssl, a->fd, a->buffered);
+	if (ch == NULL)
+		return NULL;
+	a->ssl = NULL;
+	free(a);
+	return ch;
+}
+
+void tls_accepting_free(struct tls_accepting *a)
+{
+	if (a == NULL)
+		return;
+	ERR_clear_error();
+	SSL_free(a->ssl); /* sends nothing; the socket BIO does not own fd */
+	free(a);
 }

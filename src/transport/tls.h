@@ -76,6 +76,27 @@ int tls_connect_until(int fd, enum tls_cipher cipher, const uint8_t *id, size_t 
 int tls_accept(int fd, tls_find_psk find, void *arg, uint64_t deadline_ns,
 	       uint8_t *id_out, size_t *idlen_out, struct chan **out, struct pc_err *e);
 
+/* A server handshake driven by its owner's poll, for a process that must
+ * not wait on one peer (the daemon's parent, with many strangers at once):
+ * - tls_accept_begin makes it on the accepted socket fd (made
+ *   non-blocking), find and arg as tls_accept's, which must outlive it;
+ * - tls_accept_step runs it as far as it goes without waiting: 1 when it
+ *   is done and the peer proved the key, 0 when it waits (*events says
+ *   for POLLIN or POLLOUT on fd), or a negative code with the reason in e
+ *   (as tls_accept's);
+ * - tls_accept_chan, after step returned 1, makes the chan (it owns fd and
+ *   the connection; a is freed), or NULL on ENOMEM (a untouched);
+ * - tls_accepting_free drops a, sending nothing and leaving fd open: for
+ *   a failed or abandoned handshake, and in a parent that forked a child
+ *   to go on with its copy of a.
+ * The deadline is the owner's to keep. */
+struct tls_accepting;
+int tls_accept_begin(int fd, tls_find_psk find, void *arg, struct tls_accepting **a,
+		     struct pc_err *e);
+int tls_accept_step(struct tls_accepting *a, short *events, struct pc_err *e);
+struct chan *tls_accept_chan(struct tls_accepting *a);
+void tls_accepting_free(struct tls_accepting *a);
+
 /* Keying material exported from the TLS session (RFC 8446 7.5, no
  * context): both ends get the same bytes, which nobody else can compute,
  * even one who later learns the PSK. -EINVAL for a channel in clear. */

@@ -258,6 +258,13 @@ int auth_data_tls_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstrea
 	return ret;
 }
 
+int auth_ctl_find_psk(void *K, const uint8_t *id, size_t idlen, uint8_t psk[TLS_PSK_LEN])
+{
+	struct auth_find f = { .key = K, .magic = PROTO_MAGIC };
+
+	return auth_find_psk(&f, id, idlen, psk);
+}
+
 int auth_ctl_tls_accept(int fd, const uint8_t K[PROTO_KEY_LEN], uint64_t deadline_ns,
 			struct chan **out, struct pc_err *e)
 {

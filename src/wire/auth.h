@@ -113,6 +113,11 @@ int auth_data_tls_accept(int fd, const uint8_t k[PROTO_KEY_LEN], unsigned nstrea
 			 uint64_t deadline_ns, uint16_t *stream, struct chan **out,
 			 struct pc_err *e);
 
+/* The PSK lookup of a daemon's control channel, for tls_accept_begin:
+ * arg is the key file's key (PROTO_KEY_LEN bytes, outliving the
+ * handshake). Accepts only the control identity of our version. */
+int auth_ctl_find_psk(void *K, const uint8_t *id, size_t idlen, uint8_t psk[TLS_PSK_LEN]);
+
 /* A daemon's control channel in TLS: the client offers the control
  * identity and auth_ctl_psk(K); the daemon accepts only that identity.
  * Ownership, deadline and errors as tls_connect/tls_accept. */
