@@ -99,17 +99,19 @@ class Conn:
 
 
 def connect(args):
-    """A blocking connect from --from to the daemon; the socket, or an errno."""
+    """A blocking connect from --from to the daemon; the socket, or an errno.
+    At most 2 s (a full listen queue drops SYNs, which come again after 1 s,
+    then 3 s), so that SIGTERM, which waits for a connect, ends us soon."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind((args.source, 0))
-        s.settimeout(5)
+        s.settimeout(2)
         s.connect((args.host, args.port))
         s.setblocking(False)
         return s
     except OSError as e:
         s.close()
-        return e.errno or errno.EIO
+        return e.errno or errno.ETIMEDOUT
 
 
 def hold(args, n, payload, every):

@@ -301,8 +301,9 @@ case_hostile_text() {
     # own that names the stranger. The daemon that requires TLS reads no
     # text.
     # shellcheck disable=SC2016 # a literal \x1b, as the log escapes ESC
-    escaped=$(grep -cF '\x0d\x0apcopy: session from 10.9.9.9:22 done\x1b[2J\x1b]0;owned\x07\x7f\x08' "$DAEMON_LOG" || true)
-    log "hostile-text: $escaped log lines quote a stranger's text, escaped: $(grep -a -m1 -F '10.9.9.9' "$DAEMON_LOG" || true)"
+    # (cat -v: the bytes the log leaves raw must not reach this test's output either.)
+    escaped=$(grep -acF '\x0d\x0apcopy: session from 10.9.9.9:22 done\x1b[2J\x1b]0;owned\x07\x7f\x08' "$DAEMON_LOG" || true)
+    log "hostile-text: $escaped log lines quote a stranger's text, escaped: $(grep -a -m1 -F '10.9.9.9' "$DAEMON_LOG" | cat -v || true)"
     ((escaped == (n + 1) / 6)) ||
         fail "the daemon in clear quoted the strangers' ERROR text escaped $escaped times, wanted $(((n + 1) / 6))"
     ! grep -qF '10.9.9.9' "$f" || fail "the daemon that requires TLS logged a stranger's text"
