@@ -30,7 +30,8 @@ go at once. Everything stops after --max-time seconds (default 60), or on
 SIGTERM/SIGINT.
 
 Output on stdout, one line per event, flushed:
-  up N                      the first N connections are connected
+  up K                      every slot was tried once, K are connected
+                            (garbage: K connections have said their text)
   closed SLOT SECS SENT     the daemon closed a connection after SECS
                             seconds (from connect) and SENT bytes from us
   refused SLOT ERRNO        a connect failed (then retried, paced)
@@ -126,6 +127,8 @@ def hold(args, n, payload, every):
     while not STOP and time.monotonic() < deadline:
         now = time.monotonic()
         for i in range(n):
+            if STOP:
+                break
             if conns[i] is not None or retry_at[i] > now:
                 continue
             if not first_wave:
@@ -140,11 +143,10 @@ def hold(args, n, payload, every):
                 continue
             conns[i] = Conn(r)
             opened += 1
-        if first_wave and all(c is not None for c in conns):
+        if first_wave:
+            # Every slot was tried once; those refused come again, paced.
             first_wave = False
-            say(f"up {n}")
-        elif first_wave and all(c is not None or retry_at[i] > now for i, c in enumerate(conns)):
-            first_wave = False  # some refused: pace them from now on
+            say(f"up {sum(c is not None for c in conns)}")
         now = time.monotonic()
         wake = deadline
         for c in conns:

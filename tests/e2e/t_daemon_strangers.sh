@@ -38,7 +38,7 @@ start_stranger() {
         cat "$T/$name.err" >&2
         fail "stranger $name ($*) did not get its connections up"
     }
-    log "stranger $name up: $*"
+    log "stranger $name ($*): $(grep -m1 '^up ' "$T/$name.out")"
 }
 
 # stop_stranger NAME PID: stop it; it prints its still-open connections and
