@@ -24,13 +24,14 @@ command -v python3 >/dev/null || skip_test "python3 is missing (tools/install-de
 python3 -c 'import socket; socket.socket().bind(("127.0.0.2", 0))' 2>/dev/null ||
     skip_test "cannot bind to 127.0.0.2 (not a loopback address here)"
 
-# start_stranger NAME ARGS...: stranger.py ARGS against the daemon, its
-# output in $T/NAME.out, until it has its connections up (or has sent its
-# garbage). Sets STRANGER_PID.
+# start_stranger NAME WANT ARGS...: stranger.py ARGS against the daemon,
+# its output in $T/NAME.out, until it has tried each of its connections
+# once (or has sent its garbage); fails unless at least WANT of them are up.
+# Sets STRANGER_PID.
 STRANGER_PID=''
 start_stranger() {
-    local name=$1
-    shift
+    local name=$1 want=$2 up
+    shift 2
     python3 "$STRANGER" "$@" >"$T/$name.out" 2>"$T/$name.err" &
     STRANGER_PID=$!
     track_pid "$STRANGER_PID"
@@ -38,7 +39,9 @@ start_stranger() {
         cat "$T/$name.err" >&2
         fail "stranger $name ($*) did not get its connections up"
     }
-    log "stranger $name ($*): $(grep -m1 '^up ' "$T/$name.out")"
+    up=$(sed -n 's/^up \([0-9]*\)$/\1/p' "$T/$name.out" | head -n 1)
+    log "stranger $name ($*): up $up"
+    ((up >= want)) || fail "stranger $name got only $up connections up, wanted at least $want"
 }
 
 # stop_stranger NAME PID: stop it; it prints its still-open connections and
@@ -164,7 +167,7 @@ idle_case() {
     daemon_mem
     hwm0=$MEM_HWM
     log "idle-$n: daemon memory at start: VmHWM $MEM_HWM KiB, VmRSS $MEM_RSS KiB, Pss $MEM_PSS KiB"
-    start_stranger idle --max-time $((40 * SLOW)) "$DAEMON_PORT" idle "$n"
+    start_stranger idle $((n * 9 / 10)) --max-time $((40 * SLOW)) "$DAEMON_PORT" idle "$n"
     pid=$STRANGER_PID
     legit_copies "idle-$n"
     copies_figures "idle-$n"
@@ -226,9 +229,9 @@ case_trickle_80() {
     local ctl data t0 refused
     strangers_setup
     t0=$SECONDS
-    start_stranger trickle-tls --max-time $((40 * SLOW)) "$DAEMON_PORT" trickle 80 3
+    start_stranger trickle-tls 72 --max-time $((40 * SLOW)) "$DAEMON_PORT" trickle 80 3
     ctl=$STRANGER_PID
-    start_stranger trickle-route --max-time $((40 * SLOW)) "$DAEMON_PORT" trickle 80 3 --preamble
+    start_stranger trickle-route 72 --max-time $((40 * SLOW)) "$DAEMON_PORT" trickle 80 3 --preamble
     data=$STRANGER_PID
     legit_copies trickle-80
     # Copies done (or failed: checked below), the first wave's 10 s are up.
@@ -279,7 +282,7 @@ no_raw_text() {
 case_hostile_text() {
     local pid n=25 escaped=0 f
     strangers_setup
-    start_stranger garbage-tls --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n"
+    start_stranger garbage-tls "$n" --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n"
     pid=$STRANGER_PID
     wait_exit $((30 * SLOW)) "$pid" || fail "the garbage stranger did not finish"
     # The sessions of the last ones may still be writing their line.
@@ -289,7 +292,7 @@ case_hostile_text() {
     same_file "$T/src" "$T/root/after"
     f=$DAEMON_LOG
     start_clear_daemon
-    start_stranger garbage-clear --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n"
+    start_stranger garbage-clear "$n" --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n"
     pid=$STRANGER_PID
     wait_exit $((30 * SLOW)) "$pid" || fail "the garbage stranger did not finish"
     sleep 1
@@ -316,7 +319,7 @@ case_hostile_c1() {
     local pid n=6
     mkdir -p "$T/root"
     start_clear_daemon
-    start_stranger garbage-c1 --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n" --c1
+    start_stranger garbage-c1 "$n" --max-time $((30 * SLOW)) "$DAEMON_PORT" garbage "$n" --c1
     pid=$STRANGER_PID
     wait_exit $((30 * SLOW)) "$pid" || fail "the garbage stranger did not finish"
     sleep 1
