@@ -813,8 +813,8 @@ static struct chan *tls_chan_new(SSL *ssl, int fd, bool buffered)
  * file flags, or -1 if they were not changed), hs as its app data, ready
  * to run its handshake. Returns 0 or a negative code with a message in e;
  * on failure fd is as it came. */
-static int tls_setup(int fd, enum tls_role role, struct tls_hs *hs, SSL **out, bool *buffered,
-		     int *flags, struct pc_err *e)
+static int tls_setup(int fd, enum tls_role role, struct tls_hs *hs, bool lean, SSL **out,
+		     bool *buffered, int *flags, struct pc_err *e)
 {
 	SSL_CTX *ctx = tls_ctx_get(role);
 	SSL *ssl = NULL;
@@ -831,12 +831,18 @@ static int tls_setup(int fd, enum tls_role role, struct tls_hs *hs, SSL **out, b
 		return pc_err_set(e, -errno, "TLS: cannot make the socket non-blocking: %s",
 				  strerror(errno));
 	ssl = SSL_new(ctx);
-	if (ssl == NULL || tls_set_bios(ssl, fd, buffered) != 0 ||
+	if (ssl == NULL || (lean ? SSL_set_fd(ssl, fd) != 1 : tls_set_bios(ssl, fd, buffered) != 0) ||
 	    SSL_set_app_data(ssl, hs) != 1) {
 		ERR_clear_error();
 		SSL_free(ssl);
 		(void)fcntl(fd, F_SETFL, old);
 		return pc_err_set(e, -ENOMEM, "TLS: cannot make a connection (OpenSSL)");
+	}
+	if (lean) {
+		/* No buffers beyond one record's while a stranger may be at
+		 * the other end; tls_accept_chan gives it the real ones. */
+		SSL_set_read_ahead(ssl, 0);
+		SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
 	}
 	if (role == TLS_SERVER) {
 		SSL_set_psk_find_session_callback(ssl, tls_find_psk_cb);
@@ -860,7 +866,7 @@ static int tls_start(int fd, enum tls_role role, struct tls_hs *hs,
 	SSL *ssl;
 
 	*out = NULL;
-	ret = tls_setup(fd, role, hs, &ssl, &buffered, &flags, e);
+	ret = tls_setup(fd, role, hs, false, &ssl, &buffered, &flags, e);
 	if (ret < 0)
 		return ret;
 	ret = tls_hs_run(ssl, fd, role == TLS_SERVER, hs, deadline, e);
@@ -963,7 +969,7 @@ int tls_accept_begin(int fd, tls_find_psk find, void *arg, struct tls_accepting 
 		return pc_err_set(e, -ENOMEM, "TLS: out of memory");
 	a->hs = (struct tls_hs){ .find = find, .arg = arg };
 	a->fd = fd;
-	ret = tls_setup(fd, TLS_SERVER, &a->hs, &a->ssl, &a->buffered, &flags, e);
+	ret = tls_setup(fd, TLS_SERVER, &a->hs, true, &a->ssl, &a->buffered, &flags, e);
 	if (ret < 0) {
 		free(a);
 		return ret;
@@ -999,6 +1005,11 @@ struct chan *tls_accept_chan(struct tls_accepting *a)
 {
 	struct chan *ch;
 
+	/* The handshake read exactly its records (no read-ahead), so nothing
+	 * of the client's waits in the old BIO: the new ones take over. */
+	SSL_clear_mode(a->ssl, SSL_MODE_RELEASE_BUFFERS);
+	if (tls_set_bios(a->ssl, a->fd, &a->buffered) != 0)
+		return NULL;
 	SSL_set_app_data(a->ssl, NULL);
 	ch = tls_chan_new(a->ssl, a->fd, a->buffered);
 	if (ch == NULL)
