@@ -308,19 +308,28 @@ no_sessions() { [[ -z $(session_pids) ]]; }
 
 # A client that comes while --max-sessions sessions run is told so, in
 # TLS, and exits 14; once a session ends, the next one is served.
-case_busy() {
-    local holder
+# hold_one_session: a daemon with --max-sessions 1 serving $T/root, and
+# its one session: a pull of the FIFO $T/root/fifo, which has no writer
+# yet (HOLDER is the pulling client's pid; echo into the FIFO ends it).
+# Also makes $T/a to push.
+HOLDER=
+hold_one_session() {
     mkdir -p "$T/root" "$T/p"
     mkfile "$T/a" 100000
     mkfifo "$T/root/fifo"
     DAEMON_ARGS=(--max-sessions 1)
     start_daemon "$T/root"
     DAEMON_ARGS=()
-    # The one session: a pull of a FIFO that has no writer yet.
     "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
-    holder=$!
-    track_pid "$holder"
+    HOLDER=$!
+    track_pid "$HOLDER"
     wait_until 20 has_sessions || fail "the holding session did not start"
+}
+
+case_busy() {
+    local holder
+    hold_one_session
+    holder=$HOLDER
     expect_exit 14 "$PCOPY" "$T/a" "$DAEMON_URL/busy" --key-file "$DAEMON_KEY"
     expect_stderr_contains "pcopy: 127.0.0.1:$DAEMON_PORT: daemon busy: 1 session running, try again later"
     [[ ! -e $T/root/busy ]] || fail "a refused push wrote root/busy"
@@ -456,16 +465,8 @@ for i in range(200):
 # that proves the key still hears that the daemon is busy, at once.
 case_busy_stalled() {
     local holder stall
-    mkdir -p "$T/root" "$T/p"
-    mkfile "$T/a" 100000
-    mkfifo "$T/root/fifo"
-    DAEMON_ARGS=(--max-sessions 1)
-    start_daemon "$T/root"
-    DAEMON_ARGS=()
-    "$PCOPY" "$DAEMON_URL/fifo" "$T/p/fifo" --key-file "$DAEMON_KEY" 2>"$T/holder.err" &
-    holder=$!
-    track_pid "$holder"
-    wait_until 20 has_sessions || fail "the holding session did not start"
+    hold_one_session
+    holder=$HOLDER
     # 20 clients that start a TLS handshake and stall in it.
     python3 -c '
 import socket, sys, time
