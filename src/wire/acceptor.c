@@ -18,7 +18,6 @@
 #include "sys/platform.h"
 #include "sys/sync.h"
 
-#define ACCEPTOR_MAX_JOBS (PROTO_MAX_STREAMS + 16)
 
 struct acceptor;
 
@@ -34,7 +33,9 @@ struct acc_job {
 	uint16_t idx;             /* result: the stream index */
 	int ret;                  /* result; guarded by a->lock */
 	bool done;                /* guarded by a->lock */
+	bool cut;                 /* guarded by a->lock: cut off to make room */
 	bool used;                /* accept loop only */
+	uint64_t started_ns;      /* accept loop only */
 	pthread_t tid;
 };
 
@@ -84,7 +85,8 @@ static void *acc_job_main(void *arg)
 	int ret = acc_handshake(j);
 
 	sync_lock(&a->lock);
-	j->ret = ret;
+	/* Cut off to make room: whatever came of it, it is not kept. */
+	j->ret = j->cut && ret == 0 ? -PC_E_TIMEOUT : ret;
 	j->done = true;
 	sync_unlock(&a->lock);
 	ret = platform_event_signal(a->efd);
@@ -164,7 +166,7 @@ static int acc_accept(struct acceptor *a, int lfd, bool passed)
 	 * a round trip at a time (about 0.14 s of a 256 MiB copy over 50 ms). */
 	if (passed)
 		net_set_window(fd, a->window);
-	*j = (struct acc_job){ .a = a, .fd = fd, .used = true };
+	*j = (struct acc_job){ .a = a, .fd = fd, .used = true, .started_ns = platform_now_ns() };
 	snprintf(j->who, sizeof(j->who), "%s", who);
 	rc = pthread_create(&j->tid, NULL, acc_job_main, j);
 	if (rc != 0) {
@@ -174,6 +176,39 @@ static int acc_accept(struct acceptor *a, int lfd, bool passed)
 		j->used = false;
 	}
 	return 0;
+}
+
+/* Whether a job cut off by acc_make_room has not been collected yet
+ * (accept loop only: it alone sets cut). */
+static bool acc_cutting(const struct acceptor *a)
+{
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++)
+		if (a->jobs[i].used && a->jobs[i].cut)
+			return true;
+	return false;
+}
+
+/* Every slot is taken and another connection waits: the oldest handshake
+ * still running is cut off (its socket shut down, so its thread ends at
+ * once, and its slot is free when it is collected), so that strangers who
+ * hold the slots cannot keep a session's own streams out. */
+static void acc_make_room(struct acceptor *a)
+{
+	struct acc_job *oldest = NULL;
+
+	sync_lock(&a->lock);
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++) {
+		struct acc_job *j = &a->jobs[i];
+		if (j->used && !j->done && !j->cut &&
+		    (oldest == NULL || j->started_ns < oldest->started_ns))
+			oldest = j;
+	}
+	if (oldest != NULL) {
+		oldest->cut = true;
+		(void)shutdown(oldest->fd, SHUT_RDWR);
+		log_debug("cut off the data connection from %s: every slot was taken", oldest->who);
+	}
+	sync_unlock(&a->lock);
 }
 
 static unsigned acc_in_flight(const struct acceptor *a)
@@ -244,7 +279,10 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 		 * rightly speak (ENTRIES...) before our threads are done checking,
 		 * and that is no reason to give up. */
 		unsigned busy = acc_in_flight(a);
-		struct pollfd p[3] = { { .fd = busy < ACCEPTOR_MAX_JOBS ? lfd : -1, .events = POLLIN },
+		/* With every slot taken, a new connection still wakes us (to
+		 * make room), unless room is being made already. */
+		bool full = busy >= ACCEPTOR_MAX_JOBS;
+		struct pollfd p[3] = { { .fd = full && acc_cutting(a) ? -1 : lfd, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
 				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
 		/* A message already inside the ctl is not seen by poll. */
@@ -279,7 +317,9 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 				log_debug("acceptor eventfd: %s", strerror(-err));
 			have += acc_collect(a, chans, false);
 		}
-		if (nr > 0 && (p[0].revents & POLLIN)) {
+		if (nr > 0 && (p[0].revents & POLLIN) && full) {
+			acc_make_room(a);
+		} else if (nr > 0 && (p[0].revents & POLLIN)) {
 			ret = acc_accept(a, lfd, passed);
 			if (ret == -PC_E_NET && passed) {
 				pc_err_set(e, ret, "the daemon stopped passing on data connections");

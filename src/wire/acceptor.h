@@ -16,6 +16,9 @@
 
 #define ACCEPTOR_TIMEOUT_S 30u      /* for all n connections to arrive */
 #define ACCEPTOR_AUTH_TIMEOUT_S 10u /* for one connection to prove itself */
+/* Handshakes in flight at once. When all are taken and another connection
+ * waits, the oldest still running is cut off to make room. */
+#define ACCEPTOR_MAX_JOBS (PROTO_MAX_STREAMS + 16)
 
 /* Accepts req->streams authenticated data connections on lfd, one per
  * stream index, with session key k, secured as req->flags say

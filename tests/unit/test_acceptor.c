@@ -12,6 +12,9 @@
 #include "testchan.h"
 #include "testentries.h"
 
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -395,6 +398,45 @@ static void test_passed_connections(void **state)
 	close(sp[1]);
 }
 
+/* Strangers that connect and say nothing take every handshake slot; the
+ * session's own streams still get in, well before the strangers' 10 s
+ * are up: the oldest stalled handshake is cut off to make room. */
+static void test_full_slots_make_room(void **state)
+{
+	int idle[ACCEPTOR_MAX_JOBS];
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+	struct rig r;
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	/* Room in the backlog for all of them, ahead of the peer's streams. */
+	assert_int_equal(listen(r.lfd, 4 * ACCEPTOR_MAX_JOBS), 0);
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(r.peer.port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		idle[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		assert_true(idle[i] >= 0);
+		assert_true(connect(idle[i], (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+			    errno == EINPROGRESS);
+	}
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	uint64_t t0 = platform_now_ns();
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_true(platform_now_ns() - t0 < 5000000000ull);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_non_null(chans[i]);
+	rig_close(&r, chans);
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++)
+		close(idle[i]);
+}
+
 static void test_peer_gave_up_inside_chan(void **state)
 {
 	struct proto_msg err = { .type = PROTO_ERROR };
@@ -466,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_stranger_dropped),
 		cmocka_unit_test(test_tls_connections),
 		cmocka_unit_test(test_passed_connections),
+		cmocka_unit_test(test_full_slots_make_room),
 		cmocka_unit_test(test_peer_gave_up_inside_chan),
 		cmocka_unit_test(test_interrupted),
 	};
