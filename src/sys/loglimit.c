@@ -15,17 +15,20 @@ struct loglimit_entry {
 struct loglimit {
 	struct loglimit_entry *e;      /* cap of them; the first n are in use */
 	unsigned n, cap;
+	unsigned budget, opened;       /* windows opened in the global window */
+	uint64_t global_ns;            /* when the global window opened */
+	unsigned long others;          /* events past the budget in it */
 	uint64_t window_ns;
 	loglimit_report_fn report;
 	void *arg;
 };
 
-struct loglimit *loglimit_new(unsigned cap, uint64_t window_ns, loglimit_report_fn report,
-			      void *arg)
+struct loglimit *loglimit_new(unsigned cap, unsigned budget, uint64_t window_ns,
+			      loglimit_report_fn report, void *arg)
 {
 	struct loglimit *l;
 
-	if (cap == 0 || window_ns == 0 || report == NULL)
+	if (cap == 0 || budget == 0 || window_ns == 0 || report == NULL)
 		return NULL;
 	l = calloc(1, sizeof(*l));
 	if (l == NULL)
@@ -36,6 +39,7 @@ struct loglimit *loglimit_new(unsigned cap, uint64_t window_ns, loglimit_report_
 		return NULL;
 	}
 	l->cap = cap;
+	l->budget = budget;
 	l->window_ns = window_ns;
 	l->report = report;
 	l->arg = arg;
@@ -62,6 +66,18 @@ uint64_t loglimit_flush(struct loglimit *l, uint64_t now_ns)
 {
 	uint64_t next = UINT64_MAX;
 
+	if (l->opened > 0) {
+		uint64_t end = l->global_ns + l->window_ns;
+		if (now_ns == UINT64_MAX || now_ns >= end) {
+			if (l->others > 0)
+				l->report(l->arg, NULL, l->others);
+			l->opened = 0;
+			l->others = 0;
+		} else {
+			next = end - now_ns;
+		}
+	}
+
 	for (unsigned i = l->n; i-- > 0;) {
 		uint64_t end = l->e[i].start_ns + l->window_ns;
 		if (now_ns == UINT64_MAX || now_ns >= end)
@@ -85,6 +101,12 @@ bool loglimit_admit(struct loglimit *l, const char *key, uint64_t now_ns)
 			return false;
 		}
 	}
+	if (l->opened == l->budget) {
+		l->others++;
+		return false;
+	}
+	if (l->opened++ == 0)
+		l->global_ns = now_ns;
 	if (l->n == l->cap) {
 		for (unsigned i = 1; i < l->n; i++)
 			if (l->e[i].start_ns < l->e[oldest].start_ns)
