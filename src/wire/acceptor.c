@@ -58,9 +58,8 @@ static int acc_handshake(struct acc_job *j)
 
 	if (ret == 0 && a->mode.tls) {
 		/* One deadline for the whole handshake, whatever the peer
-		 * trickles. */
-		uint64_t deadline = platform_now_ns() +
-				    (uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+		 * trickles (acc_expire cuts it off then, in clear too). */
+		uint64_t deadline = j->started_ns + (uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
 		struct pc_err e;
 		pc_err_init(&e);
 		ret = auth_data_tls_accept(j->fd, a->k, a->n, deadline, &j->idx, &j->ch, &e);
@@ -211,6 +210,33 @@ static void acc_make_room(struct acceptor *a)
 	sync_unlock(&a->lock);
 }
 
+/* Cuts off every handshake that has run ACCEPTOR_AUTH_TIMEOUT_S since its
+ * accept: a timeout per read alone (in clear) would let a peer that sends
+ * a byte at a time stay. Returns the ms until the next such deadline, or
+ * -1 if no handshake is running. */
+static int acc_expire(struct acceptor *a)
+{
+	const uint64_t limit = (uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+	uint64_t now = platform_now_ns(), next = UINT64_MAX;
+
+	sync_lock(&a->lock);
+	for (unsigned i = 0; i < ACCEPTOR_MAX_JOBS; i++) {
+		struct acc_job *j = &a->jobs[i];
+		if (!j->used || j->done || j->cut)
+			continue;
+		if (now - j->started_ns >= limit) {
+			j->cut = true;
+			(void)shutdown(j->fd, SHUT_RDWR);
+			log_debug("cut off the data connection from %s: no proof within %u s", j->who,
+				  ACCEPTOR_AUTH_TIMEOUT_S);
+		} else if (j->started_ns + limit < next) {
+			next = j->started_ns + limit;
+		}
+	}
+	sync_unlock(&a->lock);
+	return next == UINT64_MAX ? -1 : (int)((next - now) / 1000000u) + 1;
+}
+
 static unsigned acc_in_flight(const struct acceptor *a)
 {
 	unsigned n = 0;
@@ -271,6 +297,7 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 		return ret;
 	}
 	while (have < n) {
+		int expire_ms = acc_expire(a);
 		uint64_t now = platform_now_ns();
 		if (now >= deadline)
 			break;
@@ -288,7 +315,10 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 		/* A message already inside the ctl is not seen by poll. */
 		bool heard = !busy && watch != NULL && ctl_pending(watch);
 		/* A stop signal ends the wait too (platform_poll). */
-		int nr = platform_poll(p, 3, heard ? 0 : (int)((deadline - now) / 1000000u) + 1);
+		int wait_ms = (int)((deadline - now) / 1000000u) + 1;
+		if (expire_ms >= 0 && expire_ms < wait_ms)
+			wait_ms = expire_ms;
+		int nr = platform_poll(p, 3, heard ? 0 : wait_ms);
 		if (nr == -PC_E_INTERRUPTED) {
 			ret = pc_err_set(e, nr, "interrupted while waiting for data connections "
 					 "from %s", peer);

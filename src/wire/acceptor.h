@@ -24,8 +24,9 @@
  * stream index, with session key k, secured as req->flags say
  * (auth_data_mode: TLS 1.3, or in clear with the DHELLO proofs), each a
  * channel with a timeout of req->timeout_s (chan_set_timeout). Every
- * handshake has ACCEPTOR_AUTH_TIMEOUT_S from accept (in TLS a deadline no
- * trickle extends; in clear per read).
+ * handshake has ACCEPTOR_AUTH_TIMEOUT_S from its accept (for connections
+ * passed on, from when the session takes them), a deadline that no
+ * trickle extends: the connection is cut off then.
  * watch (may be NULL) is the control channel, read while no handshake is in
  * flight: the peer's ERROR or a closed channel means it gave up, and stops
  * the wait with -PC_E_ABORTED and the peer's reason and code in e

@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/signalfd.h>
@@ -44,6 +45,8 @@ struct peer {
 	unsigned nconnect;          /* good connections to open, indexes 0.. */
 	uint8_t k[PROTO_KEY_LEN];
 	bool tls;                   /* connect with TLS (ENCRYPT) */
+	bool trickle;               /* first a connection that sends a byte a second */
+	double trickle_closed_s;    /* result: when the acceptor closed it; < 0: never */
 	struct chan *chans[NSTREAMS]; /* results, read after join */
 	uint8_t expect[NSTREAMS][PROTO_MAC_LEN];
 	int ret;
@@ -77,6 +80,33 @@ static struct chan *peer_connect(struct peer *p, const uint8_t *k, uint16_t idx,
 	return ch;
 }
 
+/* A stranger who sends a byte a second, each one in time for a timeout
+ * per read, until the acceptor closes the connection (or 15 s). Returns
+ * the seconds it stayed open, or -1 if it was never closed. */
+static double peer_trickle(struct peer *p)
+{
+	struct pc_err e;
+	uint64_t t0 = platform_now_ns();
+	double open_s = -1;
+	int fd;
+
+	pc_err_init(&e);
+	fd = net_connect("127.0.0.1", p->port, 4, 0, 5, &e);
+	pc_err_destroy(&e);
+	if (fd < 0)
+		return -1;
+	for (unsigned i = 0; i < 15 && open_s < 0; i++) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint8_t b = 'P';
+		char junk[64];
+		if (send(fd, &b, 1, MSG_NOSIGNAL) != 1 ||
+		    (poll(&pf, 1, 1000) == 1 && recv(fd, junk, sizeof(junk), 0) <= 0))
+			open_s = (double)(platform_now_ns() - t0) / 1e9;
+	}
+	close(fd);
+	return open_s;
+}
+
 static void *peer_main(void *arg)
 {
 	struct peer *p = arg;
@@ -92,6 +122,8 @@ static void *peer_main(void *arg)
 	/* Give the acceptor time to read the control channel before any
 	 * connection exists: this is the order the tests are about. */
 	usleep(100 * 1000);
+	if (p->trickle)
+		p->trickle_closed_s = peer_trickle(p);
 	if (p->stranger) {
 		uint8_t bad[PROTO_KEY_LEN];
 		memcpy(bad, p->k, sizeof(bad));
@@ -295,6 +327,31 @@ static void test_stranger_dropped(void **state)
 		assert_non_null(chans[i]);
 		assert_int_equal(auth_data_confirm(r.peer.chans[i], r.peer.expect[i]), 0);
 	}
+	rig_close(&r, chans);
+}
+
+/* A stranger in clear who trickles a byte a second, each in time for a
+ * timeout per read, is cut off 10 s after it was accepted all the same:
+ * every handshake has a deadline from accept. (The session's own streams
+ * come after it here, so that it is the acceptor's deadline that ends it,
+ * not the end of the wait.) */
+static void test_trickle_cut_at_deadline(void **state)
+{
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.peer.trickle = true;
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	assert_true(r.peer.trickle_closed_s >= ACCEPTOR_AUTH_TIMEOUT_S - 1);
+	assert_true(r.peer.trickle_closed_s <= ACCEPTOR_AUTH_TIMEOUT_S + 1.5);
 	rig_close(&r, chans);
 }
 
@@ -506,6 +563,7 @@ int main(void)
 		cmocka_unit_test(test_file_overtakes_connections),
 		cmocka_unit_test(test_peer_gives_up),
 		cmocka_unit_test(test_stranger_dropped),
+		cmocka_unit_test(test_trickle_cut_at_deadline),
 		cmocka_unit_test(test_tls_connections),
 		cmocka_unit_test(test_passed_connections),
 		cmocka_unit_test(test_full_slots_make_room),
