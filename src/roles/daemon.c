@@ -2,11 +2,13 @@
 /* daemon: pcopy --serve. Accepts every connection on one port and tells
  * them apart by their first byte (docs/PROTOCOL.md 6.2): a control
  * connection (TLS, or a frame in clear) gets a forked process of its own
- * for its session, so one failing or hostile session can neither crash
- * nor stall the others; a data connection names its session with a route
- * preamble and is passed on to that session's process over a Unix socket.
- * The parent only polls: a connection costs it no process or thread until
- * it is handed on. */
+ * for its session once its client proved the key, so one failing or
+ * hostile session can neither crash nor stall the others; a data
+ * connection names its session with a route preamble and is passed on to
+ * that session's process over a Unix socket. The parent only polls: a
+ * connection costs it no process or thread until it is handed on, and
+ * what is not pcopy, or a session in clear that is not allowed, is
+ * answered and closed by the parent itself. */
 #include <pcopy/pcopy.h>
 
 #include <errno.h>
@@ -40,6 +42,7 @@
  * source address in this window; the rest are summarised (loglimit.h). */
 #define DAEMON_LOG_WINDOW_S 5u
 #define DAEMON_LOG_SOURCES 256u    /* addresses it keeps count of */
+#define DAEMON_LOG_BUDGET 32u      /* addresses logged one by one per window */
 
 /* What a session's process tells the parent on its Unix socket: its
  * route token, or why it refused its client (for the parent to log,
@@ -47,6 +50,10 @@
 #define DAEMON_MSG_TOKEN 'T'       /* + PROTO_ROUTE_TOKEN_LEN bytes */
 #define DAEMON_MSG_REFUSED 'R'     /* + the reason, without a terminator */
 #define DAEMON_MSG_MAX 512u
+
+/* A connection refused with an ERROR is read from (so that our close does
+ * not reset the connection under the ERROR) for this long at most. */
+#define DAEMON_DRAIN_S 2u
 
 /* A session's process. */
 struct daemon_kid {
@@ -64,12 +71,15 @@ enum daemon_pend_state {
 	PEND_TLS,                      /* in the control channel's TLS handshake */
 	PEND_ROUTE,                    /* reading its route preamble */
 	PEND_PARKED,                   /* preamble read; its session has not said its token yet */
+	PEND_DRAIN,                    /* refused with an ERROR: read what it sends until it closes */
 };
 
 struct daemon_pend {
 	int fd;
 	enum daemon_pend_state state;
-	uint64_t accepted_ns;          /* deadline: SESSION_AUTH_TIMEOUT_S after this */
+	uint64_t accepted_ns;          /* the oldest goes first when the table is full */
+	uint64_t deadline_ns;          /* dropped then: SESSION_AUTH_TIMEOUT_S from accept,
+	                                  DAEMON_DRAIN_S from an ERROR */
 	uint8_t buf[PROTO_ROUTE_LEN];
 	size_t got;
 	struct tls_accepting *tls;     /* PEND_TLS and after: its handshake, driven here */
@@ -167,27 +177,6 @@ static void daemon_child_refused(int sock, const char *who, const char *why)
 		n = (int)sizeof(msg) - 1;
 	if (sock < 0 || send(sock, msg, (size_t)n, MSG_NOSIGNAL) != (ssize_t)n)
 		log_warn("refused %s: %s", who, why);
-}
-
-/* A client in clear (--no-encrypt, or a pcopy older than protocol 4) to a
- * daemon that requires TLS: tell it why, let it read that (we read what it
- * sent, so closing does not reset the connection under its reply), have
- * the parent log it (sock, daemon_child_refused), end the process. */
-static void daemon_refuse_clear(struct ctl *c, struct chan *ch, const char *who, int sock)
-{
-	uint8_t junk[4096];
-
-	(void)ctl_send_error(c, -PC_E_AUTH, "this daemon requires encryption (TLS 1.3) and was "
-			     "started without --allow-unencrypted: do not use --no-encrypt with it "
-			     "(or update this pcopy)");
-	(void)chan_close_send(ch);
-	(void)chan_set_timeout(ch, 2);
-	while (chan_recv_some(ch, junk, sizeof(junk)) > 0)
-		;
-	daemon_child_refused(sock, who, "it asked for a session in clear, and this daemon "
-			     "requires encryption (--allow-unencrypted allows it)");
-	ctl_free(c);
-	_exit(pc_exit_code(-PC_E_AUTH));
 }
 
 /* In a forked child: closes what belongs to the parent and to the other
@@ -288,8 +277,6 @@ static void daemon_child(struct daemon *d, int fd, struct tls_accepting *tls, in
 		_exit(PC_EXIT_FILEIO);
 	}
 	(void)chan_set_timeout(ch, SESSION_AUTH_TIMEOUT_S);
-	if (!tls && !d->allow_unencrypted)
-		daemon_refuse_clear(c, ch, who, sock); /* does not return */
 	if (cfg.route_fd < 0)
 		close(sock); /* nothing comes that way: the session listens itself */
 	ctl_set_intr(c, cfg.sigfd);
@@ -327,13 +314,20 @@ static void daemon_refused(struct daemon *d, const char *src, const char *fmt, .
 	log_warn("%s", line);
 }
 
-/* loglimit's report: what daemon_refused counted and did not log. */
+/* loglimit's report: what daemon_refused counted and did not log (src
+ * NULL: from addresses past the budget, all together). */
 static void daemon_log_summary(void *arg, const char *src, unsigned long more)
 {
 	(void)arg;
-	log_warn("%s: %lu more connection%s refused or dropped in the last %u s (logged "
-		 "once per address every %u s)", src, more, more == 1 ? "" : "s",
-		 DAEMON_LOG_WINDOW_S, DAEMON_LOG_WINDOW_S);
+	if (src == NULL)
+		log_warn("%lu more connection%s refused or dropped in the last %u s, from "
+			 "addresses not logged (at most %u addresses are, every %u s)", more,
+			 more == 1 ? "" : "s", DAEMON_LOG_WINDOW_S, DAEMON_LOG_BUDGET,
+			 DAEMON_LOG_WINDOW_S);
+	else
+		log_warn("%s: %lu more connection%s refused or dropped in the last %u s "
+			 "(logged once per address every %u s)", src, more, more == 1 ? "" : "s",
+			 DAEMON_LOG_WINDOW_S, DAEMON_LOG_WINDOW_S);
 }
 
 /* In a forked child: tells the client of control connection fd (tls: its
@@ -510,6 +504,49 @@ static void daemon_pend_handshake(struct daemon *d, unsigned i)
 	pc_err_destroy(&e);
 }
 
+/* A client in clear (--no-encrypt, or a pcopy older than protocol 4)
+ * while this daemon requires TLS: pending connection i gets an ERROR that
+ * says why, sent without blocking (a short frame, into an empty socket
+ * buffer), and is read from until it closes (PEND_DRAIN). No process. */
+static void daemon_refuse_clear(struct daemon *d, unsigned i)
+{
+	struct daemon_pend *p = &d->pend[i];
+	struct proto_msg m = { .type = PROTO_ERROR };
+	uint8_t frame[PROTO_FRAME_HDR_LEN + sizeof(m.u.error.msg) + 8];
+	uint64_t drain = platform_now_ns() + DAEMON_DRAIN_S * 1000000000ull;
+	int len;
+
+	daemon_refused(d, p->src, "refused %s: it asked for a session in clear, and this daemon "
+		       "requires encryption (--allow-unencrypted allows it)", p->who);
+	m.u.error.code = -PC_E_AUTH;
+	snprintf(m.u.error.msg, sizeof(m.u.error.msg), "this daemon requires encryption (TLS "
+		 "1.3) and was started without --allow-unencrypted: do not use --no-encrypt "
+		 "with it (or update this pcopy)");
+	len = proto_encode(&m, frame, sizeof(frame));
+	if (len < 0 || send(p->fd, frame, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) != len ||
+	    shutdown(p->fd, SHUT_WR) != 0) {
+		daemon_pend_drop(d, i, true);
+		return;
+	}
+	p->state = PEND_DRAIN;
+	if (drain < p->deadline_ns)
+		p->deadline_ns = drain;
+}
+
+/* Pending connection i, refused, has bytes: they are thrown away, and
+ * once it closes (or fails) it is dropped. */
+static void daemon_pend_drain(struct daemon *d, unsigned i)
+{
+	uint8_t junk[4096];
+	ssize_t r;
+
+	do
+		r = recv(d->pend[i].fd, junk, sizeof(junk), MSG_DONTWAIT);
+	while (r > 0);
+	if (r == 0 || (errno != EAGAIN && errno != EINTR))
+		daemon_pend_drop(d, i, true);
+}
+
 /* Pending connection i has bytes (or hung up). */
 static void daemon_pend_read(struct daemon *d, unsigned i)
 {
@@ -537,12 +574,24 @@ static void daemon_pend_read(struct daemon *d, unsigned i)
 			pc_err_destroy(&e);
 			if (ret < 0)
 				return;
-		} else if (!proto_starts_route(first)) {
+		} else if (proto_starts_route(first)) {
+			p->state = PEND_ROUTE;
+		} else if (first == PROTO_HELLO && d->allow_unencrypted) {
 			daemon_fork(d, i); /* a control channel in clear */
 			return;
+		} else if (first == PROTO_HELLO) {
+			daemon_refuse_clear(d, i);
+			return;
 		} else {
-			p->state = PEND_ROUTE;
+			daemon_refused(d, p->src, "dropped %s: not a pcopy connection (it began "
+				       "with the byte 0x%02x)", p->who, first);
+			daemon_pend_drop(d, i, true);
+			return;
 		}
+	}
+	if (p->state == PEND_DRAIN) {
+		daemon_pend_drain(d, i);
+		return;
 	}
 	if (p->state == PEND_TLS) {
 		daemon_pend_handshake(d, i);
@@ -639,30 +688,32 @@ static void daemon_accept(struct daemon *d)
 		daemon_pend_drop(d, old, true);
 	}
 	struct daemon_pend *p = &d->pend[d->npend++];
-	*p = (struct daemon_pend){ .fd = fd, .state = PEND_FIRST,
-				   .accepted_ns = platform_now_ns() };
+	uint64_t now = platform_now_ns();
+	*p = (struct daemon_pend){ .fd = fd, .state = PEND_FIRST, .accepted_ns = now,
+				   .deadline_ns = now + SESSION_AUTH_TIMEOUT_S * 1000000000ull };
 	snprintf(p->who, sizeof(p->who), "%s", who);
 	snprintf(p->src, sizeof(p->src), "%s", src);
 }
 
-/* Drops what has waited SESSION_AUTH_TIMEOUT_S; returns the poll timeout
- * (ms) until the next deadline, or -1. */
+/* Drops what is past its deadline; returns the poll timeout (ms) until
+ * the next deadline, or -1. */
 static int daemon_expire(struct daemon *d)
 {
-	const uint64_t limit = SESSION_AUTH_TIMEOUT_S * 1000000000ull;
 	uint64_t now = platform_now_ns(), next = UINT64_MAX;
 
 	for (unsigned i = d->npend; i-- > 0;) {
 		struct daemon_pend *p = &d->pend[i];
-		if (now - p->accepted_ns >= limit) {
+		if (now >= p->deadline_ns && p->state == PEND_DRAIN) {
+			daemon_pend_drop(d, i, true); /* logged when refused */
+		} else if (now >= p->deadline_ns) {
 			daemon_refused(d, p->src, "dropped %s: %s within %u s", p->who,
 				 p->state == PEND_PARKED ? "no session of this daemon had its token"
 				 : p->state == PEND_ROUTE ? "its route preamble did not arrive"
 				 : p->state == PEND_TLS ? "its TLS handshake did not end"
 				 : "it sent nothing", SESSION_AUTH_TIMEOUT_S);
 			daemon_pend_drop(d, i, true);
-		} else if (p->accepted_ns + limit < next) {
-			next = p->accepted_ns + limit;
+		} else if (p->deadline_ns < next) {
+			next = p->deadline_ns;
 		}
 	}
 	if (next == UINT64_MAX)
@@ -747,8 +798,8 @@ static int daemon_setup_limits(struct daemon *d, const struct pcopy_opts *o, str
 	d->kids = calloc(d->max_sessions, sizeof(*d->kids));
 	d->pend = calloc(d->max_startups, sizeof(*d->pend));
 	d->pfd = calloc(3 + (size_t)d->max_sessions + d->max_startups, sizeof(*d->pfd));
-	d->refusals = loglimit_new(DAEMON_LOG_SOURCES, DAEMON_LOG_WINDOW_S * 1000000000ull,
-				   daemon_log_summary, d);
+	d->refusals = loglimit_new(DAEMON_LOG_SOURCES, DAEMON_LOG_BUDGET,
+				   DAEMON_LOG_WINDOW_S * 1000000000ull, daemon_log_summary, d);
 	if (d->kids == NULL || d->pend == NULL || d->pfd == NULL || d->refusals == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory for %u sessions and %u waiting "
 				  "connections", d->max_sessions, d->max_startups);

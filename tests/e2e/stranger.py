@@ -69,10 +69,14 @@ def garbage_texts(text):
     """What the garbage connections send, in turn: text after first bytes
     that take each of the daemon's paths (TLS, route preamble, anything
     else), and as a well-formed control frame ERROR (type 11,
-    docs/PROTOCOL.md 3 and 4.10: code -1002, the text as its message),
-    which a daemon in clear (--allow-unencrypted) reads and reports as the
-    peer's message, so that the text reaches its log."""
-    frame = struct.pack(">BBHIiH", 11, 0, 0, 6 + len(text), -1002, len(text)) + text
+    docs/PROTOCOL.md 3 and 4.10: code -1002, the text as its message)
+    after a HELLO, which a daemon in clear (--allow-unencrypted) reads and
+    reports as the peer's message, so that the text reaches its log."""
+    # A HELLO first (docs/PROTOCOL.md 4.1), so that a daemon in clear takes
+    # it for a client's control channel; a daemon that requires TLS refuses
+    # it at the HELLO and reads nothing after.
+    hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 5, 5, 0) + os.urandom(32)
+    frame = hello + struct.pack(">BBHIiH", 11, 0, 0, 6 + len(text), -1002, len(text)) + text
     return (b"\x00" + text, b"\x16" + text, b"PCRT" + text, b"PCRT\x00\x05" + text,
             b"GET / HTTP/1.0" + text, frame)
 

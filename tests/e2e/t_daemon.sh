@@ -551,6 +551,78 @@ case_modes() {
     done
 }
 
+# What is not pcopy at all is closed by the daemon's own process at once,
+# logged with the byte it began with, and costs no process: neither does
+# a client in clear to a daemon that requires TLS, which gets an ERROR
+# that says why and is closed 2 s later if it does not close itself.
+case_refused_in_parent() {
+    local out
+    mkdir -p "$T/root"
+    mkfile "$T/a" 100000
+    start_daemon "$T/root"
+    out=$(python3 - "$DAEMON_PORT" "$DAEMON_PID" <<'PY'
+import os, socket, struct, subprocess, sys, time
+port = int(sys.argv[1])
+daemon = sys.argv[2]
+def children():
+    r = subprocess.run(["ps", "-o", "pid=", "--ppid", daemon], capture_output=True, text=True)
+    return len(r.stdout.split())
+# Not pcopy: closed at once, not after the 10 s for a handshake.
+s = socket.create_connection(("127.0.0.1", port))
+t0 = time.monotonic()
+s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+s.settimeout(12)
+try:
+    gone = s.recv(100) == b""
+except ConnectionResetError:
+    gone = True  # closed with our request unread: a reset
+print("http-closed %.2f %d" % (time.monotonic() - t0, gone))
+s.close()
+# A HELLO in clear: an ERROR comes back, and while we hold the connection
+# open, the daemon has no process for it. (From another address: the
+# daemon logs one refusal per address every 5 s.)
+s = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.7", 0))
+t0 = time.monotonic()
+s.sendall(struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 5, 5, 0) + os.urandom(32))
+s.settimeout(12)
+hdr = b""
+while len(hdr) < 8:
+    b = s.recv(8 - len(hdr))
+    if not b:
+        break
+    hdr += b
+typ, _, _, n = struct.unpack(">BBHI", hdr)
+body = b""
+while len(body) < n:
+    b = s.recv(n - len(body))
+    if not b:
+        break
+    body += b
+code, mlen = struct.unpack(">iH", body[:6])
+print("error-frame %d %d %s" % (typ, code, body[6:6 + mlen].decode()))
+print("children-while-held %d" % children())
+# We never close: the daemon does, within its 2 s.
+gone = s.recv(100) == b""
+print("clear-closed %.2f %d" % (time.monotonic() - t0, gone))
+PY
+    ) || fail "the stranger script failed"
+    log "$out"
+    awk '/^http-closed/ { exit !($2 < 2 && $3 == 1) }' <<<"$out" ||
+        fail "the daemon did not close an HTTP request at once: $(grep http-closed <<<"$out")"
+    grep -q '^error-frame 11 -1005 this daemon requires encryption' <<<"$out" ||
+        fail "a client in clear did not get the ERROR that says why: $(grep error-frame <<<"$out")"
+    grep -q '^children-while-held 0$' <<<"$out" ||
+        fail "a refused client in clear got a process: $(grep children <<<"$out")"
+    awk '/^clear-closed/ { exit !($2 < 5 && $3 == 1) }' <<<"$out" ||
+        fail "the daemon did not close a refused client in clear in about 2 s: $(grep clear-closed <<<"$out")"
+    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: not a pcopy connection \(it began with the byte 0x47\)$' \
+        "that it dropped the HTTP request"
+    wait_daemon_logged '^pcopy: refused 127\.0\.0\.7:[0-9]+: it asked for a session in clear' \
+        "that it refused the client in clear"
+    expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
+    same_file "$T/a" "$T/root/after"
+}
+
 run_case push-pull-matrix case_push_pull_matrix
 run_case destination-names case_destination_names
 run_case modes case_modes
@@ -564,6 +636,7 @@ run_case route-strangers case_route_strangers
 run_case idle-connections case_idle_connections
 run_case per-source case_per_source
 run_case flood-log case_flood_log
+run_case refused-in-parent case_refused_in_parent
 run_case busy case_busy
 run_case busy-stalled case_busy_stalled
 run_case daemon-signals case_daemon_signals

@@ -217,8 +217,8 @@ case_clear_refused() {
 }
 
 case_log_one_line() {
-    # A daemon that allows clear text hears a stranger before any proof: an
-    # ERROR whose text holds a newline, a forged log line and a terminal
+    # A daemon that allows clear text hears a stranger before any proof: a
+    # HELLO, then an ERROR whose text holds a newline, a forged log line and a terminal
     # escape must stay one line of the daemon's log, its control
     # characters escaped.
     local before new
@@ -226,11 +226,14 @@ case_log_one_line() {
     daemon_at "$T/root"
     before=$(log_lines)
     python3 - "$DAEMON_PORT" <<'EOF' || fail "the stranger could not send its ERROR"
-import socket, struct, sys
+import os, socket, struct, sys
 msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
+# A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
+# connection unread, as no pcopy control channel in clear.
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 5, 5, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-s.sendall(bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
+s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:
     while s.recv(4096):
         pass
