@@ -430,7 +430,8 @@ case_per_source() {
 
 # A flood of garbage from one address (control channels in clear, TLS
 # that is no handshake, bad route preambles) leaves a handful of log
-# lines, not one per connection: the first, and a count per 5 s.
+# lines, not one per connection: the first, and a count per 5 s. A flood
+# from many addresses leaves 32 lines and one for the rest.
 case_flood_log() {
     local n
     mkdir -p "$T/root"
@@ -456,6 +457,22 @@ for i in range(200):
     }
     expect_exit 0 "$PCOPY" "$T/a" "$DAEMON_URL/after" --key-file "$DAEMON_KEY"
     same_file "$T/a" "$T/root/after"
+    # From 200 addresses, one each: 32 are logged one by one, the other
+    # 168 in one line.
+    python3 -c '
+import socket, sys
+for i in range(200):
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), source_address=("127.0.%d.%d" % (10 + i // 100, 1 + i % 100), 0))
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    s.close()
+' "$DAEMON_PORT" || fail "the flood from 200 addresses could not connect"
+    wait_daemon_logged '^pcopy: 168 more connections refused or dropped in the last 5 s, from addresses not logged' \
+        "one line for the addresses past its budget"
+    n=$(grep -c '127\.0\.1[01]\.' "$DAEMON_LOG" || true)
+    ((n == 32)) || {
+        grep '127\.0\.1[01]\.' "$DAEMON_LOG" | head -5 | sed 's/^/  daemon: /' >&2
+        fail "a flood from 200 addresses left $n lines naming them, wanted 32"
+    }
 }
 
 
