@@ -291,7 +291,10 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_u8(w, q->family);
 	put_bytes(w, q->data_key, PROTO_KEY_LEN);
 	put_u16(w, q->connect_port);
+	put_bytes(w, q->attach_id, PROTO_ATTACH_ID_LEN);
 	put_str(w, q->connect_host, PROTO_MAX_HOST);
+	put_str(w, q->connect_ssh, PROTO_MAX_SSH_DEST);
+	put_str(w, q->connect_pcopy, PROTO_MAX_PATH);
 	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
 	/* The count bound sits here and in get_request, once per direction:
 	 * check_request runs on both and would hide either one's removal. */
@@ -334,7 +337,10 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	q->family = get_u8(r);
 	get_bytes(r, q->data_key, PROTO_KEY_LEN);
 	q->connect_port = get_u16(r);
+	get_bytes(r, q->attach_id, PROTO_ATTACH_ID_LEN);
 	get_str(r, q->connect_host, PROTO_MAX_HOST);
+	get_str(r, q->connect_ssh, PROTO_MAX_SSH_DEST);
+	get_str(r, q->connect_pcopy, PROTO_MAX_PATH);
 	get_str(r, q->codec, PROTO_MAX_CODEC_SPEC);
 	q->npaths = get_u16(r);
 	if (q->npaths > PROTO_MAX_PATHS) {
@@ -363,13 +369,40 @@ static bool proto_request_cipher_ok(uint16_t flags)
 							       PROTO_REQ_CIPHER_CHACHA));
 }
 
+/* An ssh destination a server will put on ssh's command line: not an
+ * option (no '-' first), one word (no blank), nothing a terminal acts on. */
+static bool proto_ssh_dest_ok(const char *d)
+{
+	if (d[0] == '\0' || d[0] == '-')
+		return false;
+	for (const unsigned char *p = (const unsigned char *)d; *p != '\0'; p++)
+		if (*p <= 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
+/* SSH_DATA and CONNECT_SSH need an attach id, and with neither it is all
+ * zero; CONNECT_SSH needs CONNECT and a destination, and without it the
+ * ssh strings are empty. */
+static bool proto_request_ssh_ok(const struct proto_request *q)
+{
+	static const uint8_t zero[PROTO_ATTACH_ID_LEN];
+	bool has_id = memcmp(q->attach_id, zero, sizeof(zero)) != 0;
+
+	if (has_id != ((q->flags & (PROTO_REQ_SSH_DATA | PROTO_REQ_CONNECT_SSH)) != 0))
+		return false;
+	if (!(q->flags & PROTO_REQ_CONNECT_SSH))
+		return q->connect_ssh[0] == '\0' && q->connect_pcopy[0] == '\0';
+	return (q->flags & PROTO_REQ_CONNECT) && proto_ssh_dest_ok(q->connect_ssh);
+}
+
 static bool check_request(const struct proto_msg *m)
 {
 	const struct proto_request *q = m->u.request;
 
 	return q != NULL && (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
 	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
-	       proto_request_cipher_ok(q->flags) &&
+	       proto_request_cipher_ok(q->flags) && proto_request_ssh_ok(q) &&
 	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
 	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
 	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&

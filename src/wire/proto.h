@@ -20,9 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 5u
-#define PROTO_MIN_VERSION 5u   /* 1 and 2 were never released; 3 had no encryption; 4 had
-                                  a data listener per daemon session */
+#define PROTO_VERSION 6u
+#define PROTO_MIN_VERSION 6u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+                                  a data listener per daemon session; 5 had no data
+                                  connections through ssh */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -38,6 +39,8 @@
 #define PROTO_MAX_MSG 1024u           /* bytes in an error/status message */
 #define PROTO_MAX_CODEC_SPEC 512u     /* bytes in REQUEST.codec */
 #define PROTO_MAX_HOST 255u           /* bytes in a host name or address */
+#define PROTO_MAX_SSH_DEST 320u       /* bytes in an ssh destination: [user@]host */
+#define PROTO_ATTACH_ID_LEN 16u       /* names a session's attach socket (data through ssh) */
 #define PROTO_MAX_PATHS 1024u         /* paths in one REQUEST */
 #define PROTO_REQ_PATHS_BYTES 32768u  /* REQUEST.paths, NULs included */
 #define PROTO_NONCE_LEN 32u
@@ -85,11 +88,17 @@ enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
 #define PROTO_REQ_ENCRYPT 0x400u   /* the data channels are TLS 1.3 (section 6.1) */
 #define PROTO_REQ_CIPHER_AES 0x800u /* with ENCRYPT: a connector offers only AES-128-GCM */
 #define PROTO_REQ_CIPHER_CHACHA 0x1000u /* ...only ChaCha20-Poly1305 (never both bits) */
+#define PROTO_REQ_SSH_DATA 0x2000u /* data may come through ssh: a server on the pipe
+                                      transport that listens opens an attach socket named
+                                      by attach_id */
+#define PROTO_REQ_CONNECT_SSH 0x4000u /* with CONNECT: the server may reach the listener
+                                      through ssh (connect_ssh, attach_id) */
 #define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN | \
 			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE | \
 			 PROTO_REQ_PRESERVE | PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF | \
 			 PROTO_REQ_HARDLINKS | PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES | \
-			 PROTO_REQ_CIPHER_CHACHA) /* 0x1fff: bits 0xe000 must be 0 */
+			 PROTO_REQ_CIPHER_CHACHA | PROTO_REQ_SSH_DATA | \
+			 PROTO_REQ_CONNECT_SSH) /* 0x7fff: bit 0x8000 must be 0 */
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -140,7 +149,17 @@ struct proto_request {
 	uint8_t family;         /* data address family: 0 any, 4 IPv4, 6 IPv6 */
 	uint8_t data_key[PROTO_KEY_LEN]; /* with PROTO_REQ_DATA_KEY: the data session key */
 	uint16_t connect_port;  /* with PROTO_REQ_CONNECT: where to connect for data */
+	/* With SSH_DATA: the name of the attach socket this server opens; with
+	 * CONNECT_SSH: the one it attaches to on the listener's host. Random,
+	 * chosen by the client; all zero with neither flag. */
+	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
 	char connect_host[PROTO_MAX_HOST + 1]; /* ...and to whom ("" = the client's address) */
+	/* With PROTO_REQ_CONNECT_SSH (else ""): the listener through ssh, each stream as
+	 * `ssh -o BatchMode=yes connect_ssh 'connect_pcopy' --attach ID`; connect_port 0:
+	 * only so, else after direct connects failed. */
+	char connect_ssh[PROTO_MAX_SSH_DEST + 1];  /* [user@]host: no '-' first, no blank
+	                                              nor control character */
+	char connect_pcopy[PROTO_MAX_PATH + 1];    /* pcopy there; "" = "pcopy" */
 	char codec[PROTO_MAX_CODEC_SPEC + 1]; /* the -c spec for the source ("" = none) */
 	uint16_t npaths;        /* 1..PROTO_MAX_PATHS */
 	char paths[PROTO_REQ_PATHS_BYTES]; /* sink: the destination; source: the sources.

@@ -31,7 +31,7 @@
 #     through ssh, holds neither its contents nor its name (and, to a
 #     daemon in TLS, all of the copy passed its one port); a --no-encrypt
 #     capture of the same copy, the control, holds both.
-# And what a user is told: -v (protocol version 5, the cipher), --cipher,
+# And what a user is told: -v (protocol version 6, the cipher), --cipher,
 # the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
 # ssh and third-party copies.
 source "$PCOPY_TEST_LIB"
@@ -417,7 +417,7 @@ file_has() {
 # 5, zero, a token), followed by a TLS handshake record that offers a data
 # stream's PSK identity (PCDT); else fail, saying it is WHAT.
 route_preamble_of() {
-    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 5043525400050000 ]] ||
+    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 5043525400060000 ]] ||
         fail "$2 does not start with a route preamble of protocol 5 (PCRT, 5, 0)"
     [[ $(tail -c +25 "$1" | head -c 1 | od -An -tu1 | tr -d ' ') == 22 ]] ||
         fail "$2 does not go on with a TLS handshake record after its 24-byte preamble"
@@ -505,7 +505,7 @@ case_replay() {
     relay_logged '^data#[0-9]+ connected' && { touch "$T/gate"; fail "the relay let a data connection of session 2 through before the gate opened"; }
     head -c 24 "$held.1" >"$T/preamble.2"
     tail -c +25 "$rec" >"$T/tls.1"
-    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 5043525400050000 ]] ||
+    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 5043525400060000 ]] ||
         { touch "$T/gate"; fail "session 2's data connection does not start with a route preamble"; }
     cmp -s "$T/preamble.2" <(head -c 24 "$rec") && { touch "$T/gate"; fail "sessions 1 and 2 have the same route token"; }
     # The replay: session 2's preamble, then session 1's TLS bytes, to the
@@ -754,7 +754,7 @@ case_verbose_cipher() {
     daemon_at "$T/root"
     mkfile "$T/src" 2M
     expect_exit 0 "$PCOPY" -v "$T/src" "$DAEMON_URL/auto" --key-file "$DAEMON_KEY"
-    expect_stderr_matches "^pcopy: protocol version 5; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
+    expect_stderr_matches "^pcopy: protocol version 6; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
     expect_summary 2097152 1 4 "$ENCRYPTED"
     same_file "$T/src" "$T/root/auto"
     local c suite

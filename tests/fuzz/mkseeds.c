@@ -171,7 +171,8 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.request = &req;
 		m->u.request->role = PROTO_ROLE_SINK;
 		m->u.request->flags = PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE |
-				     PROTO_REQ_PRESERVE | PROTO_REQ_HARDLINKS;
+				     PROTO_REQ_PRESERVE | PROTO_REQ_HARDLINKS |
+				     PROTO_REQ_CONNECT_SSH | PROTO_REQ_SSH_DATA;
 		m->u.request->streams = 4;
 		m->u.request->block_size = 1u << 20;
 		m->u.request->nsources = 2;
@@ -180,6 +181,9 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.request->family = 4;
 		m->u.request->connect_port = 6000;
 		strcpy(m->u.request->connect_host, "192.0.2.7");
+		memset(m->u.request->attach_id, 0x5a, PROTO_ATTACH_ID_LEN);
+		strcpy(m->u.request->connect_ssh, "bob@h2.example");
+		strcpy(m->u.request->connect_pcopy, "/usr/bin/pcopy");
 		strcpy(m->u.request->codec, "zlib:1,lz4");
 		(void)proto_request_add_path(m->u.request, "backup/dir");
 		(void)proto_request_add_path(m->u.request, "b");
@@ -336,6 +340,8 @@ static void proto_request_max_seed(void)
 
 	msg_of(PROTO_REQUEST, &m);
 	memset(m.u.request->connect_host, 'h', PROTO_MAX_HOST);
+	memset(m.u.request->connect_ssh, 'u', PROTO_MAX_SSH_DEST);
+	memset(m.u.request->connect_pcopy, 'x', PROTO_MAX_PATH);
 	memset(m.u.request->codec, 'c', PROTO_MAX_CODEC_SPEC);
 	memset(m.u.request->paths, 0, sizeof(m.u.request->paths));
 	m.u.request->npaths = 0;
@@ -346,7 +352,8 @@ static void proto_request_max_seed(void)
 	seed_write(&s, "fuzz_proto", "54-request-max");
 	/* One path more than PROTO_MAX_PATHS: the count after the fixed
 	 * fields, the host and the codec spec, and a path "p". */
-	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + 2 + PROTO_MAX_HOST + 2 + PROTO_MAX_CODEC_SPEC,
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 2 + PROTO_MAX_HOST + 2 +
+	       PROTO_MAX_SSH_DEST + 2 + PROTO_MAX_PATH + 2 + PROTO_MAX_CODEC_SPEC,
 	       PROTO_MAX_PATHS + 1, 2);
 	seed_put(&s, "\0\1p", 3);
 	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);

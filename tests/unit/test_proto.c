@@ -63,6 +63,16 @@ static void fill_pattern(uint8_t *p, size_t n, uint8_t start)
 		p[i] = (uint8_t)(start + 37 * i);
 }
 
+/* The sample REQUEST connects through ssh (version 6), so that every
+ * string field is there. */
+#define SAMPLE_SSH (PROTO_REQ_CONNECT | PROTO_REQ_CONNECT_SSH)
+#define SAMPLE_SSH_DEST "alice@h2.example"
+#define SAMPLE_PCOPY "/opt/pcopy/bin/pcopy"
+/* Bytes of the REQUEST's ssh strings, length prefixes included. */
+#define SAMPLE_SSH_BYTES (2 + strlen(SAMPLE_SSH_DEST) + 2 + strlen(SAMPLE_PCOPY))
+/* The REQUEST's fixed fields: up to connect_port (60 bytes), attach_id. */
+#define REQ_FIXED (60 + PROTO_ATTACH_ID_LEN)
+
 /* A valid message of each type, with values that exercise every byte.
  * Fields are set one by one so that padding stays zero for memcmp. */
 static void sample(uint8_t type, struct proto_msg *m)
@@ -87,7 +97,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		memset(&req_in, 0, sizeof(req_in));
 		m->u.request = &req_in;
 		m->u.request->role = PROTO_ROLE_SOURCE;
-		m->u.request->flags = PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS;
+		m->u.request->flags = PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS | SAMPLE_SSH;
 		m->u.request->streams = 17;
 		m->u.request->block_size = 1u << 20;
 		m->u.request->window = 0x01020304;
@@ -99,6 +109,9 @@ static void sample(uint8_t type, struct proto_msg *m)
 		fill_pattern(m->u.request->data_key, PROTO_KEY_LEN, 9);
 		m->u.request->connect_port = 0xbeef;
 		strcpy(m->u.request->connect_host, "h1.example");
+		fill_pattern(m->u.request->attach_id, PROTO_ATTACH_ID_LEN, 11);
+		strcpy(m->u.request->connect_ssh, SAMPLE_SSH_DEST);
+		strcpy(m->u.request->connect_pcopy, SAMPLE_PCOPY);
 		strcpy(m->u.request->codec, "zlib:1,lz4");
 		m->u.request->npaths = 1;
 		strcpy(m->u.request->paths, "dir/sub dir/file.bin");
@@ -178,8 +191,8 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_AUTH: return 32;
 	case PROTO_KEY: return 32;
 	case PROTO_REQUEST:
-		return 60 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4") + 2 + 2 +
-		       strlen("dir/sub dir/file.bin");
+		return REQ_FIXED + 2 + strlen("h1.example") + SAMPLE_SSH_BYTES + 2 +
+		       strlen("zlib:1,lz4") + 2 + 2 + strlen("dir/sub dir/file.bin");
 	case PROTO_READY: return 4 + strlen("10.1.2.3");
 	case PROTO_ENTRIES:
 		return ENT_OFF + ENT_FIXED + 2 + strlen(ENT_PATH) + 2 + 2 + 5 + 2 + 5;
@@ -403,8 +416,8 @@ struct str_case {
 
 static const struct str_case str_cases[] = {
 	/* REQUEST's last string: its only path, after the fixed fields, the
-	 * connect host, the codec spec and the path count. */
-	{ PROTO_REQUEST, 60 + 12 + 12 + 2, PROTO_MAX_PATH },
+	 * connect host, the ssh strings, the codec spec and the path count. */
+	{ PROTO_REQUEST, REQ_FIXED + 12 + 2 + 16 + 2 + 20 + 12 + 2, PROTO_MAX_PATH },
 	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
 	{ PROTO_FILE_FAIL, 8, PROTO_MAX_MSG },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
@@ -500,7 +513,8 @@ static void test_request_paths(void **state)
 
 /* Offset of REQUEST.npaths in sample(PROTO_REQUEST)'s payload: after the
  * fixed fields, the connect host and the codec spec. */
-#define REQ_NPATHS_OFF (60 + 2 + strlen("h1.example") + 2 + strlen("zlib:1,lz4"))
+#define REQ_NPATHS_OFF (REQ_FIXED + 2 + strlen("h1.example") + SAMPLE_SSH_BYTES + 2 + \
+			strlen("zlib:1,lz4"))
 
 /* Builds in the frame buffer a REQUEST payload that claims npaths paths and
  * holds npaths paths of len bytes each ('p'...), as a hostile peer may send
@@ -660,15 +674,19 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 0, 1, 255, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN & ~PROTO_REQ_CIPHER_CHACHA, 0 }, /* flags: u16 */
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN, -PC_E_PROTO }, /* both cipher bits */
-	{ PROTO_REQUEST, 1, 2, 0x3ff, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_RECURSIVE | PROTO_REQ_PRESERVE, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_CHACHA, 0 },
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_AES, -PC_E_PROTO },    /* a cipher in clear */
-	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_CHACHA, -PC_E_PROTO },
-	{ PROTO_REQUEST, 1, 2, 0x2000, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, 0x3ff | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_RECURSIVE | PROTO_REQ_PRESERVE | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_CHACHA | SAMPLE_SSH, 0 },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_AES | SAMPLE_SSH, -PC_E_PROTO }, /* a cipher in clear */
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CIPHER_CHACHA | SAMPLE_SSH, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_SSH_DATA | SAMPLE_SSH, 0 },
+	/* The ssh strings need CONNECT_SSH, and CONNECT_SSH needs CONNECT. */
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CONNECT, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_CONNECT_SSH, -PC_E_PROTO },
+	{ PROTO_REQUEST, 1, 2, PROTO_REQ_SSH_DATA, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, 0x8000, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, 0xe000, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, 0xffff, -PC_E_PROTO },
@@ -1442,9 +1460,9 @@ static void test_request_pointer(void **state)
 	assert_int_equal(proto_decode(PROTO_REQUEST, payload(), plen, &out), 0);
 	assert_ptr_equal(out.u.request, &req_out);
 	assert_memory_equal(&req_in, &req_out, sizeof(req_in)); /* all of it rewritten */
-	assert_int_equal(req_out.flags, PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS);
+	assert_int_equal(req_out.flags, PROTO_REQ_ORDERED | PROTO_REQ_HARDLINKS | SAMPLE_SSH);
 	/* The flags are a u16 right after the role. */
-	assert_memory_equal(payload(), "\x02\x02\x01", 3);
+	assert_memory_equal(payload(), "\x02\x42\x09", 3);
 }
 
 /* ---- Data channels ----------------------------------------------------- */
@@ -1639,7 +1657,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x05\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x06\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -1660,6 +1678,71 @@ static void test_route(void **state)
 	}
 }
 
+/* Encodes sample(PROTO_REQUEST) with its ssh destination replaced (NULL:
+ * kept) and flags changed; returns proto_encode's result, and on success
+ * checks that the frame decodes back. */
+static int request_with_ssh(const char *dest, uint16_t clear, uint16_t set, bool zero_id)
+{
+	struct proto_msg m, out;
+	int n;
+
+	sample(PROTO_REQUEST, &m);
+	if (dest != NULL)
+		snprintf(m.u.request->connect_ssh, sizeof(m.u.request->connect_ssh), "%s", dest);
+	m.u.request->flags = (uint16_t)((m.u.request->flags & ~clear) | set);
+	if (zero_id)
+		memset(m.u.request->attach_id, 0, PROTO_ATTACH_ID_LEN);
+	if (!(m.u.request->flags & PROTO_REQ_CONNECT_SSH)) {
+		m.u.request->connect_ssh[0] = '\0';
+		m.u.request->connect_pcopy[0] = '\0';
+	}
+	n = proto_encode(&m, frame, sizeof(frame));
+	if (n > 0)
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), 0);
+	return n;
+}
+
+/* Version 6's ssh fields (docs/PROTOCOL.md 4.4): an attach id exactly
+ * with SSH_DATA or CONNECT_SSH, a destination that ssh cannot take for an
+ * option nor split; refused both ways. */
+static void test_request_connect_ssh(void **state)
+{
+	struct proto_msg out;
+	size_t plen, at;
+
+	(void)state;
+	assert_true(request_with_ssh("h2", 0, 0, false) > 0);
+	assert_true(request_with_ssh("bob@[::1]", 0, 0, false) > 0);
+	assert_int_equal(request_with_ssh("", 0, 0, false), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh("-oProxyCommand=x", 0, 0, false), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh("h2 -v", 0, 0, false), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh("h2\t", 0, 0, false), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh("h\x1b[2J", 0, 0, false), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh("h\x7f", 0, 0, false), -PC_E_PROTO);
+	/* The id: with either flag, never without one. */
+	assert_int_equal(request_with_ssh(NULL, 0, 0, true), -PC_E_PROTO);
+	assert_true(request_with_ssh(NULL, PROTO_REQ_CONNECT | PROTO_REQ_CONNECT_SSH,
+				     PROTO_REQ_SSH_DATA, false) > 0);
+	assert_int_equal(request_with_ssh(NULL, PROTO_REQ_CONNECT | PROTO_REQ_CONNECT_SSH,
+					  PROTO_REQ_SSH_DATA, true), -PC_E_PROTO);
+	assert_int_equal(request_with_ssh(NULL, PROTO_REQ_CONNECT | PROTO_REQ_CONNECT_SSH, 0,
+					  false), -PC_E_PROTO);
+	assert_true(request_with_ssh(NULL, PROTO_REQ_CONNECT | PROTO_REQ_CONNECT_SSH, 0, true) > 0);
+	/* A destination patched into an option on the wire is refused too. */
+	sample(PROTO_REQUEST, &out);
+	plen = encode_ok(&out);
+	at = REQ_FIXED + 2 + strlen("h1.example");
+	assert_int_equal(payload()[at + 2], 'a');
+	payload()[at + 2] = '-';
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	/* And so is an id zeroed on the wire under CONNECT_SSH. */
+	sample(PROTO_REQUEST, &out);
+	plen = encode_ok(&out);
+	memset(payload() + 60, 0, PROTO_ATTACH_ID_LEN);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+}
+
 static void test_psk_id(void **state)
 {
 	struct proto_psk_id id = { PROTO_DATA_MAGIC, PROTO_VERSION, 63 }, out;
@@ -1667,7 +1750,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x05\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x06\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -1691,7 +1774,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x05\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x06\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
@@ -1759,6 +1842,7 @@ int main(void)
 		cmocka_unit_test(test_block_pack),
 		cmocka_unit_test(test_block_max_block),
 		cmocka_unit_test(test_dhello),
+		cmocka_unit_test(test_request_connect_ssh),
 		cmocka_unit_test(test_psk_id),
 		cmocka_unit_test(test_route),
 		cmocka_unit_test(test_checksum),
