@@ -13,7 +13,7 @@
 
 #include "sys/platform.h"
 
-enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
+enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
 
 struct cli {
 	struct pcopy_opts o;
@@ -26,7 +26,7 @@ enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
-	OPT_MAX_PER_SOURCE,
+	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH,
 };
 
 static const struct option cli_longopts[] = {
@@ -50,6 +50,8 @@ static const struct option cli_longopts[] = {
 	{ "root", required_argument, NULL, OPT_ROOT },
 	{ "gen-key", required_argument, NULL, OPT_GEN_KEY },
 	{ "server", no_argument, NULL, OPT_SERVER },
+	{ "attach", required_argument, NULL, OPT_ATTACH },
+	{ "data-via", required_argument, NULL, OPT_DATA_VIA },
 	{ "control-fd", required_argument, NULL, OPT_CONTROL_FD },
 	{ "bind", required_argument, NULL, OPT_BIND },
 	{ "rsh", required_argument, NULL, OPT_RSH },
@@ -102,6 +104,10 @@ static void cli_usage(FILE *out)
 	      "      --remote-pcopy PATH  pcopy on the remote host (default: pcopy in PATH)\n"
 	      "  -Z, --port-range LO-HI  data ports the listening side may use (LO >= 1024)\n"
 	      "  -z, --reverse         the local side listens for data, the remote connects\n"
+	      "      --data-via HOW    through ssh, how data streams travel: auto (direct\n"
+	      "                        TCP, and each stream its own ssh connection when\n"
+	      "                        that cannot connect), direct, or ssh (default auto)\n"
+	      "  -3                    third party: the data goes through this host\n"
 	      "  -4, --ipv4            data over IPv4 only\n"
 	      "  -6, --ipv6            data over IPv6 only\n"
 	      "      --encrypt         encrypt a local copy too (TLS 1.3; on by default\n"
@@ -202,6 +208,18 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_ROOT: o->root = arg; return 0;
 	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
+	case OPT_ATTACH: o->attach_id = arg; c->action = CLI_ATTACH; return 0;
+	case OPT_DATA_VIA:
+		if (strcmp(arg, "auto") == 0)
+			o->data_via = PCOPY_DATA_VIA_AUTO;
+		else if (strcmp(arg, "direct") == 0)
+			o->data_via = PCOPY_DATA_VIA_DIRECT;
+		else if (strcmp(arg, "ssh") == 0)
+			o->data_via = PCOPY_DATA_VIA_SSH;
+		else
+			return cli_bad("--data-via", arg, "auto, direct or ssh");
+		return 0;
+	case '3': o->relay = true; return 0;
 	case OPT_BIND: o->bind = arg; return 0;
 	case OPT_RSH: o->rsh = arg; return 0;
 	case OPT_REMOTE_PCOPY: o->remote_pcopy = arg; return 0;
@@ -251,7 +269,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z46vqhVrRpLH", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z346vqhVrRpLH", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
@@ -301,6 +319,8 @@ static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r
 		return pcopy_serve(&c->o, r);
 	case CLI_SERVER:
 		return pcopy_server(&c->o, r);
+	case CLI_ATTACH:
+		return pcopy_attach(&c->o, r);
 	case CLI_GEN_KEY:
 		return pcopy_gen_key(c->gen_key, r);
 	default:

@@ -57,12 +57,23 @@ struct pcopy_opts {
 	const char *remote_pcopy; /* --remote-pcopy: the pcopy binary on the remote host */
 	uint16_t port_lo, port_hi; /* -Z: data ports of the listening side; 0 = ephemeral */
 	bool reverse;            /* -z: the client side listens, the remote side connects */
+	int data_via;            /* --data-via: PCOPY_DATA_VIA_* */
+	bool relay;              /* -3: a third-party copy's data goes through this host */
+	/* --attach (internal: a data stream through ssh, started by a client) */
+	const char *attach_id;   /* the session's attach id, in hex */
 	int family;              /* -4 / -6: 4 or 6; 0 = either */
 	/* encryption (TLS 1.3 on the data channels and a daemon's control channel) */
 	int encrypt;             /* PCOPY_ENCRYPT_*: --encrypt / --no-encrypt */
 	const char *cipher;      /* --cipher: "auto", "aes128-gcm", "chacha20-poly1305";
 	                            NULL = auto */
 	bool allow_unencrypted;  /* --serve --allow-unencrypted: accept --no-encrypt clients */
+};
+
+/* pcopy_opts.data_via: how a copy through ssh carries its data streams */
+enum {
+	PCOPY_DATA_VIA_AUTO = 0,   /* direct TCP, and through ssh when that cannot connect */
+	PCOPY_DATA_VIA_DIRECT,     /* direct TCP connections only */
+	PCOPY_DATA_VIA_SSH,        /* each stream its own ssh connection */
 };
 
 /* pcopy_opts.encrypt */
@@ -138,6 +149,12 @@ int pcopy_serve(const struct pcopy_opts *o, struct pcopy_result *r);
 /* Serves one session on the control channel a client opened for us
  * (o->control_fd, or stdin/stdout). */
 int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r);
+
+/* One data stream through ssh, on the host a client reached with
+ * `ssh HOST pcopy --attach ID`: hands this process's standard input and
+ * output to the session of o->attach_id on this host and waits until the
+ * session is done with them. */
+int pcopy_attach(const struct pcopy_opts *o, struct pcopy_result *r);
 
 /* Writes a new random key to path (mode 0600; path must not exist). */
 int pcopy_gen_key(const char *path, struct pcopy_result *r);

@@ -32,6 +32,7 @@
 #include "roles/relay.h"
 #include "roles/session.h"
 #include "roles/spawn.h"
+#include "roles/sshdata.h"
 #include "pipeline/srclist.h"
 
 enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
@@ -55,6 +56,8 @@ struct endpoint {
 	uint8_t K[PROTO_KEY_LEN];          /* daemon: the key file's key; wiped after use */
 	struct session_dial *dial;         /* daemon in TLS: our data connections on their
 	                                      way to its port (session_dial_*); owned */
+	int via;                           /* PCOPY_DATA_VIA_*: how its data streams go */
+	struct sshdata *sdata;             /* data streams through ssh; owned */
 };
 
 struct client {
@@ -75,6 +78,9 @@ struct client {
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
 };
+
+static int client_request_via(struct client *c, struct endpoint *ep);
+static int client_ssh_streams(struct client *c, struct endpoint *ep);
 
 /* ---- Arguments --------------------------------------------------------- */
 
@@ -104,6 +110,9 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 				  : o->max_startups != 0 ? "--max-startups" : "--max-per-source");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
+	if (o->reverse && o->data_via == PCOPY_DATA_VIA_SSH)
+		return pc_err_set(e, -PC_E_USAGE, "--data-via ssh and -z do not go together: "
+				  "through ssh the remote side never connects to us");
 	if (o->cipher != NULL) {
 		enum tls_cipher tc;
 		int ret = tls_cipher_parse(o->cipher, &tc, e);
@@ -197,36 +206,15 @@ static int client_open_sources(struct client *c, char *const srcs[])
 
 /* ---- Endpoints --------------------------------------------------------- */
 
-/* Appends the words of cmd (split on blanks, like rsync's -e) to argv. */
-static int client_split(char *cmd, char **argv, int *argc)
-{
-	for (char *w = strtok(cmd, " \t"); w != NULL; w = strtok(NULL, " \t")) {
-		if (*argc >= CLIENT_MAX_ARGV - 4)
-			return -PC_E_USAGE;
-		argv[(*argc)++] = w;
-	}
-	return *argc > 0 ? 0 : -PC_E_USAGE;
-}
-
 /* The command line ssh runs on the remote side, with the binary quoted
  * for the remote shell. */
 static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
 {
-	const char *exe = o->remote_pcopy ? o->remote_pcopy : "pcopy";
 	int v = api_verbosity();
-	size_t n = 0;
+	size_t n = spawn_quote(o->remote_pcopy ? o->remote_pcopy : "pcopy", buf, cap);
 
-	buf[n++] = '\'';
-	for (const char *p = exe; *p != '\0' && n + 8 < cap; p++) {
-		if (*p == '\'') {
-			memcpy(buf + n, "'\\''", 4);
-			n += 4;
-		} else {
-			buf[n++] = *p;
-		}
-	}
-	snprintf(buf + n, cap - n, "' --server %s", v < 0 ? "-q" : v >= 3 ? "-vv" : v == 2 ? "-v"
-											     : "-q");
+	snprintf(buf + n, cap - n, " --server %s", v < 0 ? "-q" : v >= 3 ? "-vv" : v == 2 ? "-v"
+											      : "-q");
 }
 
 /* How the data of a session with ep travels: TLS wherever it crosses a
@@ -280,14 +268,14 @@ static int client_spawn_ssh(struct client *c, struct endpoint *ep)
 	int argc = 0, rfd, wfd, ret;
 
 	snprintf(cmd, sizeof(cmd), "%s", rsh);
-	if (client_split(cmd, argv, &argc) < 0)
+	if (spawn_split(cmd, argv, &argc, CLIENT_MAX_ARGV - 4) < 0)
 		return pc_err_set(c->e, -PC_E_USAGE, "--rsh '%s' is not a command", rsh);
 	loc_ssh_target(ep->loc, target, sizeof(target));
 	client_remote_cmd(c->o, remote, sizeof(remote));
 	argv[argc++] = target;
 	argv[argc++] = remote;
 	argv[argc] = NULL;
-	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, c->e);
+	ret = spawn_piped(argv, &ep->child, &rfd, &wfd, NULL, c->e);
 	if (ret < 0)
 		return ret;
 	return client_ctl_new(c, ep, rfd, wfd, false);
@@ -437,7 +425,11 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	ep->t = SESSION_PIPE;
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
 	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
-	return client_spawn_ssh(c, ep);
+	int ret = client_spawn_ssh(c, ep);
+	/* Only through ssh: the streams start with the control channel. */
+	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
+		ret = client_ssh_streams(c, ep);
+	return ret;
 }
 
 /* After the far end went away during the handshake: if it was ssh, its
@@ -492,6 +484,9 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 	client_dial_stop(ep); /* data connections the session never took */
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
+	/* Their channels are closed: their ssh's end as the session does. */
+	sshdata_end(ep->sdata, *ret < 0);
+	ep->sdata = NULL;
 	/* Interrupted: the --rsh command may be where EOF on its stdin goes
 	 * unnoticed (ssh still resolving or connecting to the host), and
 	 * waiting for it would undo the interruption: pass the stop on. The
@@ -535,6 +530,11 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL)
 		req->flags |= PROTO_REQ_DEST_STDOUT;
 	snprintf(req->codec, sizeof(req->codec), "%s", o->codec ? o->codec : "");
+	if (c->mode != CLIENT_THIRD) {
+		ret = client_request_via(c, ep);
+		if (ret < 0)
+			return ret;
+	}
 	if (role == PROTO_ROLE_SINK)
 		ret = proto_request_add_path(req, c->dst.path);
 	for (int i = 0; role == PROTO_ROLE_SOURCE && i < c->nsrc && ret == 0; i++)
@@ -542,6 +542,51 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	if (ret < 0)
 		return pc_err_set(c->e, -PC_E_USAGE, "too many or too long remote paths");
 	return 0;
+}
+
+/* How ep's data streams go (ep->via), and the REQUEST's part of it: a host
+ * reached with ssh may take them through ssh (SSH_DATA, with a fresh
+ * attach id), or only so (SSH_ONLY: --data-via ssh, or a host that ssh
+ * reaches through a proxy, where direct connections stand little chance).
+ * Not with -z (the far end connects to us), nor in auto mode with a --rsh
+ * that is not ssh (it would not take our options). */
+static int client_request_via(struct client *c, struct endpoint *ep)
+{
+	const struct pcopy_opts *o = c->o;
+	struct proto_request *req = &ep->req;
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2], host[LOC_MAX_HOST + 16];
+	const char *proxy;
+
+	ep->via = PCOPY_DATA_VIA_DIRECT;
+	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || o->reverse ||
+	    o->data_via == PCOPY_DATA_VIA_DIRECT ||
+	    (o->data_via == PCOPY_DATA_VIA_AUTO && !sshdata_is_ssh(o->rsh)))
+		return 0;
+	ep->via = o->data_via;
+	loc_ssh_target(ep->loc, target, sizeof(target));
+	if (ep->via == PCOPY_DATA_VIA_AUTO && (proxy = sshdata_proxied(o->rsh, target)) != NULL) {
+		loc_host_display(ep->loc, host, sizeof(host));
+		log_warn("%s is reached through a proxy (%s); the data goes through ssh", host,
+			 proxy);
+		ep->via = PCOPY_DATA_VIA_SSH;
+	}
+	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
+	int ret = crypto_random(req->attach_id, sizeof(req->attach_id));
+	return ret < 0 ? pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret)) : 0;
+}
+
+/* Starts ep's data streams through ssh (they connect while the session
+ * starts). */
+static int client_ssh_streams(struct client *c, struct endpoint *ep)
+{
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
+	struct sshdata_cfg cfg = {
+		.rsh = c->o->rsh, .target = target, .remote_pcopy = c->o->remote_pcopy,
+		.attach_id = ep->req.attach_id, .streams = ep->req.streams, .peer = ep->peer,
+	};
+
+	loc_ssh_target(ep->loc, target, sizeof(target));
+	return sshdata_start(&cfg, &ep->sdata, c->e);
 }
 
 /* ---- Two-party copies -------------------------------------------------- */
@@ -586,10 +631,12 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	ep->dial = NULL; /* finished below, whatever happens */
 
 	if (lfd >= 0) {
-		ret = acceptor_run(lfd, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
+		ret = acceptor_run(lfd, -1, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
+	if (ep->via == PCOPY_DATA_VIA_SSH)
+		return sshdata_open(ep->sdata, req, ep->k, c->chans, c->e);
 	pc_err_init(&e2);
 	if (dial != NULL)
 		ret = session_dial_finish(dial, req, true, c->chans, &e2);
@@ -606,6 +653,17 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
 					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
+	if (ret < 0 && !own && ep->via == PCOPY_DATA_VIA_AUTO) {
+		/* Nothing answered: a firewall that lets only ssh through. */
+		char why[sizeof(e2.msg)];
+		pc_err_get(&e2, why, sizeof(why));
+		pc_err_destroy(&e2);
+		log_warn("no direct data connection to %s port %u (%s); the data goes through ssh",
+			 ep->data_host, (unsigned)ep->port, why);
+		ep->via = PCOPY_DATA_VIA_SSH;
+		ret = client_ssh_streams(c, ep);
+		return ret < 0 ? ret : sshdata_open(ep->sdata, req, ep->k, c->chans, c->e);
+	}
 	if (own) {
 		/* We reached something, or were stopped: "cannot reach" would
 		 * mislead. */
@@ -637,7 +695,9 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 			  : ep->t == SESSION_DAEMON ? "in clear (--no-encrypt)"
 			  : ep->loc == NULL ? "a socket to our own child" : "inside ssh";
 
-	if (data != NULL && chan_encrypted(data))
+	if (ep->sdata != NULL)
+		snprintf(c->security, sizeof(c->security), "encrypted (ssh)");
+	else if (data != NULL && chan_encrypted(data))
 		snprintf(c->security, sizeof(c->security), "encrypted (%s)", chan_describe(data));
 	else if (data == NULL && (ep->req.flags & PROTO_REQ_ENCRYPT))
 		/* Third party: the data goes from h1 to h2 directly; we know

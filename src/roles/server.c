@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "wire/acceptor.h"
+#include "wire/attach.h"
 #include "roles/api.h"
 #include "codec/codec.h"
 #include "sys/crypto.h"
@@ -89,18 +90,55 @@ static bool server_routed(const struct server_cfg *cfg, const struct proto_reque
 	       (req->flags & PROTO_REQ_ENCRYPT) && !(req->flags & PROTO_REQ_CONNECT);
 }
 
+/* The data listeners of one session, and the attach socket's path. */
+struct server_listeners {
+	int lfd;                       /* TCP; -1: none */
+	int afd;                       /* attach socket (data through ssh); -1: none */
+	char apath[108];               /* its path, removed with it */
+};
+
+static void server_unlisten(struct server_listeners *l)
+{
+	if (l->lfd >= 0)
+		close(l->lfd);
+	attach_close(l->afd, l->apath);
+	l->lfd = l->afd = -1;
+	l->apath[0] = '\0';
+}
+
+/* A client through ssh may bring its data streams through ssh too
+ * (SSH_DATA): each one hands its pipes over on our attach socket. Not a
+ * daemon's business (no ssh there), and not when we connect. */
+static int server_attach(const struct server_cfg *cfg, const struct proto_request *req,
+			 struct server_listeners *l, struct pc_err *e)
+{
+	if (!(req->flags & PROTO_REQ_SSH_DATA) || cfg->transport != SESSION_PIPE ||
+	    (req->flags & PROTO_REQ_CONNECT))
+		return 0;
+	l->afd = attach_listen(req->attach_id, l->apath, sizeof(l->apath), e);
+	return l->afd < 0 ? l->afd : 0;
+}
+
 /* Unless the client listens (PROTO_REQ_CONNECT) or its connections come
  * through the daemon's port (READY's port is then 0), opens the data
- * listener (*lfd); then sends READY. Returns 0 or a negative code; the
- * client has been told. */
+ * listener (l->lfd), and the attach socket if asked; then sends READY.
+ * Returns 0 or a negative code; the client has been told. */
 static int server_listen(struct ctl *c, const struct server_cfg *cfg,
-			 const struct proto_request *req, int *lfd, struct pc_err *e)
+			 const struct proto_request *req, struct server_listeners *l,
+			 struct pc_err *e)
 {
 	struct proto_msg m = { .type = PROTO_READY };
-	int ret;
+	int ret = server_attach(cfg, req, l, e);
+	int *lfd = &l->lfd;
 
+	if (ret < 0) {
+		server_tell(c, e, ret);
+		return ret;
+	}
 	snprintf(m.u.ready.host, sizeof(m.u.ready.host), "%s", cfg->self_host ? cfg->self_host : "");
-	if (!(req->flags & PROTO_REQ_CONNECT) && !server_routed(cfg, req)) {
+	/* Only ssh streams (SSH_ONLY): nothing listens on the network. */
+	bool ssh_only = (req->flags & PROTO_REQ_SSH_ONLY) && l->afd >= 0;
+	if (!(req->flags & PROTO_REQ_CONNECT) && !server_routed(cfg, req) && !ssh_only) {
 		/* Before authentication: no privileged port for a stranger. */
 		if (req->port_lo != 0 && req->port_lo < PROTO_MIN_DATA_PORT) {
 			ret = pc_err_set(e, -PC_E_USAGE, "data ports below %u are not allowed "
@@ -130,16 +168,16 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
  * whatever listens there. Returns 0 or a negative code; the client has
  * been told unless it gave up first. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
-		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], int lfd,
-		       struct chan **chans, struct pc_err *e)
+		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
+		       const struct server_listeners *l, struct chan **chans, struct pc_err *e)
 {
 	int ret;
 
-	if (lfd >= 0 || server_routed(cfg, req)) {
+	if (l->lfd >= 0 || l->afd >= 0 || server_routed(cfg, req)) {
 		/* Watch the client too: if it gives up (its other end failed,
 		 * or it cannot reach us), stop waiting at once. */
-		if (lfd >= 0) {
-			ret = acceptor_run(lfd, c, req, k, ctl_peer(c), chans, e);
+		if (l->lfd >= 0 || l->afd >= 0) {
+			ret = acceptor_run(l->lfd, l->afd, c, req, k, ctl_peer(c), chans, e);
 		} else {
 			ret = acceptor_run_passed(cfg->route_fd, c, req, k, ctl_peer(c), chans,
 						  e);
@@ -172,7 +210,8 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct sink_target target = { .dirfd = -1 };
 	struct session_hs hs;
 	struct chan *chans[PROTO_MAX_STREAMS] = { NULL }; /* owned */
-	int lfd = -1, ret;
+	struct server_listeners l = { .lfd = -1, .afd = -1 };
+	int ret;
 
 	if (req == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
@@ -188,7 +227,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	if (ret < 0)
 		goto out;
 	if (early)
-		ret = server_listen(c, cfg, req, &lfd, e);
+		ret = server_listen(c, cfg, req, &l, e);
 	if (ret == 0)
 		ret = session_server_auth(c, &hs, k, e);
 	else
@@ -204,14 +243,12 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		goto out;
 	}
 	if (!early) {
-		ret = server_listen(c, cfg, req, &lfd, e);
+		ret = server_listen(c, cfg, req, &l, e);
 		if (ret < 0)
 			goto out;
 	}
-	ret = server_data(c, cfg, req, k, lfd, chans, e);
-	if (lfd >= 0)
-		close(lfd);
-	lfd = -1;
+	ret = server_data(c, cfg, req, k, &l, chans, e);
+	server_unlisten(&l);
 	if (ret < 0)
 		goto out;
 	session_check_window(chan_wfd(chans[0]), req->window);
@@ -226,8 +263,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	if (ret == -PC_E_PARTIAL) /* each was reported to the client; this is for our log */
 		pc_err_set(e, ret, "%u entries were not copied", run.failed);
 out:
-	if (lfd >= 0)
-		close(lfd);
+	server_unlisten(&l);
 	session_close_chans(chans, PROTO_MAX_STREAMS);
 	srclist_free(&list);
 	sink_target_close(&target);

@@ -64,20 +64,26 @@ static void spawn_exec(char *const argv[], int errfd)
 	_exit(127);
 }
 
-int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, struct pc_err *e)
+int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, int *efd,
+		struct pc_err *e)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, ex[2] = { -1, -1 }, err = 0, ret = 0;
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, ex[2] = { -1, -1 }, er[2] = { -1, -1 };
+	int err = 0, ret = 0;
 	pid_t child = -1;
 
-	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(ex, O_CLOEXEC) != 0) {
+	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 ||
+	    pipe2(ex, O_CLOEXEC) != 0 || (efd != NULL && pipe2(er, O_CLOEXEC | O_NONBLOCK) != 0)) {
 		ret = pc_err_set(e, -errno, "pipe: %s", strerror(errno));
 		goto out;
 	}
 	child = fork();
 	if (child == 0) {
-		/* The new 0 and 1 lose O_CLOEXEC through dup2; ex[1] closes
-		 * itself on a successful exec, which is how we know. */
-		if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0)
+		/* The new 0, 1 (and 2) lose O_CLOEXEC through dup2; ex[1]
+		 * closes itself on a successful exec, which is how we know.
+		 * The child's stderr blocks as usual: O_NONBLOCK is on our
+		 * end's file only. */
+		if (dup2(in[0], STDIN_FILENO) < 0 || dup2(out[1], STDOUT_FILENO) < 0 ||
+		    (efd != NULL && dup2(er[1], STDERR_FILENO) < 0))
 			_exit(127);
 		spawn_exec(argv, ex[1]);
 	}
@@ -99,14 +105,48 @@ int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, struct pc_er
 	*rfd = out[0];
 	*wfd = in[1];
 	out[0] = in[1] = -1;
+	if (efd != NULL) {
+		*efd = er[0];
+		er[0] = -1;
+	}
 out:
 	for (int i = 0; i < 2; i++) {
-		int *fds[] = { &in[i], &out[i], &ex[i] };
-		for (int j = 0; j < 3; j++)
+		int *fds[] = { &in[i], &out[i], &ex[i], &er[i] };
+		for (int j = 0; j < 4; j++)
 			if (*fds[j] >= 0)
 				close(*fds[j]);
 	}
 	return ret;
+}
+
+int spawn_split(char *cmd, char **argv, int *argc, int max)
+{
+	for (char *w = strtok(cmd, " \t"); w != NULL; w = strtok(NULL, " \t")) {
+		if (*argc >= max)
+			return -PC_E_USAGE;
+		argv[(*argc)++] = w;
+	}
+	return *argc > 0 ? 0 : -PC_E_USAGE;
+}
+
+size_t spawn_quote(const char *word, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	if (cap < 3)
+		return 0;
+	buf[n++] = '\'';
+	for (const char *p = word; *p != '\0' && n + 6 < cap; p++) {
+		if (*p == '\'') {
+			memcpy(buf + n, "'\\''", 4);
+			n += 4;
+		} else {
+			buf[n++] = *p;
+		}
+	}
+	buf[n++] = '\'';
+	buf[n] = '\0';
+	return n;
 }
 
 int spawn_wait(pid_t pid)

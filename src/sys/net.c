@@ -260,10 +260,10 @@ static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int famil
 	return fd;
 }
 
-/* connect() with a deadline (timeout_s 0: none but the kernel's):
+/* connect() with a deadline (timeout_ms 0: none but the kernel's):
  * non-blocking connect, a wait that a stop signal also ends, then back to
  * blocking. Returns 0, -PC_E_INTERRUPTED or -errno. */
-static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s)
+static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_ms)
 {
 	int flags = fcntl(fd, F_GETFL), soerr = 0;
 	socklen_t len = sizeof(soerr);
@@ -274,7 +274,7 @@ static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		if (errno != EINPROGRESS)
 			return -errno;
-		int n = platform_poll(&p, 1, timeout_s ? (int)timeout_s * 1000 : -1);
+		int n = platform_poll(&p, 1, timeout_ms ? (int)timeout_ms : -1);
 		if (n == 0)
 			return -ETIMEDOUT;
 		if (n < 0)
@@ -290,6 +290,12 @@ static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_s
 int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		unsigned timeout_s, struct pc_err *e)
 {
+	return net_connect_ms(host, port, family, window, timeout_s * 1000u, e);
+}
+
+int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
+		   unsigned timeout_ms, struct pc_err *e)
+{
 	struct addrinfo *res = NULL, *ai;
 	int fd = -1, err = ECONNREFUSED;
 
@@ -303,7 +309,7 @@ int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 			continue;
 		}
 		net_set_window(fd, window);
-		ret = net_connect_one(fd, ai, timeout_s);
+		ret = net_connect_one(fd, ai, timeout_ms);
 		if (ret == 0)
 			break;
 		close(fd);
@@ -369,45 +375,48 @@ int net_accept(int lfd, int timeout_ms, char *peer, size_t cap)
 	return fd;
 }
 
-int net_send_fd(int sock, int fd, const char *who)
+/* Room for the control message of up to NET_MAX_PASS fds. */
+union net_cmsg {
+	struct cmsghdr h;
+	char buf[CMSG_SPACE(NET_MAX_PASS * sizeof(int))];
+};
+
+int net_send_fds(int sock, const int *fds, unsigned n, const char *who)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
+	union net_cmsg u;
 	char text[NET_MAX_ADDR];
-	int n = snprintf(text, sizeof(text), "%s", who[0] != '\0' ? who : "?");
+	int len = snprintf(text, sizeof(text), "%s", who[0] != '\0' ? who : "?");
 	struct iovec iov = { .iov_base = text,
-			     .iov_len = n < (int)sizeof(text) ? (size_t)n : sizeof(text) - 1 };
+			     .iov_len = len < (int)sizeof(text) ? (size_t)len : sizeof(text) - 1 };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
+			    .msg_controllen = CMSG_SPACE(n * sizeof(int)) };
 	struct cmsghdr *c;
 
+	if (n == 0 || n > NET_MAX_PASS)
+		return -EINVAL;
 	memset(&u, 0, sizeof(u));
 	c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	c->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
 	if (sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
 		return -errno;
 	return 0;
 }
 
-int net_recv_fd(int sock, char *who, size_t cap)
+int net_recv_fds(int sock, int *fds, unsigned n, char *who, size_t cap)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
+	union net_cmsg u;
 	char text[NET_MAX_ADDR];
 	struct iovec iov = { .iov_base = text, .iov_len = sizeof(text) - 1 };
 	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			    .msg_controllen = sizeof(u.buf) };
-	int fd = -1;
-	unsigned nfds = 0;
+	unsigned got = 0;
 	ssize_t r;
 
+	if (n == 0 || n > NET_MAX_PASS)
+		return -EINVAL;
 	do
 		r = recvmsg(sock, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	while (r < 0 && errno == EINTR);
@@ -420,22 +429,36 @@ int net_recv_fd(int sock, char *who, size_t cap)
 			continue;
 		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (size_t i = 0; i < k; i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (nfds++ == 0)
-				fd = got;
+			int fd;
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (got < n)
+				fds[got] = fd;
 			else
-				close(got); /* more than one: none is kept */
+				close(fd); /* more than asked for: none is kept */
+			got++;
 		}
 	}
-	if (nfds != 1 || (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
-		if (fd >= 0)
-			close(fd);
+	if (got != n || (m.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+		for (unsigned i = 0; i < got && i < n; i++)
+			close(fds[i]);
 		return -EPROTO;
 	}
 	text[r] = '\0';
 	snprintf(who, cap, "%s", text);
-	return fd;
+	return 0;
+}
+
+int net_send_fd(int sock, int fd, const char *who)
+{
+	return net_send_fds(sock, &fd, 1, who);
+}
+
+int net_recv_fd(int sock, char *who, size_t cap)
+{
+	int fd = -1;
+	int ret = net_recv_fds(sock, &fd, 1, who, cap);
+
+	return ret < 0 ? ret : fd;
 }
 
 uint16_t net_local_port(int fd)

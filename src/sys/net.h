@@ -30,6 +30,9 @@ int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t 
  * host name. Returns the fd. */
 int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		unsigned timeout_s, struct pc_err *e);
+/* The same with the limit in milliseconds (0 = the kernel's default). */
+int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
+		   unsigned timeout_ms, struct pc_err *e);
 
 /* Waits up to timeout_ms (-1 = forever) for a connection on lfd and
  * accepts it. Returns the fd, or -PC_E_TIMEOUT, or -errno. If peer is not
@@ -54,6 +57,14 @@ void net_set_window(int fd, uint32_t window);
  * closed). */
 int net_send_fd(int sock, int fd, const char *who);
 int net_recv_fd(int sock, char *who, size_t cap);
+
+/* The same for n (1..NET_MAX_PASS) fds in one message: a stream through
+ * ssh passes its two pipes. net_recv_fds fills fds[0..n-1] and returns 0,
+ * or -EPROTO for a message without exactly n fds (none is kept), or the
+ * codes of net_recv_fd. */
+#define NET_MAX_PASS 2u
+int net_send_fds(int sock, const int *fds, unsigned n, const char *who);
+int net_recv_fds(int sock, int *fds, unsigned n, char *who, size_t cap);
 
 /* The local port of a bound socket, or 0 on failure. */
 uint16_t net_local_port(int fd);

@@ -8,10 +8,13 @@
  * started): the fd is left as it is (it may be shared), every wait is a
  * poll on the fd and on an eventfd that chan_abort signals, and a write is
  * at most PIPE_BUF bytes after POLLOUT, which never blocks on Linux (POLLOUT
- * means a free pipe buffer, and PIPE_BUF bytes fit in one). */
+ * means a free pipe buffer, and PIPE_BUF bytes fit in one). Plain over
+ * pipes of its own (chan_pipes_new: a data stream through ssh): the fds are
+ * made non-blocking, and a write takes as much as the pipe does. */
 #include "transport/chan_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdint.h>
@@ -215,6 +218,8 @@ void chan_free(struct chan *c)
 struct chan_plain {
 	struct chan c;  /* first: the common part */
 	int efd;        /* eventfd chan_abort signals; -1 when both fds are sockets */
+	bool bulk;      /* pipes of our own, non-blocking: writes are not cut to PIPE_BUF */
+	int hold_fd;    /* closed with the chan (chan_pipes_new); -1: none */
 };
 
 /* Waits until fd is ready for events (POLLIN or POLLOUT), the chan is
@@ -262,7 +267,7 @@ static void plain_advance(struct iovec **iov, int *n, size_t w)
 static ssize_t plain_write_pipe(struct chan_plain *pc, const struct iovec *iov, int n)
 {
 	struct iovec part[CHAN_IOV_WINDOW];
-	size_t room = PIPE_BUF;
+	size_t room = pc->bulk ? SIZE_MAX : PIPE_BUF;
 	int k = 0, r;
 	ssize_t w;
 
@@ -386,6 +391,8 @@ static void plain_destroy(struct chan *c)
 
 	if (pc->efd >= 0)
 		close(pc->efd);
+	if (pc->hold_fd >= 0)
+		close(pc->hold_fd);
 	free(pc);
 }
 
@@ -406,6 +413,7 @@ struct chan *chan_plain_new(int rfd, int wfd)
 		return NULL;
 	chan_init(&pc->c, &chan_plain_ops, rfd, wfd, "clear");
 	pc->efd = -1;
+	pc->hold_fd = -1;
 	if (!pc->c.rsock || !pc->c.wsock) {
 		int efd = platform_event_new();
 
@@ -416,5 +424,23 @@ struct chan *chan_plain_new(int rfd, int wfd)
 		}
 		pc->efd = efd;
 	}
+	return &pc->c;
+}
+
+struct chan *chan_pipes_new(int rfd, int wfd, int hold_fd)
+{
+	struct chan_plain *pc;
+	int fl;
+
+	for (int i = 0; i < 2; i++) {
+		int fd = i == 0 ? rfd : wfd;
+		if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			return NULL;
+	}
+	pc = (struct chan_plain *)chan_plain_new(rfd, wfd);
+	if (pc == NULL)
+		return NULL;
+	pc->bulk = true;
+	pc->hold_fd = hold_fd;
 	return &pc->c;
 }

@@ -32,6 +32,15 @@ struct chan;
  * are waited on with poll, so their fds may stay blocking. */
 struct chan *chan_plain_new(int rfd, int wfd);
 
+/* A channel in clear over two pipes of its own: a data stream through ssh
+ * (the pipes to the ssh child, or those sshd gave the remote command). Both
+ * are made non-blocking, so that a send writes as much as the pipe takes
+ * at once. hold_fd (-1: none) is closed with the channel: the connection
+ * whose close tells the remote `pcopy --attach` the stream is over. Takes
+ * ownership of all three on success; NULL with errno set on failure, the
+ * fds then still the caller's. */
+struct chan *chan_pipes_new(int rfd, int wfd, int hold_fd);
+
 /* Sends every byte of iov[0..n-1]; iov itself is not modified. */
 int chan_send(struct chan *c, const struct iovec *iov, int n);
 

@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "wire/attach.h"
 #include "wire/auth.h"
 #include "wire/ctl.h"
 #include "sys/log.h"
@@ -21,6 +22,13 @@
 
 struct acceptor;
 
+/* Where a connection came from. */
+enum acc_kind {
+	ACC_TCP,                  /* our listener */
+	ACC_PASSED,               /* a daemon's port, passed on to us */
+	ACC_ATTACH,               /* our attach socket: a stream through ssh */
+};
+
 /* One connection being authenticated by its own thread. */
 struct acc_job {
 	struct acceptor *a;
@@ -28,6 +36,9 @@ struct acc_job {
 	                             open until collected (so shutdown may cut it off) */
 	struct chan *ch;          /* result: the channel over fd; owned by the job until
 	                             collected */
+	struct chan *live;        /* guarded by a->lock: an attach job's channel while its
+	                             handshake runs, for a cut to abort (NULL: none) */
+	enum acc_kind kind;       /* immutable */
 	char who[NET_MAX_ADDR];   /* immutable */
 	char why[256];            /* result: why the handshake failed, or "" */
 	uint16_t idx;             /* result: the stream index */
@@ -49,13 +60,60 @@ struct acceptor {
 	struct acc_job jobs[ACCEPTOR_MAX_JOBS];
 };
 
+/* A stream through ssh: takes its pipes from the attach connection j->fd
+ * (which the channel then holds: closing it ends the remote `pcopy
+ * --attach`), and runs the handshake in clear over them, whatever the
+ * session's mode: ssh encrypts them. Sets j->ch on success. */
+static int acc_handshake_attach(struct acc_job *j)
+{
+	struct acceptor *a = j->a;
+	uint64_t deadline = j->started_ns + (uint64_t)ACCEPTOR_AUTH_TIMEOUT_S * 1000000000u;
+	char who[NET_MAX_ADDR];
+	struct chan *ch;
+	bool cut;
+	int fds[2], ret;
+
+	ret = attach_take(j->fd, deadline, fds, who, sizeof(who));
+	if (ret < 0) {
+		snprintf(j->why, sizeof(j->why), "%s", ret == -EPERM ? "a process of another user"
+			 : ret == -EPROTO ? "it did not pass a stream" : pc_strerror(ret));
+		return ret;
+	}
+	ch = chan_pipes_new(fds[0], fds[1], j->fd);
+	if (ch == NULL) {
+		ret = -errno;
+		close(fds[0]);
+		close(fds[1]);
+		return ret;
+	}
+	sync_lock(&a->lock);
+	j->live = ch;
+	cut = j->cut;
+	sync_unlock(&a->lock);
+	ret = cut ? -PC_E_TIMEOUT : chan_set_timeout(ch, ACCEPTOR_AUTH_TIMEOUT_S);
+	if (ret == 0)
+		ret = auth_data_accept(ch, a->k, a->n, &j->idx);
+	if (ret == 0)
+		ret = chan_set_timeout(ch, a->timeout_s);
+	sync_lock(&a->lock);
+	j->live = NULL;
+	sync_unlock(&a->lock);
+	/* The channel holds j->fd now, whatever came of the handshake: it is
+	 * closed when the job is collected (acc_job_close). */
+	j->ch = ch;
+	return ret;
+}
+
 /* The handshake of one connection, TLS or in clear. Sets j->ch on
  * success. Returns 0 or a negative code (j->why may say more). */
 static int acc_handshake(struct acc_job *j)
 {
 	struct acceptor *a = j->a;
-	int ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
+	int ret;
 
+	if (j->kind == ACC_ATTACH)
+		return acc_handshake_attach(j);
+	ret = net_set_nodelay(j->fd); /* as the connector does: no 40 ms END */
 	if (ret == 0 && a->mode.tls) {
 		/* One deadline for the whole handshake, whatever the peer
 		 * trickles (acc_expire cuts it off then, in clear too). */
@@ -94,6 +152,16 @@ static void *acc_job_main(void *arg)
 	return NULL;
 }
 
+/* Cuts job j off (a->lock held): its socket is shut down, and a stream
+ * through ssh aborted, so that its thread ends at once. */
+static void acc_cut(struct acc_job *j)
+{
+	j->cut = true;
+	(void)shutdown(j->fd, SHUT_RDWR);
+	if (j->live != NULL)
+		chan_abort(j->live);
+}
+
 /* Closes what a job holds: its channel, or its bare socket. */
 static void acc_job_close(struct acc_job *j)
 {
@@ -120,8 +188,11 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 		sync_unlock(&a->lock);
 		if (!done && !all)
 			continue;
-		if (!done)
-			(void)shutdown(j->fd, SHUT_RDWR); /* a silent stranger: cut it off */
+		if (!done) {
+			sync_lock(&a->lock);
+			acc_cut(j); /* a silent stranger: cut it off */
+			sync_unlock(&a->lock);
+		}
 		if (pthread_join(j->tid, NULL) != 0)
 			log_error("cannot join an acceptor thread");
 		if (j->ret == 0 && chans[j->idx] == NULL && !all) {
@@ -143,7 +214,7 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 /* Accepts one connection and starts its job. Returns 0 (also when the
  * connection went away before accept, or no thread could be had), or a
  * negative code for a listener that failed. */
-static int acc_accept(struct acceptor *a, int lfd, bool passed)
+static int acc_accept(struct acceptor *a, int lfd, enum acc_kind kind)
 {
 	struct acc_job *j = NULL;
 	char who[NET_MAX_ADDR];
@@ -154,7 +225,15 @@ static int acc_accept(struct acceptor *a, int lfd, bool passed)
 			j = &a->jobs[i];
 	if (j == NULL)
 		return 0; /* every slot busy: it waits in the backlog */
-	fd = passed ? net_recv_fd(lfd, who, sizeof(who)) : net_accept(lfd, 0, who, sizeof(who));
+	if (kind == ACC_ATTACH) {
+		fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		fd = fd >= 0 ? fd : -errno;
+		snprintf(who, sizeof(who), "a stream through ssh");
+	} else if (kind == ACC_PASSED) {
+		fd = net_recv_fd(lfd, who, sizeof(who));
+	} else {
+		fd = net_accept(lfd, 0, who, sizeof(who));
+	}
 	if (fd == -PC_E_TIMEOUT || fd == -EAGAIN || fd == -ECONNABORTED || fd == -EINTR ||
 	    fd == -EPROTO)
 		return 0;
@@ -163,9 +242,10 @@ static int acc_accept(struct acceptor *a, int lfd, bool passed)
 	/* Accepted by a daemon's listener, which could not know our window:
 	 * without it the receive window would grow from the kernel's default,
 	 * a round trip at a time (about 0.14 s of a 256 MiB copy over 50 ms). */
-	if (passed)
+	if (kind == ACC_PASSED)
 		net_set_window(fd, a->window);
-	*j = (struct acc_job){ .a = a, .fd = fd, .used = true, .started_ns = platform_now_ns() };
+	*j = (struct acc_job){ .a = a, .fd = fd, .used = true, .kind = kind,
+			       .started_ns = platform_now_ns() };
 	snprintf(j->who, sizeof(j->who), "%s", who);
 	rc = pthread_create(&j->tid, NULL, acc_job_main, j);
 	if (rc != 0) {
@@ -203,8 +283,7 @@ static void acc_make_room(struct acceptor *a)
 			oldest = j;
 	}
 	if (oldest != NULL) {
-		oldest->cut = true;
-		(void)shutdown(oldest->fd, SHUT_RDWR);
+		acc_cut(oldest);
 		log_debug("cut off the data connection from %s: every slot was taken", oldest->who);
 	}
 	sync_unlock(&a->lock);
@@ -225,8 +304,7 @@ static int acc_expire(struct acceptor *a)
 		if (!j->used || j->done || j->cut)
 			continue;
 		if (now - j->started_ns >= limit) {
-			j->cut = true;
-			(void)shutdown(j->fd, SHUT_RDWR);
+			acc_cut(j);
 			log_debug("cut off the data connection from %s: no proof within %u s", j->who,
 				  ACCEPTOR_AUTH_TIMEOUT_S);
 		} else if (j->started_ns + limit < next) {
@@ -269,9 +347,11 @@ static int acc_hear(struct ctl *watch, struct pc_err *e)
 	return ret;
 }
 
-static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_request *req,
-		   const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
-		   struct pc_err *e)
+/* lfd: our listener (-1: none), or with passed the daemon's socket that
+ * passes connections on; afd: our attach socket (-1: none). */
+static int acc_run(int lfd, bool passed, int afd, struct ctl *watch,
+		   const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN], const char *peer,
+		   struct chan **chans, struct pc_err *e)
 {
 	unsigned n = req->streams;
 	uint64_t deadline = platform_now_ns() + (uint64_t)ACCEPTOR_TIMEOUT_S * 1000000000u;
@@ -309,16 +389,18 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 		/* With every slot taken, a new connection still wakes us (to
 		 * make room), unless room is being made already. */
 		bool full = busy >= ACCEPTOR_MAX_JOBS;
-		struct pollfd p[3] = { { .fd = full && acc_cutting(a) ? -1 : lfd, .events = POLLIN },
+		bool hold = full && acc_cutting(a);
+		struct pollfd p[4] = { { .fd = hold ? -1 : lfd, .events = POLLIN },
 				       { .fd = a->efd, .events = POLLIN },
-				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN } };
+				       { .fd = busy || !watch ? -1 : ctl_rfd(watch), .events = POLLIN },
+				       { .fd = hold ? -1 : afd, .events = POLLIN } };
 		/* A message already inside the ctl is not seen by poll. */
 		bool heard = !busy && watch != NULL && ctl_pending(watch);
 		/* A stop signal ends the wait too (platform_poll). */
 		int wait_ms = (int)((deadline - now) / 1000000u) + 1;
 		if (expire_ms >= 0 && expire_ms < wait_ms)
 			wait_ms = expire_ms;
-		int nr = platform_poll(p, 3, heard ? 0 : wait_ms);
+		int nr = platform_poll(p, 4, heard ? 0 : wait_ms);
 		if (nr == -PC_E_INTERRUPTED) {
 			ret = pc_err_set(e, nr, "interrupted while waiting for data connections "
 					 "from %s", peer);
@@ -328,7 +410,8 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 			ret = pc_err_set(e, nr, "poll: %s", strerror(-nr));
 			break;
 		}
-		if ((heard || (nr > 0 && p[2].revents)) && !(p[0].revents & POLLIN)) {
+		bool knock = nr > 0 && ((p[0].revents | p[3].revents) & POLLIN);
+		if ((heard || (nr > 0 && p[2].revents)) && !knock) {
 			ret = acc_hear(watch, e);
 			if (ret < 0)
 				break;
@@ -347,10 +430,17 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 				log_debug("acceptor eventfd: %s", strerror(-err));
 			have += acc_collect(a, chans, false);
 		}
-		if (nr > 0 && (p[0].revents & POLLIN) && full) {
+		if (knock && full) {
 			acc_make_room(a);
+		} else if (nr > 0 && (p[3].revents & POLLIN)) {
+			ret = acc_accept(a, afd, ACC_ATTACH);
+			if (ret < 0) {
+				pc_err_set(e, ret, "accepting data streams through ssh: %s",
+					   pc_strerror(ret));
+				break;
+			}
 		} else if (nr > 0 && (p[0].revents & POLLIN)) {
-			ret = acc_accept(a, lfd, passed);
+			ret = acc_accept(a, lfd, passed ? ACC_PASSED : ACC_TCP);
 			if (ret == -PC_E_NET && passed) {
 				pc_err_set(e, ret, "the daemon stopped passing on data connections");
 				break;
@@ -381,16 +471,16 @@ static int acc_run(int lfd, bool passed, struct ctl *watch, const struct proto_r
 	return ret;
 }
 
-int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
+int acceptor_run(int lfd, int afd, struct ctl *watch, const struct proto_request *req,
 		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
 		 struct pc_err *e)
 {
-	return acc_run(lfd, false, watch, req, k, peer, chans, e);
+	return acc_run(lfd, false, afd, watch, req, k, peer, chans, e);
 }
 
 int acceptor_run_passed(int sock, struct ctl *watch, const struct proto_request *req,
 			const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
 			struct pc_err *e)
 {
-	return acc_run(sock, true, watch, req, k, peer, chans, e);
+	return acc_run(sock, true, -1, watch, req, k, peer, chans, e);
 }

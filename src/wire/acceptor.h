@@ -20,7 +20,10 @@
  * waits, the oldest still running is cut off to make room. */
 #define ACCEPTOR_MAX_JOBS (PROTO_MAX_STREAMS + 16)
 
-/* Accepts req->streams authenticated data connections on lfd, one per
+/* Accepts req->streams authenticated data connections on lfd (-1: none)
+ * and, when afd is not -1, streams through ssh on that attach socket
+ * (wire/attach.h: their handshake is in clear, whatever req->flags say, for
+ * ssh encrypts them), one per
  * stream index, with session key k, secured as req->flags say
  * (auth_data_mode: TLS 1.3, or in clear with the DHELLO proofs), each a
  * channel with a timeout of req->timeout_s (chan_set_timeout). Every
@@ -38,7 +41,7 @@
  * the connections (owned by the caller: chan_free); on failure none is
  * left open and every chans[i] is NULL. Returns 0 or a negative code with
  * the detail in e. */
-int acceptor_run(int lfd, struct ctl *watch, const struct proto_request *req,
+int acceptor_run(int lfd, int afd, struct ctl *watch, const struct proto_request *req,
 		 const uint8_t k[PROTO_KEY_LEN], const char *peer, struct chan **chans,
 		 struct pc_err *e);
 

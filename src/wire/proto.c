@@ -391,6 +391,8 @@ static bool proto_request_ssh_ok(const struct proto_request *q)
 
 	if (has_id != ((q->flags & (PROTO_REQ_SSH_DATA | PROTO_REQ_CONNECT_SSH)) != 0))
 		return false;
+	if ((q->flags & PROTO_REQ_SSH_ONLY) && !(q->flags & PROTO_REQ_SSH_DATA))
+		return false;
 	if (!(q->flags & PROTO_REQ_CONNECT_SSH))
 		return q->connect_ssh[0] == '\0' && q->connect_pcopy[0] == '\0';
 	return (q->flags & PROTO_REQ_CONNECT) && proto_ssh_dest_ok(q->connect_ssh);

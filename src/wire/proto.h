@@ -93,12 +93,13 @@ enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
                                       by attach_id */
 #define PROTO_REQ_CONNECT_SSH 0x4000u /* with CONNECT: the server may reach the listener
                                       through ssh (connect_ssh, attach_id) */
+#define PROTO_REQ_SSH_ONLY 0x8000u /* with SSH_DATA: no TCP listener, only ssh streams */
 #define PROTO_REQ_KNOWN (PROTO_REQ_ORDERED | PROTO_REQ_DEST_STDOUT | PROTO_REQ_SRC_STDIN | \
 			 PROTO_REQ_CONNECT | PROTO_REQ_DATA_KEY | PROTO_REQ_RECURSIVE | \
 			 PROTO_REQ_PRESERVE | PROTO_REQ_NUMERIC_IDS | PROTO_REQ_DEREF | \
 			 PROTO_REQ_HARDLINKS | PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES | \
 			 PROTO_REQ_CIPHER_CHACHA | PROTO_REQ_SSH_DATA | \
-			 PROTO_REQ_CONNECT_SSH) /* 0x7fff: bit 0x8000 must be 0 */
+			 PROTO_REQ_CONNECT_SSH | PROTO_REQ_SSH_ONLY) /* 0xffff: every bit is taken */
 
 /* proto_entry.type */
 enum proto_entry_type {

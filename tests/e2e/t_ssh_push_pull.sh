@@ -163,6 +163,32 @@ case_local_colon() {
     no_temp_files "$T"
 }
 
+# --data-via ssh: every data stream its own ssh connection (here on an open
+# loopback; t_ssh_firewall has the firewall): push and pull of several
+# files with 1 and 4 streams, and the summary says how the data went.
+case_data_via_ssh() {
+    local s f total=$((20 * 1048576 + 1000 + 77777))
+    make_sources "$T/src"
+    for s in 1 4; do
+        mkdir -p "$T/remote.$s" "$T/back.$s"
+        expect_exit 0 "$PCOPY" -s "$s" --data-via ssh "$T/src/big" "$T/src/a" "$T/src/b" "$T/src/c" "pctest:$T/remote.$s/"
+        expect_summary "$total" 4 "$s"
+        expect_stderr_matches 'encrypted \(ssh\)'
+        for f in big $SMALL; do
+            same_file "$T/src/$f" "$T/remote.$s/$f"
+        done
+        expect_exit 0 "$PCOPY" -s "$s" --data-via ssh "pctest:$T/remote.$s/big" "pctest:$T/remote.$s/a" \
+            "pctest:$T/remote.$s/b" "pctest:$T/remote.$s/c" "$T/back.$s/"
+        expect_summary "$total" 4 "$s"
+        expect_stderr_matches 'encrypted \(ssh\)'
+        for f in big $SMALL; do
+            same_file "$T/src/$f" "$T/back.$s/$f"
+        done
+    done
+    # Nothing is left behind on the far side: no attach process, no socket.
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(pgrep -af 'pcopy --attach' || true)"
+}
+
 run_case push-pull case_push_pull
 run_case names case_names
 run_case stdio case_stdio
@@ -170,4 +196,5 @@ run_case remote-home case_remote_home
 run_case ipv6 case_ipv6
 run_case rsh-option case_rsh_option
 run_case local-colon case_local_colon
+run_case data-via-ssh case_data_via_ssh
 finish

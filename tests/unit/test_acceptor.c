@@ -245,7 +245,7 @@ static void test_file_overtakes_connections(void **state)
 	rig_start(&r, &file, NSTREAMS);
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
@@ -276,7 +276,7 @@ static void expect_stop(const struct proto_msg *first, int ret, int want, char m
 	r.peer.close_ctl = first == NULL;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 ret);
 	assert_int_equal(pc_err_get(&e, msg, 256), want);
 	pc_err_destroy(&e);
@@ -318,7 +318,7 @@ static void test_stranger_dropped(void **state)
 	r.peer.stranger = true;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	assert_false(ctl_pending(r.ours));
 	rig_join(&r);
@@ -346,7 +346,7 @@ static void test_trickle_cut_at_deadline(void **state)
 	r.peer.trickle = true;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
@@ -370,7 +370,7 @@ static void test_tls_connections(void **state)
 	r.peer.stranger = true;
 	rig_run_peer(&r);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	pc_err_destroy(&e);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0); /* the stranger's handshake failed, as it should */
@@ -482,7 +482,7 @@ static void test_full_slots_make_room(void **state)
 	rig_run_peer(&r);
 	pc_err_init(&e);
 	uint64_t t0 = platform_now_ns();
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
 	assert_true(platform_now_ns() - t0 < 5000000000ull);
 	pc_err_destroy(&e);
 	rig_join(&r);
@@ -512,7 +512,7 @@ static void test_peer_gave_up_inside_chan(void **state)
 	struct ctl *watch = testchan_held_ctl(sv[0], &err, "peer");
 	uint64_t t0 = platform_now_ns();
 	struct proto_request req = { .streams = NSTREAMS, .timeout_s = 10 };
-	assert_int_equal(acceptor_run(lfd, watch, &req,
+	assert_int_equal(acceptor_run(lfd, -1, watch, &req,
 				      (const uint8_t *)"0123456789abcdef0123456789abcdef", "peer",
 				      chans, &e), -PC_E_ABORTED);
 	assert_true(platform_now_ns() - t0 < 5000000000u);
@@ -545,7 +545,7 @@ static void test_interrupted(void **state)
 	rig_start(&r, NULL, 0);
 	assert_int_equal(kill(getpid(), SIGTERM), 0);
 	pc_err_init(&e);
-	assert_int_equal(acceptor_run(r.lfd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
+	assert_int_equal(acceptor_run(r.lfd, -1, r.ours, &r.req, r.peer.k, "peer", chans, &e),
 			 -PC_E_INTERRUPTED);
 	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_INTERRUPTED);
 	assert_string_equal(msg, "interrupted while waiting for data connections from peer");
