@@ -32,6 +32,7 @@
 #include "roles/relay.h"
 #include "roles/session.h"
 #include "roles/spawn.h"
+#include "roles/datapath.h"
 #include "roles/sshdata.h"
 #include "pipeline/srclist.h"
 
@@ -575,17 +576,26 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 	return ret < 0 ? pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret)) : 0;
 }
 
+/* How ep's data streams through ssh start; target[LOC_MAX_USER +
+ * LOC_MAX_HOST + 2] receives the ssh destination cfg points at. */
+static void client_ssh_cfg(struct client *c, struct endpoint *ep, struct sshdata_cfg *cfg,
+			   char *target)
+{
+	loc_ssh_target(ep->loc, target, LOC_MAX_USER + LOC_MAX_HOST + 2);
+	*cfg = (struct sshdata_cfg){
+		.rsh = c->o->rsh, .target = target, .remote_pcopy = c->o->remote_pcopy,
+		.attach_id = ep->req.attach_id, .streams = ep->req.streams, .peer = ep->peer,
+	};
+}
+
 /* Starts ep's data streams through ssh (they connect while the session
  * starts). */
 static int client_ssh_streams(struct client *c, struct endpoint *ep)
 {
 	char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
-	struct sshdata_cfg cfg = {
-		.rsh = c->o->rsh, .target = target, .remote_pcopy = c->o->remote_pcopy,
-		.attach_id = ep->req.attach_id, .streams = ep->req.streams, .peer = ep->peer,
-	};
+	struct sshdata_cfg cfg;
 
-	loc_ssh_target(ep->loc, target, sizeof(target));
+	client_ssh_cfg(c, ep, &cfg, target);
 	return sshdata_start(&cfg, &ep->sdata, c->e);
 }
 
@@ -637,6 +647,16 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	}
 	if (ep->via == PCOPY_DATA_VIA_SSH)
 		return sshdata_open(ep->sdata, req, ep->k, c->chans, c->e);
+	if (ep->via == PCOPY_DATA_VIA_AUTO && dial == NULL) {
+		/* Direct, or through ssh when that cannot connect. */
+		char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
+		struct sshdata_cfg scfg;
+		client_ssh_cfg(c, ep, &scfg, target);
+		struct datapath_cfg dc = { .host = ep->data_host, .alt_host = ep->ready_host,
+					   .port = ep->port, .req = req, .k = ep->k,
+					   .pending = pending, .ssh = &scfg };
+		return datapath_open(&dc, c->chans, &ep->sdata, c->e);
+	}
 	pc_err_init(&e2);
 	if (dial != NULL)
 		ret = session_dial_finish(dial, req, true, c->chans, &e2);
@@ -653,17 +673,6 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
 					   c->chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
-	if (ret < 0 && !own && ep->via == PCOPY_DATA_VIA_AUTO) {
-		/* Nothing answered: a firewall that lets only ssh through. */
-		char why[sizeof(e2.msg)];
-		pc_err_get(&e2, why, sizeof(why));
-		pc_err_destroy(&e2);
-		log_warn("no direct data connection to %s port %u (%s); the data goes through ssh",
-			 ep->data_host, (unsigned)ep->port, why);
-		ep->via = PCOPY_DATA_VIA_SSH;
-		ret = client_ssh_streams(c, ep);
-		return ret < 0 ? ret : sshdata_open(ep->sdata, req, ep->k, c->chans, c->e);
-	}
 	if (own) {
 		/* We reached something, or were stopped: "cannot reach" would
 		 * mislead. */

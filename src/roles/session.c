@@ -252,6 +252,7 @@ struct connector {
 	                           TLS_DEADLINE_LATER */
 	const char *host;
 	uint16_t port;
+	int fd;                 /* a socket already connected (the thread's), or -1 */
 	const struct proto_request *req;
 	struct auth_data_mode mode;
 	const uint8_t *k;
@@ -360,8 +361,8 @@ static bool session_gate_wait(struct dial_gate *g)
 static void *session_connect_one(void *arg)
 {
 	struct connector *c = arg;
-	int fd = net_connect(c->host, c->port, c->req->family, c->req->window,
-			     SESSION_CONNECT_TIMEOUT_S, &c->err);
+	int fd = c->fd >= 0 ? c->fd : net_connect(c->host, c->port, c->req->family,
+						  c->req->window, SESSION_CONNECT_TIMEOUT_S, &c->err);
 	int ret;
 
 	if (fd < 0)
@@ -418,12 +419,14 @@ struct session_dial {
  * d->deadline. Returns 0 or a negative code (the threads started are left
  * for session_dial_join). */
 static int session_dial_begin(struct session_dial *d, const char *host, uint16_t port,
-			      const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
-			      uint8_t (*pending)[PROTO_MAC_LEN], bool routed, struct pc_err *e)
+			      int *fds, const struct proto_request *req,
+			      const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
+			      bool routed, struct pc_err *e)
 {
 	for (unsigned i = 0; i < req->streams; i++) {
 		struct connector *c = &d->c[i];
-		*c = (struct connector){ .route = routed ? d->route : NULL,
+		*c = (struct connector){ .fd = fds != NULL ? fds[i] : -1,
+					 .route = routed ? d->route : NULL,
 					 .gate = routed ? &d->gate : NULL,
 					 .deadline = routed ? &d->deadline : NULL, .host = host,
 					 .port = port, .req = req,
@@ -434,6 +437,9 @@ static int session_dial_begin(struct session_dial *d, const char *host, uint16_t
 		int rc = pthread_create(&c->tid, NULL, session_connect_one, c);
 		if (rc != 0) {
 			pc_err_destroy(&c->err);
+			/* The sockets no thread took are still ours. */
+			for (unsigned j = i; fds != NULL && j < req->streams; j++)
+				close(fds[j]);
 			return pc_err_set(e, -rc, "cannot start thread: %s", strerror(rc));
 		}
 		d->started++;
@@ -496,7 +502,22 @@ int session_connect_data(const char *host, uint16_t port, const struct proto_req
 
 	if (d == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
-	int ret = session_dial_begin(d, host, port, req, k, pending, false, e);
+	int ret = session_dial_begin(d, host, port, NULL, req, k, pending, false, e);
+	return session_dial_join(d, req, true, ret, chans, e);
+}
+
+int session_connect_fds(int *fds, const char *host, uint16_t port,
+			const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
+			uint8_t (*pending)[PROTO_MAC_LEN], struct chan **chans, struct pc_err *e)
+{
+	struct session_dial *d = calloc(1, sizeof(*d));
+
+	if (d == NULL) {
+		for (unsigned i = 0; i < req->streams; i++)
+			close(fds[i]);
+		return pc_err_set(e, -ENOMEM, "out of memory");
+	}
+	int ret = session_dial_begin(d, host, port, fds, req, k, pending, false, e);
 	return session_dial_join(d, req, true, ret, chans, e);
 }
 
@@ -521,7 +542,7 @@ int session_dial_start(const char *host, uint16_t port, const struct proto_reque
 		return pc_err_set(e, -rc, "cannot set up the data connections: %s", strerror(rc));
 	}
 	d->gated = true;
-	ret = session_dial_begin(d, host, port, req, d->k, NULL, true, e);
+	ret = session_dial_begin(d, host, port, NULL, req, d->k, NULL, true, e);
 	if (ret < 0) {
 		struct chan *none[PROTO_MAX_STREAMS];
 		(void)session_dial_join(d, req, false, ret, none, e);

@@ -81,6 +81,12 @@ int session_connect_data(const char *host, uint16_t port, const struct proto_req
 			 const uint8_t k[PROTO_KEY_LEN], uint8_t (*pending)[PROTO_MAC_LEN],
 			 struct chan **chans, struct pc_err *e);
 
+/* The same over sockets already connected to host:port (fds[0..streams-1],
+ * all taken over, whatever happens): the handshakes only. */
+int session_connect_fds(int *fds, const char *host, uint16_t port,
+			const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
+			uint8_t (*pending)[PROTO_MAC_LEN], struct chan **chans, struct pc_err *e);
+
 /* Data connections to a daemon's own port (version 5, TLS, the client
  * connecting; docs/PROTOCOL.md 6.2), opened alongside the control channel
  * so that neither their TCP connects nor their TLS handshakes cost a round

@@ -42,8 +42,11 @@ struct sshdata_stream {
 struct sshdata {
 	struct sshdata_cfg cfg;    /* strings borrowed; attach_id copied below */
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
+	uint8_t k[PROTO_KEY_LEN];  /* set by sshdata_hello */
 	unsigned n;
 	struct sshdata_stream s[PROTO_MAX_STREAMS];
+	struct chan *ch[PROTO_MAX_STREAMS]; /* after sshdata_hello: ours until handed over */
+	uint8_t expect[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* the far end's proofs */
 };
 
 bool sshdata_is_ssh(const char *rsh)
@@ -228,35 +231,52 @@ static int sshdata_hello(struct sshdata *d, unsigned i, const uint8_t k[PROTO_KE
 	return ret;
 }
 
-int sshdata_open(struct sshdata *d, const struct proto_request *req,
-		 const uint8_t k[PROTO_KEY_LEN], struct chan **chans, struct pc_err *e)
+/* Stream i's handshake from the start (again after a restart). */
+static int sshdata_hello_one(struct sshdata *d, unsigned i, struct pc_err *e)
+{
+	int ret;
+
+	chan_free(d->ch[i]);
+	d->ch[i] = NULL;
+	ret = sshdata_hello(d, i, d->k, &d->ch[i], d->expect[i]);
+	return ret < 0 ? sshdata_failed(d, i, ret, e) : 0;
+}
+
+int sshdata_begin(struct sshdata *d, const uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	int ret = 0;
+
+	memcpy(d->k, k, sizeof(d->k));
+	for (unsigned i = 0; i < d->n && ret >= 0; i++)
+		if (d->s[i].rfd >= 0)
+			ret = sshdata_hello_one(d, i, e);
+	return ret;
+}
+
+int sshdata_fd(const struct sshdata *d, unsigned i)
+{
+	return i < d->n ? chan_rfd(d->ch[i]) : -1;
+}
+
+unsigned sshdata_count(const struct sshdata *d)
+{
+	return d->n;
+}
+
+int sshdata_finish(struct sshdata *d, const struct proto_request *req, struct chan **chans,
+		   struct pc_err *e)
 {
 	uint64_t deadline = platform_now_ns() + SESSION_CONNECT_TIMEOUT_S * 1000000000ull;
-	uint8_t expect[PROTO_MAX_STREAMS][PROTO_MAC_LEN];
 	bool done[PROTO_MAX_STREAMS] = { false };
 	unsigned left = d->n;
 	int ret = 0;
 
-	for (unsigned i = 0; i < d->n; i++)
-		chans[i] = NULL;
-	for (unsigned i = 0; i < d->n && ret == 0; i++) {
-		ret = sshdata_hello(d, i, k, &chans[i], expect[i]);
-		if (ret < 0)
-			ret = sshdata_failed(d, i, ret, e);
-	}
 	while (ret >= 0 && left > 0) {
 		struct pollfd p[PROTO_MAX_STREAMS];
 		unsigned idx[PROTO_MAX_STREAMS], np = 0;
 		uint64_t now = platform_now_ns();
 		if (ret == 1) { /* a stream started again: its handshake anew */
-			ret = 0;
-			for (unsigned i = 0; i < d->n && ret == 0; i++)
-				if (!done[i] && d->s[i].rfd >= 0) {
-					chan_free(chans[i]);
-					ret = sshdata_hello(d, i, k, &chans[i], expect[i]);
-					if (ret < 0)
-						ret = sshdata_failed(d, i, ret, e);
-				}
+			ret = sshdata_begin(d, d->k, e);
 			continue;
 		}
 		if (now >= deadline) {
@@ -267,7 +287,7 @@ int sshdata_open(struct sshdata *d, const struct proto_request *req,
 		}
 		for (unsigned i = 0; i < d->n; i++)
 			if (!done[i]) {
-				p[np] = (struct pollfd){ .fd = chan_rfd(chans[i]), .events = POLLIN };
+				p[np] = (struct pollfd){ .fd = chan_rfd(d->ch[i]), .events = POLLIN };
 				idx[np++] = i;
 			}
 		int nr = platform_poll(p, np, (int)((deadline - now) / 1000000u) + 1);
@@ -280,9 +300,9 @@ int sshdata_open(struct sshdata *d, const struct proto_request *req,
 			unsigned i = idx[j];
 			if (!(p[j].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			ret = auth_data_confirm(chans[i], expect[i]);
+			ret = auth_data_confirm(d->ch[i], d->expect[i]);
 			if (ret == 0)
-				ret = chan_set_timeout(chans[i], req->timeout_s);
+				ret = chan_set_timeout(d->ch[i], req->timeout_s);
 			if (ret < 0) {
 				ret = sshdata_failed(d, i, ret, e);
 				continue;
@@ -291,10 +311,30 @@ int sshdata_open(struct sshdata *d, const struct proto_request *req,
 			left--;
 		}
 	}
-	crypto_wipe(expect, sizeof(expect));
-	if (ret < 0)
-		session_close_chans(chans, d->n);
+	for (unsigned i = 0; i < d->n; i++) {
+		chans[i] = ret >= 0 ? d->ch[i] : NULL;
+		if (ret < 0)
+			chan_free(d->ch[i]);
+		d->ch[i] = NULL;
+	}
+	crypto_wipe(d->expect, sizeof(d->expect));
+	crypto_wipe(d->k, sizeof(d->k));
 	return ret < 0 ? ret : 0;
+}
+
+int sshdata_open(struct sshdata *d, const struct proto_request *req,
+		 const uint8_t k[PROTO_KEY_LEN], struct chan **chans, struct pc_err *e)
+{
+	int ret = sshdata_begin(d, k, e);
+
+	if (ret < 0) {
+		for (unsigned i = 0; i < d->n; i++) {
+			chan_free(d->ch[i]);
+			d->ch[i] = chans[i] = NULL;
+		}
+		return ret;
+	}
+	return sshdata_finish(d, req, chans, e);
 }
 
 void sshdata_end(struct sshdata *d, bool stop)
@@ -303,6 +343,8 @@ void sshdata_end(struct sshdata *d, bool stop)
 		return;
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		struct sshdata_stream *st = &d->s[i];
+		chan_free(d->ch[i]); /* a stream begun and never handed over */
+		d->ch[i] = NULL;
 		sshdata_close_fd(&st->rfd);
 		sshdata_close_fd(&st->wfd);
 		if (stop && st->pid > 0)
@@ -312,6 +354,7 @@ void sshdata_end(struct sshdata *d, bool stop)
 		(void)sshdata_reap(&d->s[i], stop ? 1000 : SSHDATA_REAP_MS);
 		sshdata_close_fd(&d->s[i].efd);
 	}
+	crypto_wipe(d->k, sizeof(d->k));
 	free(d);
 }
 

@@ -48,6 +48,19 @@ int sshdata_start(const struct sshdata_cfg *cfg, struct sshdata **out, struct pc
 int sshdata_open(struct sshdata *s, const struct proto_request *req,
 		 const uint8_t k[PROTO_KEY_LEN], struct chan **chans, struct pc_err *e);
 
+/* sshdata_open in two steps, for a caller that races the streams
+ * against direct connections (roles/datapath): sshdata_begin sends our
+ * proofs (returns 0 or a negative code); while the far end's proofs are on
+ * their way, sshdata_fd(s, i) is stream i's fd to poll for them, one of
+ * sshdata_count(s); sshdata_finish waits for them and hands the channels
+ * over as sshdata_open does. After a failed begin, or instead of finish,
+ * sshdata_end closes everything. */
+int sshdata_begin(struct sshdata *s, const uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
+int sshdata_fd(const struct sshdata *s, unsigned i);
+unsigned sshdata_count(const struct sshdata *s);
+int sshdata_finish(struct sshdata *s, const struct proto_request *req, struct chan **chans,
+		   struct pc_err *e);
+
 /* After the streams' channels are closed (or instead of sshdata_open):
  * waits a little for the ssh processes to end, stops those that do not
  * (all at once with stop), and frees s. NULL is a no-op. */

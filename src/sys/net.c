@@ -328,6 +328,57 @@ int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 	return fd;
 }
 
+int net_connect_start(const char *host, uint16_t port, int family, uint32_t window, int *fds,
+		      unsigned n, struct pc_err *e)
+{
+	struct addrinfo *res = NULL;
+	int ret = net_resolve(host, port, family, false, &res, e);
+
+	if (ret < 0)
+		return ret;
+	for (unsigned i = 0; i < n; i++)
+		fds[i] = -1;
+	for (unsigned i = 0; i < n && ret == 0; i++) {
+		int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+				res->ai_protocol);
+		if (fd < 0) {
+			ret = pc_err_set(e, -errno, "socket: %s", strerror(errno));
+			break;
+		}
+		net_set_window(fd, window);
+		fds[i] = fd;
+		if (connect(fd, res->ai_addr, res->ai_addrlen) != 0 && errno != EINPROGRESS) {
+			fds[i] = -errno; /* refused at once (a local host, say) */
+			close(fd);
+		}
+	}
+	freeaddrinfo(res);
+	if (ret < 0)
+		for (unsigned i = 0; i < n; i++)
+			if (fds[i] >= 0)
+				close(fds[i]);
+	return ret;
+}
+
+int net_connect_done(int fd)
+{
+	int soerr = 0, flags;
+	socklen_t len = sizeof(soerr);
+	struct sockaddr_storage ss;
+	socklen_t slen = sizeof(ss);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+		return -errno;
+	if (soerr != 0)
+		return -soerr;
+	if (getpeername(fd, (struct sockaddr *)&ss, &slen) != 0)
+		return -errno; /* ENOTCONN: still under way */
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
 static void net_fmt_addr(const struct sockaddr_storage *ss, char *host, size_t cap,
 			 uint16_t *port)
 {

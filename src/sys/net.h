@@ -30,6 +30,19 @@ int net_listen(const char *host, uint16_t lo, uint16_t hi, int family, uint32_t 
  * host name. Returns the fd. */
 int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		unsigned timeout_s, struct pc_err *e);
+/* A connect in the background, for a caller that races it against
+ * something else (roles/datapath): net_connect_start opens n non-blocking
+ * sockets to host:port (the first address getaddrinfo gives for family;
+ * window as in net_connect) and starts each one's connect. Returns 0 with
+ * fds[0..n-1] set: a socket (the caller's, close-on-exec), or -errno for a
+ * connect that failed at once; or a negative code with e set and none left
+ * open. Poll each socket for POLLOUT; then net_connect_done says how it
+ * went: 0 (connected; the socket is made blocking again), -ENOTCONN (still
+ * under way), or the connect's -errno. */
+int net_connect_start(const char *host, uint16_t port, int family, uint32_t window, int *fds,
+		      unsigned n, struct pc_err *e);
+int net_connect_done(int fd);
+
 /* The same with the limit in milliseconds (0 = the kernel's default). */
 int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 		   unsigned timeout_ms, struct pc_err *e);

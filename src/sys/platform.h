@@ -64,7 +64,7 @@ int platform_signals_setup(void);
  * interruptible although the signals themselves are blocked. EINTR is
  * retried with the same timeout. Returns the number of ready entries of p
  * (> 0), 0 on timeout, -PC_E_INTERRUPTED, or -errno. Thread-safe. */
-#define PLATFORM_POLL_MAX 4
+#define PLATFORM_POLL_MAX 160 /* 2 x 64 data streams racing, and then some */
 
 /* Whether a stop signal waits on the signalfd, unread (false before
  * platform_signals_setup). */

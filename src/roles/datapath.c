@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+/* datapath: direct data connections raced against streams through ssh
+ * (datapath.h). */
+#include "roles/datapath.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "roles/session.h"
+#include "sys/log.h"
+#include "sys/net.h"
+#include "sys/platform.h"
+
+/* The race's state. */
+struct race {
+	const struct datapath_cfg *cfg;
+	unsigned n;
+	int fds[PROTO_MAX_STREAMS];  /* direct: a socket, or -errno once it failed */
+	bool up[PROTO_MAX_STREAMS];  /* direct: connected */
+	unsigned connected, failed;
+	int why;                     /* the first direct failure (-errno), or 0 */
+	struct sshdata *sd;          /* started: the ssh streams, ours */
+	bool ssh_heard;              /* a proof came on one of them */
+	uint64_t t0;
+};
+
+static uint64_t race_ms(const struct race *r)
+{
+	return (platform_now_ns() - r->t0) / 1000000u;
+}
+
+static void race_close_direct(struct race *r)
+{
+	for (unsigned i = 0; i < r->n; i++) {
+		if (r->fds[i] >= 0)
+			close(r->fds[i]);
+		r->fds[i] = -ECANCELED;
+	}
+}
+
+/* Starts the ssh streams and sends their proofs. */
+static int race_start_ssh(struct race *r, struct pc_err *e)
+{
+	int ret = sshdata_start(r->cfg->ssh, &r->sd, e);
+
+	if (ret == 0)
+		ret = sshdata_begin(r->sd, r->cfg->k, e);
+	if (ret < 0) {
+		sshdata_end(r->sd, true);
+		r->sd = NULL;
+	}
+	return ret;
+}
+
+/* One direct connect's outcome, after poll said something of it. */
+static void race_direct(struct race *r, unsigned i)
+{
+	int ret = net_connect_done(r->fds[i]);
+
+	if (ret == -ENOTCONN || ret == -EINPROGRESS)
+		return;
+	if (ret == 0) {
+		r->up[i] = true;
+		r->connected++;
+		return;
+	}
+	close(r->fds[i]);
+	r->fds[i] = ret;
+	r->failed++;
+	if (r->why == 0)
+		r->why = ret;
+}
+
+/* Waits, up to wait_ms, for what is under way: the direct connects not
+ * done (POLLOUT), and the ssh streams' proofs until one has come. */
+static int race_wait(struct race *r, int wait_ms)
+{
+	struct pollfd p[2 * PROTO_MAX_STREAMS];
+	unsigned who[2 * PROTO_MAX_STREAMS], np = 0;
+	unsigned nssh = r->sd != NULL && !r->ssh_heard ? sshdata_count(r->sd) : 0;
+
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->fds[i] >= 0 && !r->up[i]) {
+			p[np] = (struct pollfd){ .fd = r->fds[i], .events = POLLOUT };
+			who[np++] = i;
+		}
+	for (unsigned i = 0; i < nssh; i++) {
+		p[np] = (struct pollfd){ .fd = sshdata_fd(r->sd, i), .events = POLLIN };
+		who[np++] = PROTO_MAX_STREAMS + i;
+	}
+	int nr = platform_poll(p, np, wait_ms);
+	if (nr <= 0)
+		return nr;
+	for (unsigned j = 0; j < np; j++) {
+		if (p[j].revents == 0)
+			continue;
+		if (who[j] < PROTO_MAX_STREAMS)
+			race_direct(r, who[j]);
+		else
+			r->ssh_heard = true;
+	}
+	return 0;
+}
+
+/* A wait of the race failed (ret from race_wait). */
+static int race_poll_failed(int ret, const char *host, uint16_t port, struct pc_err *e)
+{
+	if (ret == -PC_E_INTERRUPTED)
+		return pc_err_set(e, ret, "interrupted while connecting to %s port %u for data",
+				  host, (unsigned)port);
+	return pc_err_set(e, ret, "poll: %s", strerror(-ret));
+}
+
+/* The direct connections won: the rest of them may still be connecting
+ * (each gets SESSION_CONNECT_TIMEOUT_S in all), then their handshakes. */
+static int race_direct_won(struct race *r, const char *host, struct chan **chans,
+			   struct pc_err *e)
+{
+	const struct datapath_cfg *cfg = r->cfg;
+	uint64_t limit = (uint64_t)SESSION_CONNECT_TIMEOUT_S * 1000u;
+	int ret = 0;
+
+	sshdata_end(r->sd, true);
+	r->sd = NULL;
+	while (r->connected + r->failed < r->n && r->failed == 0) {
+		uint64_t ms = race_ms(r);
+		if (ms >= limit) {
+			r->why = -ETIMEDOUT;
+			r->failed++;
+			break;
+		}
+		ret = race_wait(r, (int)(limit - ms));
+		if (ret < 0) {
+			race_close_direct(r);
+			return race_poll_failed(ret, host, cfg->port, e);
+		}
+	}
+	if (r->failed > 0) {
+		race_close_direct(r);
+		return pc_err_set(e, -PC_E_NET, "cannot reach %s port %u for data: %s", host,
+				  (unsigned)cfg->port, strerror(-r->why));
+	}
+	/* Each socket goes to its handshake's thread. */
+	int fds[PROTO_MAX_STREAMS];
+	memcpy(fds, r->fds, sizeof(fds));
+	for (unsigned i = 0; i < r->n; i++)
+		r->fds[i] = -ECANCELED;
+	return session_connect_fds(fds, host, cfg->port, cfg->req, cfg->k, cfg->pending, chans, e);
+}
+
+int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct sshdata **sd,
+		  struct pc_err *e)
+{
+	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns() };
+	const char *cfg_host = cfg->host; /* where the direct connects go */
+	unsigned commit = r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
+	struct pc_err e2;
+	char why[sizeof(e2.msg)] = "";
+	int ret;
+
+	*sd = NULL;
+	pc_err_init(&e2);
+	ret = net_connect_start(cfg->host, cfg->port, cfg->req->family, cfg->req->window, r.fds,
+				r.n, &e2);
+	/* A name only our ssh configuration knows: the address the listener
+	 * says it has. */
+	if (ret < 0 && ret != -PC_E_INTERRUPTED && cfg->alt_host != NULL &&
+	    cfg->alt_host[0] != '\0' && strcmp(cfg->alt_host, cfg->host) != 0) {
+		pc_err_destroy(&e2);
+		pc_err_init(&e2);
+		ret = net_connect_start(cfg->alt_host, cfg->port, cfg->req->family,
+					cfg->req->window, r.fds, r.n, &e2);
+		if (ret == 0)
+			cfg_host = cfg->alt_host;
+	}
+	if (ret == -PC_E_INTERRUPTED) {
+		pc_err_destroy(&e2);
+		return pc_err_set(e, ret, "interrupted while looking up %s", cfg->host);
+	}
+	if (ret < 0) {
+		/* Nothing direct to try. */
+		pc_err_get(&e2, why, sizeof(why));
+		for (unsigned i = 0; i < r.n; i++)
+			r.fds[i] = -ECANCELED;
+		r.failed = r.n;
+	} else {
+		for (unsigned i = 0; i < r.n; i++)
+			if (r.fds[i] < 0) {
+				r.failed++;
+				r.why = r.why != 0 ? r.why : r.fds[i];
+			}
+	}
+	pc_err_destroy(&e2);
+	for (;;) {
+		uint64_t ms = race_ms(&r);
+		bool dead = r.failed == r.n;
+		if (r.connected > 0)
+			return race_direct_won(&r, cfg_host, chans, e);
+		if (r.sd == NULL && (dead || ms >= DATAPATH_HEAD_START_MS)) {
+			ret = race_start_ssh(&r, e);
+			if (ret < 0) {
+				race_close_direct(&r);
+				return ret;
+			}
+		}
+		if (dead || (r.ssh_heard && ms >= commit) || ms >= DATAPATH_CAP_MS)
+			break;
+		/* Until the next moment that changes what we do. */
+		uint64_t next = r.sd == NULL ? DATAPATH_HEAD_START_MS
+			      : r.ssh_heard ? commit : DATAPATH_CAP_MS;
+		ret = race_wait(&r, (int)(next > ms ? next - ms : 0) + 1);
+		if (ret < 0) {
+			race_close_direct(&r);
+			sshdata_end(r.sd, true);
+			return race_poll_failed(ret, cfg_host, cfg->port, e);
+		}
+	}
+	/* Through ssh. */
+	race_close_direct(&r);
+	if (why[0] == '\0' && r.why != 0)
+		snprintf(why, sizeof(why), "%s", strerror(-r.why));
+	else if (why[0] == '\0')
+		snprintf(why, sizeof(why), "no answer within %.1f s",
+			 (double)race_ms(&r) / 1000.0);
+	log_warn("no direct data connection to %s port %u (%s); the data goes through ssh",
+		 cfg_host, (unsigned)cfg->port, why);
+	ret = sshdata_finish(r.sd, cfg->req, chans, e);
+	if (ret < 0) {
+		sshdata_end(r.sd, true);
+		return ret;
+	}
+	*sd = r.sd;
+	return 0;
+}
