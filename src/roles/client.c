@@ -711,7 +711,8 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 	else if (data == NULL && (ep->req.flags & PROTO_REQ_ENCRYPT))
 		/* Third party: the data goes from h1 to h2 directly; we know
 		 * how it was asked to travel, not the cipher they settled on. */
-		snprintf(c->security, sizeof(c->security), "encrypted (TLS 1.3 between the hosts)");
+		snprintf(c->security, sizeof(c->security), "encrypted (%s between the hosts)",
+			 (ep->req.flags & PROTO_REQ_CONNECT_SSH) ? "TLS 1.3 or ssh" : "TLS 1.3");
 	else if (c->o->encrypt == PCOPY_ENCRYPT_OFF)
 		snprintf(c->security, sizeof(c->security), "not encrypted (--no-encrypt)");
 	else
@@ -778,6 +779,37 @@ static int client_two_party(struct client *c)
 
 /* ---- Third party ------------------------------------------------------- */
 
+/* A third-party copy's data may go through ssh too (docs/PROTOCOL.md 6.5):
+ * the listener opens an attach socket (SSH_DATA, or SSH_ONLY with
+ * --data-via ssh), and the connecting host runs the data ssh's itself to
+ * reach it (CONNECT_SSH), with its own ssh configuration. */
+static int client_third_via(struct client *c, struct endpoint *listener,
+			    struct endpoint *connector)
+{
+	const struct pcopy_opts *o = c->o;
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
+	int ret;
+
+	if (o->data_via == PCOPY_DATA_VIA_DIRECT)
+		return 0;
+	listener->req.flags |= PROTO_REQ_SSH_DATA |
+			       (o->data_via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
+	ret = crypto_random(listener->req.attach_id, sizeof(listener->req.attach_id));
+	if (ret < 0)
+		return pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret));
+	memcpy(connector->req.attach_id, listener->req.attach_id,
+	       sizeof(connector->req.attach_id));
+	connector->req.flags |= PROTO_REQ_CONNECT_SSH;
+	loc_ssh_target(listener->loc, target, sizeof(target));
+	if (strlen(target) > PROTO_MAX_SSH_DEST)
+		return pc_err_set(c->e, -PC_E_USAGE, "%s: too long for the other host to reach "
+				  "with ssh", target);
+	snprintf(connector->req.connect_ssh, sizeof(connector->req.connect_ssh), "%s", target);
+	snprintf(connector->req.connect_pcopy, sizeof(connector->req.connect_pcopy), "%s",
+		 o->remote_pcopy != NULL ? o->remote_pcopy : "");
+	return 0;
+}
+
 /* h1:SRC h2:DST. The listening end (h2, or h1 with -z) answers first; the
  * other end then connects to the address the listener reported. Both get
  * the same fresh data key. */
@@ -803,6 +835,9 @@ static int client_third_party(struct client *c)
 		memcpy(c->ep[i].req.data_key, key, sizeof(key));
 	}
 	crypto_wipe(key, sizeof(key));
+	ret = client_third_via(c, listener, connector);
+	if (ret < 0)
+		return ret;
 	listener->req.port_lo = c->o->port_lo;
 	listener->req.port_hi = c->o->port_hi;
 	ret = client_open_endpoint(c, listener);

@@ -20,6 +20,8 @@
 #include "sys/net.h"
 #include "transport/chan.h"
 #include "wire/pathsafe.h"
+#include "roles/datapath.h"
+#include "roles/sshdata.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
 #include "pipeline/srclist.h"
@@ -52,6 +54,8 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 	if ((req->flags & PROTO_REQ_DATA_KEY) && cfg->transport != SESSION_PIPE)
 		return pc_err_set(e, -PC_E_PROTO, "a data key may only travel over a private "
 				  "channel (ssh), not to a daemon");
+	if ((req->flags & PROTO_REQ_CONNECT_SSH) && cfg->transport != SESSION_PIPE)
+		return pc_err_set(e, -PC_E_PROTO, "a daemon does not run ssh (CONNECT_SSH)");
 	for (unsigned i = 0; i < req->npaths; i++) {
 		const char *path = proto_request_path(req, i);
 		if (cfg->beneath && pathsafe_check_rel(path) < 0)
@@ -161,6 +165,37 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
 	return 0;
 }
 
+/* A connecting server of a third-party copy that may go through ssh
+ * (CONNECT_SSH): with our own ssh (PCOPY_RSH here, else ssh) to
+ * req->connect_ssh, only so (connect_port 0), or raced against direct
+ * connections to host (datapath). *sd receives the ssh streams that
+ * carry the data, if they do. */
+static int server_connect_ssh(const struct proto_request *req, const char *host,
+			      const uint8_t k[PROTO_KEY_LEN], struct chan **chans,
+			      struct sshdata **sd, struct pc_err *e)
+{
+	const struct sshdata_cfg scfg = {
+		.rsh = getenv("PCOPY_RSH"), .target = req->connect_ssh,
+		.remote_pcopy = req->connect_pcopy[0] != '\0' ? req->connect_pcopy : NULL,
+		.attach_id = req->attach_id, .streams = req->streams, .peer = req->connect_ssh,
+	};
+	int ret;
+
+	if (req->connect_port != 0 && host != NULL && host[0] != '\0') {
+		const struct datapath_cfg dc = { .host = host, .port = req->connect_port,
+						 .req = req, .k = k, .ssh = &scfg };
+		return datapath_open(&dc, chans, sd, e);
+	}
+	ret = sshdata_start(&scfg, sd, e);
+	if (ret == 0)
+		ret = sshdata_open(*sd, req, k, chans, e);
+	if (ret < 0) {
+		sshdata_end(*sd, true);
+		*sd = NULL;
+	}
+	return ret;
+}
+
 /* Opens the data connections: accepts them on lfd, or (lfd < 0,
  * PROTO_REQ_CONNECT) connects to the client. A server that connects waits
  * for each listener's proof before it sends a byte of data: the address
@@ -169,7 +204,8 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
  * been told unless it gave up first. */
 static int server_data(struct ctl *c, const struct server_cfg *cfg,
 		       const struct proto_request *req, const uint8_t k[PROTO_KEY_LEN],
-		       const struct server_listeners *l, struct chan **chans, struct pc_err *e)
+		       const struct server_listeners *l, struct chan **chans, struct sshdata **sd,
+		       struct pc_err *e)
 {
 	int ret;
 
@@ -190,7 +226,9 @@ static int server_data(struct ctl *c, const struct server_cfg *cfg,
 			return pc_err_get(e, NULL, 0); /* the client gave up: nothing to tell */
 	} else {
 		const char *host = req->connect_host[0] ? req->connect_host : cfg->client_host;
-		if (host == NULL || host[0] == '\0')
+		if (req->flags & PROTO_REQ_CONNECT_SSH)
+			ret = server_connect_ssh(req, host, k, chans, sd, e);
+		else if (host == NULL || host[0] == '\0')
 			ret = pc_err_set(e, -PC_E_NET, "cannot tell the client's address to connect to");
 		else
 			ret = session_connect_data(host, req->connect_port, req, k, NULL, chans,
@@ -211,6 +249,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct session_hs hs;
 	struct chan *chans[PROTO_MAX_STREAMS] = { NULL }; /* owned */
 	struct server_listeners l = { .lfd = -1, .afd = -1 };
+	struct sshdata *sd = NULL;         /* our data streams through ssh, if any */
 	int ret;
 
 	if (req == NULL)
@@ -247,7 +286,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 		if (ret < 0)
 			goto out;
 	}
-	ret = server_data(c, cfg, req, k, &l, chans, e);
+	ret = server_data(c, cfg, req, k, &l, chans, &sd, e);
 	server_unlisten(&l);
 	if (ret < 0)
 		goto out;
@@ -265,6 +304,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 out:
 	server_unlisten(&l);
 	session_close_chans(chans, PROTO_MAX_STREAMS);
+	sshdata_end(sd, ret < 0);
 	srclist_free(&list);
 	sink_target_close(&target);
 	crypto_wipe(k, sizeof(k));
