@@ -503,7 +503,7 @@ case_dead_host() {
     expect_exit 5 "$PCOPY" -s 4 "dead:$T/f" "$T/back/f"
     expect_stderr_contains "port 22: Connection refused"
     expect_no_notice
-    quicker_than $((2 + 2 * SLOW)) "two copies with a dead host"
+    quicker_than $((2 + 2 * SLOW)) "$start" "two copies with a dead host"
     [[ ! -e $T/remote-f && ! -e $T/back/f ]] || fail "a file was created"
 }
 
@@ -540,12 +540,16 @@ case_open_link() {
     expect_no_notice
     expect_stderr_lacks "(ssh)"
     expect_stderr_lacks "through ssh"
+    # -v: the data went in TLS over its own connections.
+    expect_stderr_matches '^pcopy: .*data encrypted \(TLS'
     expect_summary $((20 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
     expect_exit 0 "$PCOPY" -v -s 4 "pctest:$T/remote/f" "$T/back/f"
     same_file "$T/f" "$T/back/f"
     expect_no_notice
     expect_stderr_lacks "(ssh)"
     expect_stderr_lacks "through ssh"
+    # -v: the data went in TLS over its own connections.
+    expect_stderr_matches '^pcopy: .*data encrypted \(TLS'
     expect_summary $((20 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
     no_remote_left
 }
