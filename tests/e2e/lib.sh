@@ -15,6 +15,10 @@
 #   PCOPY_TEST_KEEP=1      keep the scratch directory of a failed test
 #   PCOPY_TEST_CMD_TIMEOUT seconds one command under expect_exit may take
 #                          (default 120, times $SLOW)
+#   PCOPY_TEST_CASES       run only the cases whose names match one of these
+#                          shell patterns (separated by spaces or commas),
+#                          e.g. PCOPY_TEST_CASES='bastion open-*'; the test
+#                          fails when they match no case at all
 #
 # A test that cannot run here calls `skip_test REASON` (or, for the tests
 # that need root, `needs_root REASON` right after sourcing this file): it
@@ -78,6 +82,7 @@ fi
 
 _LIB_CASES_RUN=0
 _LIB_CASES_FAILED=()
+_LIB_CASES_LEFT_OUT=()
 _LIB_START=$EPOCHREALTIME
 
 # log MSG...: a progress note on stderr.
@@ -732,11 +737,30 @@ _lib_sanitizer_reports() {
     return 1
 }
 
+# _lib_case_selected NAME: PCOPY_TEST_CASES is unset or empty, or one of
+# its patterns matches NAME.
+_lib_case_selected() {
+    local pat pats=()
+    [[ -n ${PCOPY_TEST_CASES-} ]] || return 0
+    # read, not word splitting: a pattern must not be expanded as a glob.
+    IFS=' ,' read -r -a pats <<<"$PCOPY_TEST_CASES"
+    for pat in "${pats[@]}"; do
+        # shellcheck disable=SC2053  # a pattern on purpose
+        [[ $1 == $pat ]] && return 0
+    done
+    return 1
+}
+
 # run_case NAME FUNCTION [ARGS...]: run one case in a subshell, with T set to
-# a fresh directory of its own, and record whether it passed.
+# a fresh directory of its own, and record whether it passed. A case that
+# PCOPY_TEST_CASES leaves out is not run (and finish says so).
 run_case() {
     local name=$1 rc=0 start=$EPOCHREALTIME
     shift
+    if ! _lib_case_selected "$name"; then
+        _LIB_CASES_LEFT_OUT+=("$name")
+        return 0
+    fi
     _LIB_CASES_RUN=$((_LIB_CASES_RUN + 1))
     log "case $name"
     set +e
@@ -764,6 +788,14 @@ run_case() {
 finish() {
     local secs
     secs=$(secs_since "$_LIB_START")
+    if [[ $_LIB_CASES_RUN -eq 0 && ${#_LIB_CASES_LEFT_OUT[@]} -ne 0 ]]; then
+        printf 'FAIL: %s: PCOPY_TEST_CASES=%q matches none of its cases: %s\n' "$TEST_NAME" \
+            "$PCOPY_TEST_CASES" "${_LIB_CASES_LEFT_OUT[*]}" >&2
+        exit 1
+    fi
+    if [[ ${#_LIB_CASES_LEFT_OUT[@]} -ne 0 ]]; then
+        log "PCOPY_TEST_CASES=$PCOPY_TEST_CASES left out ${#_LIB_CASES_LEFT_OUT[@]} cases: ${_LIB_CASES_LEFT_OUT[*]}"
+    fi
     if [[ ${#_LIB_CASES_FAILED[@]} -ne 0 ]]; then
         printf 'FAIL: %s: %d of %d cases failed in %s s: %s\n' "$TEST_NAME" \
             "${#_LIB_CASES_FAILED[@]}" "$_LIB_CASES_RUN" "$secs" "${_LIB_CASES_FAILED[*]}" >&2

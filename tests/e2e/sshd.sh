@@ -12,7 +12,16 @@
 # an authorized_keys file, bin/pcopy (a symbolic link to $PCOPY), an
 # sshd_config and an ssh_config, and starts /usr/sbin/sshd on a free port.
 # Every session of that sshd has bin/ first on its PATH, so the remote
-# `pcopy` is the binary under test.
+# `pcopy` is the binary under test. The sshd serves the sftp subsystem, so
+# that scp (SFTP by default since OpenSSH 9) works against it too.
+#
+# Before sshd_start, a test may set
+#   SSHD_FIXED_PORT   listen on this port instead of a free one (for an sshd
+#                     in a network namespace of the test's own, where no
+#                     one else can take it: e.g. 22)
+#   SSHD_MORE_ADDRS   (an array) more addresses to listen on that this
+#                     namespace may not reach: they get no Host entry and
+#                     no login check (the target of a ProxyJump)
 #
 # After it, the client's ssh reaches that sshd as root through these names:
 #   pctest, h1, h2   the first address (two names for one host, so that a
@@ -33,6 +42,13 @@
 #   sshd_sessions           how many processes run under the sshd
 #   proc_descendants PID    every descendant of PID
 #   sshd_at_exit CMD...     run CMD at exit, after the sshds are stopped
+#   sshd_bastion_start NETNS ADDR
+#                           a second sshd, on ADDR port 22 in NETNS, that
+#                           takes the same key and runs no pcopy: a jump
+#                           host, reached by the name "bastion"
+#   ssh_config_host NAME KEY VALUE...
+#                           add "Host NAME" with these settings to the
+#                           client's config, e.g. ProxyJump bastion
 #
 # The EXIT trap of lib.sh is chained, not replaced: at exit this file first
 # stops every sshd it started together with all its sessions (the remote
@@ -55,6 +71,10 @@ _SSHD_N=0
 
 SSHD_PID='' SSHD_PORT='' SSHD_LOG='' SSHD_DIR='' SSHD_NETNS='' SSH_CONFIG='' SSH_KEY=''
 SSHD_ADDRS=()
+: "${SSHD_FIXED_PORT:=}"
+[[ -n ${SSHD_MORE_ADDRS+set} ]] || SSHD_MORE_ADDRS=()
+BASTION_PID='' BASTION_ADDR='' BASTION_LOG=''
+SSHD_LAUNCH_TRIES=0
 
 # sshd_at_exit CMD...: run CMD when the test exits, after the sshds are
 # stopped and before the scratch directory is removed. Commands run in the
@@ -135,7 +155,7 @@ _sshd_write_configs() {
     {
         echo "# sshd for $TEST_NAME ($$); written by tests/e2e/sshd.sh"
         echo "Port $port"
-        for a in "${SSHD_ADDRS[@]}"; do
+        for a in "${SSHD_ADDRS[@]}" "${SSHD_MORE_ADDRS[@]}"; do
             echo "ListenAddress $a"
         done
         echo "HostKey $dir/host_ed25519"
@@ -154,6 +174,8 @@ _sshd_write_configs() {
         echo "LoginGraceTime 30"
         echo "MaxStartups 100:30:200"
         echo "LogLevel ERROR"
+        # scp of OpenSSH 9 speaks SFTP unless given -O.
+        echo "Subsystem sftp /usr/lib/openssh/sftp-server"
         # sshd accepts no variable from the client (there is no AcceptEnv).
         echo "SetEnv $setenv"
     } >"$dir/sshd_config"
@@ -197,12 +219,51 @@ _sshd_write_configs() {
     } >"$dir/ssh_config"
 }
 
+# _sshd_launch DIR NETNS: start sshd with DIR/sshd_config (written here) in
+# NETNS (if not empty) on SSHD_ADDRS and SSHD_MORE_ADDRS, on port
+# SSHD_FIXED_PORT or a free one, and wait until it listens on all of them.
+# Sets SSHD_PID and SSHD_PORT; fails if it never listens.
+_sshd_launch() {
+    local dir=$1 netns=$2 try tries=5 naddrs
+    naddrs=$((${#SSHD_ADDRS[@]} + ${#SSHD_MORE_ADDRS[@]}))
+    [[ -z $SSHD_FIXED_PORT ]] || tries=1
+    SSHD_PID=
+    for ((try = 0; try < tries; try++)); do
+        SSHD_PORT=${SSHD_FIXED_PORT:-$(free_port)}
+        _sshd_write_configs "$dir" "$SSHD_PORT"
+        "$SSHD_BIN" -t -f "$dir/sshd_config" 2>"$dir/sshd_check.log" || {
+            sed 's/^/  sshd -t: /' "$dir/sshd_check.log" >&2
+            fail "sshd rejects the config $dir/sshd_config"
+        }
+        # sshd must be started by its absolute path (it re-executes itself).
+        if [[ -n $netns ]]; then
+            ip netns exec "$netns" "$SSHD_BIN" -D -e -f "$dir/sshd_config" 2>>"$SSHD_LOG" &
+        else
+            "$SSHD_BIN" -D -e -f "$dir/sshd_config" 2>>"$SSHD_LOG" &
+        fi
+        SSHD_PID=$!
+        echo "$SSHD_PID $(_starttime "$SSHD_PID")" >>"$_SSHD_STATE/pids"
+        # Another test may take the port meanwhile: then sshd exits (or,
+        # with one of its addresses left, runs on the others), and we try
+        # another port.
+        if wait_until 20 _sshd_settled "$SSHD_PID" "$SSHD_PORT" "$naddrs" "$SSHD_LOG" &&
+            _sshd_listening "$SSHD_PID" "$SSHD_PORT" "$naddrs"; then
+            SSHD_LAUNCH_TRIES=$((try + 1))
+            return 0
+        fi
+        _sshd_stop "$SSHD_PID"
+        SSHD_PID=
+    done
+    sed 's/^/  sshd: /' "$SSHD_LOG" >&2
+    fail "sshd did not start listening on port $SSHD_PORT of ${SSHD_ADDRS[*]} ${SSHD_MORE_ADDRS[*]}${netns:+ in netns $netns}"
+}
+
 # sshd_start [NETNS [ADDR...]]: start an sshd (in network namespace NETNS if
-# it is not empty) listening on ADDR... (default 127.0.0.1 and ::1), wait
-# until it accepts logins, and check that the remote `pcopy` is $PCOPY.
-# Sets the variables listed at the top of this file.
+# it is not empty) listening on ADDR... (default 127.0.0.1 and ::1), and on
+# SSHD_MORE_ADDRS, wait until it accepts logins, and check that the remote
+# `pcopy` is $PCOPY. Sets the variables listed at the top of this file.
 sshd_start() {
-    local netns=${1-} dir try path start
+    local netns=${1-} dir path start
     shift || true
     start=$(now)
     if [[ ! -x $SSHD_BIN ]]; then
@@ -237,35 +298,7 @@ sshd_start() {
     mkdir -p /run/sshd
     chmod 0755 /run/sshd
 
-    for ((try = 0; try < 5; try++)); do
-        SSHD_PORT=$(free_port)
-        _sshd_write_configs "$dir" "$SSHD_PORT"
-        "$SSHD_BIN" -t -f "$dir/sshd_config" 2>"$dir/sshd_check.log" || {
-            sed 's/^/  sshd -t: /' "$dir/sshd_check.log" >&2
-            fail "sshd rejects the config $dir/sshd_config"
-        }
-        # sshd must be started by its absolute path (it re-executes itself).
-        if [[ -n $netns ]]; then
-            ip netns exec "$netns" "$SSHD_BIN" -D -e -f "$dir/sshd_config" 2>>"$SSHD_LOG" &
-        else
-            "$SSHD_BIN" -D -e -f "$dir/sshd_config" 2>>"$SSHD_LOG" &
-        fi
-        SSHD_PID=$!
-        echo "$SSHD_PID $(_starttime "$SSHD_PID")" >>"$_SSHD_STATE/pids"
-        # Another test may take the port meanwhile: then sshd exits (or,
-        # with one of its addresses left, runs on the others), and we try
-        # another port.
-        if wait_until 20 _sshd_settled "$SSHD_PID" "$SSHD_PORT" "${#SSHD_ADDRS[@]}" "$SSHD_LOG" &&
-            _sshd_listening "$SSHD_PID" "$SSHD_PORT" "${#SSHD_ADDRS[@]}"; then
-            break
-        fi
-        _sshd_stop "$SSHD_PID"
-        SSHD_PID=
-    done
-    if [[ -z $SSHD_PID ]]; then
-        sed 's/^/  sshd: /' "$SSHD_LOG" >&2
-        fail "sshd did not start listening on port $SSHD_PORT of ${SSHD_ADDRS[*]}"
-    fi
+    _sshd_launch "$dir" "$netns"
 
     export PCOPY_RSH="ssh -F $SSH_CONFIG"
     # A login on every name, and the remote pcopy is ours.
@@ -280,7 +313,72 @@ sshd_start() {
         [[ $path == "$dir/bin/pcopy" ]] ||
             fail "the remote pcopy on $name is '$path', not $dir/bin/pcopy (a login script changes PATH?)"
     done
-    log "sshd $SSHD_PID on ${SSHD_ADDRS[*]} port $SSHD_PORT${netns:+ in netns $netns}, up in $(secs_since "$start") s ($((try + 1)) tries); PCOPY_RSH=$PCOPY_RSH"
+    log "sshd $SSHD_PID on ${SSHD_ADDRS[*]}${SSHD_MORE_ADDRS[*]:+ ${SSHD_MORE_ADDRS[*]}} port $SSHD_PORT${netns:+ in netns $netns}, up in $(secs_since "$start") s ($SSHD_LAUNCH_TRIES tries); PCOPY_RSH=$PCOPY_RSH"
+}
+
+# ssh_config_host NAME KEY VALUE [KEY VALUE...]: put a "Host NAME" block
+# with these settings at the top of $SSH_CONFIG (ssh takes the first value
+# it finds, so they win over "Host *" at the end, which still gives the
+# port, user and key). E.g.: ssh_config_host inner HostName 10.0.0.2
+# ProxyJump bastion.
+ssh_config_host() {
+    local name=$1 tmp
+    shift
+    [[ -n $SSH_CONFIG && -f $SSH_CONFIG ]] || fail "ssh_config_host: call sshd_start first"
+    (($# > 0 && $# % 2 == 0)) || fail "ssh_config_host $name: settings come as KEY VALUE pairs"
+    tmp=$SSH_CONFIG.new
+    {
+        echo "Host $name"
+        while (($# > 0)); do
+            echo "    $1 $2"
+            shift 2
+        done
+        cat "$SSH_CONFIG"
+    } >"$tmp"
+    mv "$tmp" "$SSH_CONFIG"
+}
+
+# sshd_bastion_start NETNS ADDR: start a second sshd, in network namespace
+# NETNS on ADDR port 22, to be a jump host (ProxyJump): it lets in the key
+# of the sshd of sshd_start (call that first), allows TCP forwarding (the
+# default), and has no pcopy on its PATH, as a bastion would not. Adds
+# "Host bastion" (HostName ADDR) to $SSH_CONFIG and checks a login through
+# it. Sets BASTION_PID, BASTION_ADDR and BASTION_LOG; the sshd is stopped
+# at exit like the others. The globals of the first sshd stay as they are.
+sshd_bastion_start() {
+    local netns=$1 addr=$2 dir main_dir=$SSHD_DIR main_config=$SSH_CONFIG
+    [[ -n $main_dir ]] || fail "sshd_bastion_start: call sshd_start first"
+    # The launcher works on the SSHD_* globals: these shadow them.
+    local SSHD_PID='' SSHD_PORT='' SSHD_LOG='' SSHD_DIR='' SSHD_NETNS=$netns
+    local SSHD_FIXED_PORT=22 SSH_CONFIG='' SSH_KEY=''
+    local SSHD_ADDRS=("$addr") SSHD_MORE_ADDRS=()
+    _SSHD_N=$((_SSHD_N + 1))
+    dir=$T/sshd.$_SSHD_N
+    rm -rf "$dir"
+    mkdir -p "$dir/bin"
+    SSHD_DIR=$dir
+    SSHD_LOG=$dir/sshd.log
+    ssh-keygen -q -t ed25519 -N '' -C "pcopy-test-bastion" -f "$dir/host_ed25519" ||
+        fail "ssh-keygen could not make a host key for the bastion"
+    cp "$main_dir/authorized_keys" "$dir/authorized_keys"
+    _sshd_launch "$dir" "$netns"
+    BASTION_PID=$SSHD_PID
+    BASTION_ADDR=$addr
+    BASTION_LOG=$SSHD_LOG
+    SSH_CONFIG=$main_config
+    ssh_config_host bastion HostName "$addr" Port 22
+    # A login (the shell's `exit 7` comes back), and no pcopy there.
+    local rc=0
+    timeout $((30 * SLOW)) ssh -F "$SSH_CONFIG" bastion 'command -v pcopy || exit 7' \
+        </dev/null >"$dir/login.out" 2>"$dir/login.err" || rc=$?
+    if [[ $rc -eq 0 ]]; then
+        fail "the bastion finds a pcopy: $(cat "$dir/login.out")"
+    elif [[ $rc -ne 7 ]]; then
+        sed 's/^/  ssh: /' "$dir/login.err" >&2
+        sed 's/^/  sshd: /' "$SSHD_LOG" >&2
+        fail "cannot log in as root to the bastion ($addr port 22 in netns $netns; ssh exit $rc)"
+    fi
+    log "bastion sshd $BASTION_PID on $addr port 22 in netns $netns"
 }
 
 # _sshd_stop PID: stop sshd PID and every process under it (its sessions
