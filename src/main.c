@@ -26,7 +26,7 @@ enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
-	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH,
+	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES,
 };
 
 static const struct option cli_longopts[] = {
@@ -51,6 +51,7 @@ static const struct option cli_longopts[] = {
 	{ "gen-key", required_argument, NULL, OPT_GEN_KEY },
 	{ "server", no_argument, NULL, OPT_SERVER },
 	{ "attach", required_argument, NULL, OPT_ATTACH },
+	{ "notices", no_argument, NULL, OPT_NOTICES },
 	{ "data-via", required_argument, NULL, OPT_DATA_VIA },
 	{ "control-fd", required_argument, NULL, OPT_CONTROL_FD },
 	{ "bind", required_argument, NULL, OPT_BIND },
@@ -209,6 +210,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
 	case OPT_ATTACH: o->attach_id = arg; c->action = CLI_ATTACH; return 0;
+	case OPT_NOTICES: o->notices = true; return 0;
 	case OPT_DATA_VIA:
 		if (strcmp(arg, "auto") == 0)
 			o->data_via = PCOPY_DATA_VIA_AUTO;

@@ -51,6 +51,7 @@ struct pcopy_opts {
 	                            0 = PCOPY_DEFAULT_MAX_PER_SOURCE */
 	/* --server (internal: started by a client) */
 	int control_fd;          /* control channel fd; -1 = stdin/stdout */
+	bool notices;            /* --notices: show notices though quiet (log.h) */
 	const char *bind;        /* data address (a local client passes 127.0.0.1); NULL = any */
 	/* remote hosts */
 	const char *rsh;         /* --rsh / PCOPY_RSH: the command that reaches a host (ssh) */

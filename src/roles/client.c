@@ -214,8 +214,9 @@ static void client_remote_cmd(const struct pcopy_opts *o, char *buf, size_t cap)
 	int v = api_verbosity();
 	size_t n = spawn_quote(o->remote_pcopy ? o->remote_pcopy : "pcopy", buf, cap);
 
+	/* Quiet unless asked, but with the notices a user should see. */
 	snprintf(buf + n, cap - n, " --server %s", v < 0 ? "-q" : v >= 3 ? "-vv" : v == 2 ? "-v"
-											      : "-q");
+											      : "-q --notices");
 }
 
 /* How the data of a session with ep travels: TLS wherever it crosses a
@@ -567,8 +568,8 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 	loc_ssh_target(ep->loc, target, sizeof(target));
 	if (ep->via == PCOPY_DATA_VIA_AUTO && (proxy = sshdata_proxied(o->rsh, target)) != NULL) {
 		loc_host_display(ep->loc, host, sizeof(host));
-		log_warn("%s is reached through a proxy (%s); the data goes through ssh", host,
-			 proxy);
+		log_notice("%s is reached through a proxy (%s); the data goes through ssh", host,
+			   proxy);
 		ep->via = PCOPY_DATA_VIA_SSH;
 	}
 	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);

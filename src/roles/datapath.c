@@ -225,7 +225,7 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	else if (why[0] == '\0')
 		snprintf(why, sizeof(why), "no answer within %.1f s",
 			 (double)race_ms(&r) / 1000.0);
-	log_warn("no direct data connection to %s port %u (%s); the data goes through ssh",
+	log_notice("no direct data connection to %s port %u (%s); the data goes through ssh",
 		 cfg_host, (unsigned)cfg->port, why);
 	ret = sshdata_finish(r.sd, cfg->req, chans, e);
 	if (ret < 0) {

@@ -344,6 +344,7 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 
 	memset(r, 0, sizeof(*r));
 	pc_err_init(&e);
+	log_set_notices(o->notices);
 	/* Started over ssh: the addresses come from ssh. Started by a local
 	 * client: --bind says where everything is. */
 	server_ssh_addrs(client, self, sizeof(client));

@@ -12,6 +12,12 @@
 /* Written by log_setup before any thread starts, read-only afterwards. */
 static int log_threshold = LOG_WARN;
 static char log_prefix[64] = "pcopy";
+static bool log_notices; /* LOG_NOTICE shows even below LOG_WARN */
+
+void log_set_notices(bool on)
+{
+	log_notices = on;
+}
 
 void log_setup(int level, const char *prefix)
 {
@@ -125,8 +131,12 @@ void log_msg(int level, const char *fmt, ...)
 	int saved_errno = errno;
 	int r;
 
-	if (level > log_threshold || log_threshold < LOG_ERROR)
+	if (level == LOG_NOTICE) {
+		if (log_threshold < LOG_WARN && !log_notices)
+			return;
+	} else if (level > log_threshold || log_threshold < LOG_ERROR) {
 		return;
+	}
 
 	va_start(ap, fmt);
 	r = vsnprintf(text, sizeof(text), fmt, ap);

@@ -8,14 +8,22 @@
 #ifndef PCOPY_LOG_H
 #define PCOPY_LOG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-enum log_level { LOG_QUIET = -1, LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+enum log_level { LOG_QUIET = -1, LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3,
+		 LOG_NOTICE = 100 /* a warning that log_set_notices shows even when quiet */ };
 
 /* Sets the threshold and the prefix ("pcopy", "pcopy[server]"). Call before
  * starting threads. prefix is copied. */
 void log_setup(int level, const char *prefix);
 int log_level(void);
+
+/* A server that its client started quiet still shows notices (LOG_NOTICE:
+ * how the copy goes, such as data streams that go through ssh), for the
+ * client's user to read: its stderr is the user's. Call before threads
+ * start, as log_setup. */
+void log_set_notices(bool on);
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -26,6 +34,7 @@ void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void log_escape(char *out, size_t cap, const char *in);
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
