@@ -30,6 +30,7 @@
 #include "transport/chan.h"
 #include "sys/platform.h"
 #include "roles/relay.h"
+#include "roles/relaydata.h"
 #include "roles/session.h"
 #include "roles/spawn.h"
 #include "roles/datapath.h"
@@ -111,6 +112,9 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 				  : o->max_startups != 0 ? "--max-startups" : "--max-per-source");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
+	if (o->relay && o->reverse)
+		return pc_err_set(e, -PC_E_USAGE, "-3 and -z do not go together: with -3 this "
+				  "host connects to both");
 	if (o->reverse && o->data_via == PCOPY_DATA_VIA_SSH)
 		return pc_err_set(e, -PC_E_USAGE, "--data-via ssh and -z do not go together: "
 				  "through ssh the remote side never connects to us");
@@ -630,9 +634,9 @@ static int client_server_said(struct endpoint *ep, int ret, struct pc_err *e)
 
 /* Opens our data connections to (or, with -z, from) the server; those
  * already on their way to a daemon's port (ep->dial) are finished here.
- * pending: see session_connect_data. */
+ * pending: see session_connect_data. The channels go to chans[]. */
 static int client_data(struct client *c, struct endpoint *ep, int lfd,
-		       uint8_t (*pending)[PROTO_MAC_LEN])
+		       uint8_t (*pending)[PROTO_MAC_LEN], struct chan **chans)
 {
 	const struct proto_request *req = &ep->req;
 	struct session_dial *dial = ep->dial;
@@ -642,12 +646,12 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	ep->dial = NULL; /* finished below, whatever happens */
 
 	if (lfd >= 0) {
-		ret = acceptor_run(lfd, -1, ep->ctl, req, ep->k, ep->peer, c->chans, c->e);
+		ret = acceptor_run(lfd, -1, ep->ctl, req, ep->k, ep->peer, chans, c->e);
 		/* The server gave up on connecting to us: its ERROR says why. */
 		return ret == -PC_E_ABORTED ? pc_err_get(c->e, NULL, 0) : ret;
 	}
 	if (ep->via == PCOPY_DATA_VIA_SSH)
-		return sshdata_open(ep->sdata, req, ep->k, c->chans, c->e);
+		return sshdata_open(ep->sdata, req, ep->k, chans, c->e);
 	if (ep->via == PCOPY_DATA_VIA_AUTO && dial == NULL) {
 		/* Direct, or through ssh when that cannot connect. */
 		char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
@@ -656,14 +660,14 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		struct datapath_cfg dc = { .host = ep->data_host, .alt_host = ep->ready_host,
 					   .port = ep->port, .req = req, .k = ep->k,
 					   .pending = pending, .ssh = &scfg };
-		return datapath_open(&dc, c->chans, &ep->sdata, c->e);
+		return datapath_open(&dc, chans, &ep->sdata, c->e);
 	}
 	pc_err_init(&e2);
 	if (dial != NULL)
-		ret = session_dial_finish(dial, req, true, c->chans, &e2);
+		ret = session_dial_finish(dial, req, true, chans, &e2);
 	else
 		ret = session_connect_data(ep->data_host, ep->port, req, ep->k, pending,
-					   c->chans, &e2);
+					   chans, &e2);
 	/* A host name only our ssh config knows: try the address the server
 	 * says it has. Not after a handshake failed its proof (-PC_E_AUTH:
 	 * a wrong key, or altered on the way): that reached the listener,
@@ -672,7 +676,7 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	if (ret < 0 && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH && dial == NULL &&
 	    ep->ready_host[0] != '\0' && strcmp(ep->ready_host, ep->data_host) != 0)
 		ret = session_connect_data(ep->ready_host, ep->port, req, ep->k, pending,
-					   c->chans, &e2);
+					   chans, &e2);
 	bool own = ret == -PC_E_AUTH || ret == -PC_E_TIMEOUT || ret == -PC_E_INTERRUPTED;
 	if (own) {
 		/* We reached something, or were stopped: "cannot reach" would
@@ -730,6 +734,10 @@ static int client_two_party(struct client *c)
 	enum proto_role server_role = c->mode == CLIENT_PULL ? PROTO_ROLE_SOURCE : PROTO_ROLE_SINK;
 	int lfd = -1, ret;
 
+	if (c->o->relay)
+		return pc_err_set(c->e, -PC_E_USAGE, "-3 is for a copy between two remote hosts "
+				  "(H1:SRC H2:DST)");
+
 	ep->loc = c->mode == CLIENT_PULL ? &c->src[0] : c->mode == CLIENT_PUSH ? &c->dst : NULL;
 	ret = client_request(c, ep, server_role);
 	if (ret == 0 && c->o->reverse) {
@@ -757,7 +765,7 @@ static int client_two_party(struct client *c)
 	bool owed = lfd < 0 && server_role == PROTO_ROLE_SINK && ep->t != SESSION_PIPE &&
 		    !(ep->req.flags & PROTO_REQ_ENCRYPT); /* TLS: the handshake proves them */
 	if (ret == 0)
-		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL);
+		ret = client_data(c, ep, lfd, owed ? c->proofs : NULL, c->chans);
 	if (lfd >= 0)
 		close(lfd);
 	if (ret < 0)
@@ -811,6 +819,51 @@ static int client_third_via(struct client *c, struct endpoint *listener,
 	return 0;
 }
 
+/* -3: both hosts listen, we connect to each (directly or through ssh, as
+ * a two-party copy does) and pump stream i of h1 into stream i of h2
+ * while relaying the control messages. */
+static int client_third_relayed(struct client *c, const uint8_t key[PROTO_KEY_LEN])
+{
+	struct endpoint *src = &c->ep[0], *dst = &c->ep[1];
+	struct chan *out[PROTO_MAX_STREAMS] = { NULL }; /* to h2; owned, as c->chans (h1) */
+	struct relaydata *rd = NULL;
+	struct pc_err e2;
+	int ret = 0;
+
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		struct endpoint *ep = &c->ep[i];
+		ep->req.flags |= PROTO_REQ_DATA_KEY;
+		memcpy(ep->req.data_key, key, PROTO_KEY_LEN);
+		ep->req.port_lo = c->o->port_lo;
+		ep->req.port_hi = c->o->port_hi;
+		ret = client_request_via(c, ep);
+	}
+	for (int i = 0; i < 2 && ret == 0; i++)
+		ret = client_open_endpoint(c, &c->ep[i]);
+	for (int i = 0; i < 2 && ret == 0; i++)
+		ret = client_handshake(c, &c->ep[i]);
+	if (ret == 0)
+		ret = client_data(c, src, -1, NULL, c->chans);
+	if (ret == 0)
+		ret = client_data(c, dst, -1, NULL, out);
+	if (ret == 0)
+		ret = relaydata_start(c->chans, out, src->req.streams, &rd, c->e);
+	if (ret == 0) {
+		snprintf(c->security, sizeof(c->security), "encrypted (relayed through this host)");
+		ret = relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s,
+				src->req.npaths, &c->relay, c->e);
+	}
+	/* The sink's DONE (or either host's ERROR) has said how the data
+	 * went: a pump's failure made a host fail too, and what a host
+	 * closes after its DONE no longer matters. */
+	pc_err_init(&e2);
+	(void)relaydata_finish(rd, true, &e2);
+	pc_err_destroy(&e2);
+	session_close_chans(c->chans, src->req.streams);
+	session_close_chans(out, dst->req.streams);
+	return ret;
+}
+
 /* h1:SRC h2:DST. The listening end (h2, or h1 with -z) answers first; the
  * other end then connects to the address the listener reported. Both get
  * the same fresh data key. */
@@ -829,6 +882,11 @@ static int client_third_party(struct client *c)
 		ret = client_request(c, src, PROTO_ROLE_SOURCE);
 	if (ret == 0)
 		ret = client_request(c, dst, PROTO_ROLE_SINK);
+	if (ret == 0 && c->o->relay) {
+		ret = client_third_relayed(c, key);
+		crypto_wipe(key, sizeof(key));
+		return ret;
+	}
 	if (ret < 0)
 		return ret;
 	for (int i = 0; i < 2; i++) {

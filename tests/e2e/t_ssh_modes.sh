@@ -217,6 +217,30 @@ case_third_party() {
     wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
 }
 
+# -3: the data of a third-party copy goes through this host (as scp -3):
+# both hosts listen and the client pumps the streams; files and a tree,
+# with 1 and 4 streams; -3 elsewhere is a usage error.
+case_third_party_relayed() {
+    local s
+    mkdir -p "$T/src/tree/sub"
+    mkfile "$T/src/f" 12M
+    mkfile "$T/src/tree/a" 70000
+    mkfile "$T/src/tree/sub/b" 3
+    for s in 1 4; do
+        mkdir -p "$T/dst.$s"
+        expect_exit 0 "$PCOPY" -3 -s "$s" "h1:$T/src/f" "h2:$T/dst.$s/"
+        same_file "$T/src/f" "$T/dst.$s/f"
+        expect_stderr_matches 'relayed through this host'
+        expect_exit 0 "$PCOPY" -3 -r -s "$s" "h1:$T/src/tree" "h2:$T/dst.$s/"
+        diff -r "$T/src/tree" "$T/dst.$s/tree" || fail "the relayed tree differs"
+        no_temp_files "$T/dst.$s"
+    done
+    expect_exit 1 "$PCOPY" -3 "$T/src/f" "h2:$T/dst.1/x"
+    expect_stderr_matches '-3 is for a copy between two remote hosts'
+    expect_exit 1 "$PCOPY" -3 -z "h1:$T/src/f" "h2:$T/dst.1/x"
+    wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
+}
+
 # _tcp_of PID: the established TCP connections of PID.
 _tcp_of() {
     ss -Htnp state established 2>/dev/null | grep "pid=$1," || true
@@ -261,4 +285,5 @@ run_case port-range-taken case_port_range_taken
 run_case address-family case_address_family
 run_case third-party case_third_party
 run_case third-party-direct case_third_party_direct
+run_case third-party-relayed case_third_party_relayed
 finish
