@@ -3,7 +3,9 @@
  * pair of pipes (the two shapes the control and data channels take): exact
  * sends and receives with the caller's iovec left alone, recv_some, the end
  * of the stream at a boundary and inside a read, timeouts both ways, and
- * chan_abort waking a receiver and a sender blocked in other threads. */
+ * chan_abort waking a receiver and a sender blocked in other threads; and
+ * chan_pipes_new (data through ssh): writes not cut to PIPE_BUF, its hold
+ * fd closed with the channel. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>

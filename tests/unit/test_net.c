@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for net, over loopback: listen on an ephemeral port, connect,
  * accept with a peer name and a deadline, refused connections and their
- * messages, receive timeouts, vectored sends, and IPv6 where ::1 exists. */
+ * messages, connects started without waiting (net_connect_start/done),
+ * receive timeouts, vectored sends, fds passed over Unix sockets (one or
+ * two), and IPv6 where ::1 exists. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
