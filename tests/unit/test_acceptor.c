@@ -21,9 +21,12 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "wire/acceptor.h"
+#include "wire/attach.h"
 #include "wire/auth.h"
 #include "wire/ctl.h"
 #include "sys/err.h"
@@ -46,6 +49,11 @@ struct peer {
 	uint8_t k[PROTO_KEY_LEN];
 	bool tls;                   /* connect with TLS (ENCRYPT) */
 	bool trickle;               /* first a connection that sends a byte a second */
+	unsigned via_attach;        /* bit i: stream i comes through the attach socket */
+	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
+	const char *attach_path;    /* idle_attach: the attach socket */
+	bool idle_attach;           /* first an attach connection that passes nothing */
+	double idle_closed_s;       /* result: when the acceptor closed it; < 0: never */
 	double trickle_closed_s;    /* result: when the acceptor closed it; < 0: never */
 	struct chan *chans[NSTREAMS]; /* results, read after join */
 	uint8_t expect[NSTREAMS][PROTO_MAC_LEN];
@@ -78,6 +86,68 @@ static struct chan *peer_connect(struct peer *p, const uint8_t *k, uint16_t idx,
 		ch = NULL;
 	}
 	return ch;
+}
+
+/* Stream idx through ssh, as `pcopy --attach` and the client's ssh child
+ * would make it: two pipes, the session's ends passed over the attach
+ * socket, the handshake in clear over ours (whatever the session's mode).
+ * Returns the channel, or NULL on any failure. */
+static struct chan *peer_attach(struct peer *p, uint16_t idx, uint8_t *expect)
+{
+	int to_sess[2], from_sess[2], conn;
+	struct chan *ch = NULL;
+	struct pc_err e;
+
+	if (pipe2(to_sess, O_CLOEXEC) != 0)
+		return NULL;
+	if (pipe2(from_sess, O_CLOEXEC) != 0) {
+		close(to_sess[0]);
+		close(to_sess[1]);
+		return NULL;
+	}
+	pc_err_init(&e);
+	conn = attach_offer(p->attach_id, 5, to_sess[0], from_sess[1], "test ssh", &e);
+	pc_err_destroy(&e);
+	/* The session has its own copies now. */
+	close(to_sess[0]);
+	close(from_sess[1]);
+	if (conn >= 0 && (ch = chan_pipes_new(from_sess[0], to_sess[1], conn)) == NULL)
+		close(conn);
+	if (ch == NULL) {
+		close(from_sess[0]);
+		close(to_sess[1]);
+		return NULL;
+	}
+	if (auth_data_connect(ch, p->k, idx, expect) < 0) {
+		chan_free(ch);
+		ch = NULL;
+	}
+	return ch;
+}
+
+/* An attach connection that passes no fds: returns the seconds until the
+ * acceptor closed it (up to 15 s), or -1 if it never did. */
+static double peer_idle_attach(struct peer *p)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint64_t t0 = platform_now_ns();
+	double open_s = -1;
+	int fd;
+
+	if (strlen(p->attach_path) >= sizeof(sa.sun_path))
+		return -1;
+	memcpy(sa.sun_path, p->attach_path, strlen(p->attach_path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		char junk;
+		if (poll(&pf, 1, 15000) == 1 && recv(fd, &junk, 1, 0) <= 0)
+			open_s = (double)(platform_now_ns() - t0) / 1e9;
+	}
+	close(fd);
+	return open_s;
 }
 
 /* A stranger who sends a byte a second, each one in time for a timeout
@@ -124,6 +194,8 @@ static void *peer_main(void *arg)
 	usleep(100 * 1000);
 	if (p->trickle)
 		p->trickle_closed_s = peer_trickle(p);
+	if (p->idle_attach)
+		p->idle_closed_s = peer_idle_attach(p);
 	if (p->stranger) {
 		uint8_t bad[PROTO_KEY_LEN];
 		memcpy(bad, p->k, sizeof(bad));
@@ -137,7 +209,9 @@ static void *peer_main(void *arg)
 			chan_free(ch);
 	}
 	for (unsigned i = 0; i < p->nconnect; i++) {
-		p->chans[i] = peer_connect(p, p->k, (uint16_t)i, p->expect[i]);
+		p->chans[i] = (p->via_attach & (1u << i))
+				      ? peer_attach(p, (uint16_t)i, p->expect[i])
+				      : peer_connect(p, p->k, (uint16_t)i, p->expect[i]);
 		if (p->chans[i] == NULL)
 			p->ret = -1;
 	}
@@ -224,7 +298,8 @@ static void rig_close(struct rig *r, struct chan **chans)
 	}
 	ctl_free(r->peer.ctl);
 	ctl_free(r->ours);
-	close(r->lfd);
+	if (r->lfd >= 0)
+		close(r->lfd);
 }
 
 /* A source that opened its connections sends ENTRIES at once: they may
@@ -526,6 +601,159 @@ static void test_peer_gave_up_inside_chan(void **state)
 	close(lfd);
 }
 
+/* ---- streams through ssh (the attach socket) ----------------------------- */
+
+/* An attach socket for the rig's peer, in a directory of the test's own
+ * (TMPDIR), with lfd kept (tcp) or closed and set to -1. */
+struct attach_rig {
+	char tmp[64];
+	char path[256];
+	int afd;
+};
+
+static void attach_rig_open(struct attach_rig *a, struct rig *r, bool tcp)
+{
+	struct pc_err e;
+
+	snprintf(a->tmp, sizeof(a->tmp), "/tmp/t_acceptor.XXXXXX");
+	assert_non_null(mkdtemp(a->tmp));
+	assert_int_equal(setenv("TMPDIR", a->tmp, 1), 0);
+	assert_int_equal(unsetenv("XDG_RUNTIME_DIR"), 0);
+	for (unsigned i = 0; i < PROTO_ATTACH_ID_LEN; i++)
+		r->peer.attach_id[i] = (uint8_t)(0x5a ^ (i * 7));
+	pc_err_init(&e);
+	a->afd = attach_listen(r->peer.attach_id, a->path, sizeof(a->path), &e);
+	pc_err_destroy(&e);
+	assert_true(a->afd >= 0);
+	r->peer.attach_path = a->path;
+	if (!tcp) {
+		close(r->lfd);
+		r->lfd = -1;
+	}
+}
+
+static void attach_rig_close(struct attach_rig *a)
+{
+	attach_close(a->afd, a->path);
+	assert_int_equal(testutil_rm_rf(a->tmp), 0);
+}
+
+/* Each stream at its index, and data both ways on it. */
+static void expect_streams(struct rig *r, struct chan **chans)
+{
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		uint8_t b = (uint8_t)(0xc0 + i), got = 0;
+		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+		assert_non_null(chans[i]);
+		assert_non_null(r->peer.chans[i]);
+		assert_int_equal(auth_data_confirm(r->peer.chans[i], r->peer.expect[i]), 0);
+		assert_int_equal(chan_send(r->peer.chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+		b = (uint8_t)(0xd0 + i);
+		assert_int_equal(chan_send(chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(r->peer.chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+	}
+}
+
+/* Every stream through ssh, no TCP listener: each lands at its index,
+ * its handshake in clear although the session asked for ENCRYPT. */
+static void test_attach_streams(void **state)
+{
+	struct attach_rig a;
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.via_attach = (1u << NSTREAMS) - 1;
+	attach_rig_open(&a, &r, false);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(-1, a.afd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	expect_streams(&r, chans);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_false(chan_encrypted(chans[i]));
+	rig_close(&r, chans);
+	attach_rig_close(&a);
+}
+
+/* Both at once: stream 1 through ssh, 0 and 2 over TCP in TLS. */
+static void test_attach_and_tcp(void **state)
+{
+	struct attach_rig a;
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	r.peer.via_attach = 1u << 1;
+	attach_rig_open(&a, &r, true);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(r.lfd, a.afd, r.ours, &r.req, r.peer.k, "peer", chans, &e),
+			 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i += 2)
+		assert_true(chan_encrypted(chans[i]));
+	assert_false(chan_encrypted(chans[1]));
+	for (unsigned i = 0; i < NSTREAMS; i++) {
+		uint8_t b = (uint8_t)(0xe0 + i), got = 0;
+		struct iovec iov = { .iov_base = &b, .iov_len = 1 };
+		/* Only the stream in clear has the listener's proof to read. */
+		if (i == 1)
+			assert_int_equal(auth_data_confirm(r.peer.chans[i], r.peer.expect[i]), 0);
+		assert_int_equal(chan_send(r.peer.chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+		b = (uint8_t)(0xf0 + i);
+		assert_int_equal(chan_send(chans[i], &iov, 1), 0);
+		assert_int_equal(chan_recv(r.peer.chans[i], &got, 1, NULL), 0);
+		assert_int_equal(got, b);
+	}
+	rig_close(&r, chans);
+	attach_rig_close(&a);
+}
+
+/* An attach connection that never passes its fds is cut off
+ * ACCEPTOR_AUTH_TIMEOUT_S after it was accepted; the good streams that
+ * follow it still arrive. */
+static void test_attach_idle_cut(void **state)
+{
+	struct attach_rig a;
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.peer.via_attach = (1u << NSTREAMS) - 1;
+	r.peer.idle_attach = true;
+	attach_rig_open(&a, &r, false);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	assert_int_equal(acceptor_run(-1, a.afd, r.ours, &r.req, r.peer.k, "peer", chans, &e), 0);
+	pc_err_destroy(&e);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	assert_true(r.peer.idle_closed_s >= ACCEPTOR_AUTH_TIMEOUT_S - 1);
+	assert_true(r.peer.idle_closed_s <= ACCEPTOR_AUTH_TIMEOUT_S + 1.5);
+	expect_streams(&r, chans);
+	rig_close(&r, chans);
+	attach_rig_close(&a);
+}
+
 /* The stop signals' signalfd, set up by main before any thread exists, as
  * pcopy_init does. */
 static int g_sigfd = -1;
@@ -569,6 +797,9 @@ int main(void)
 		cmocka_unit_test(test_full_slots_make_room),
 		cmocka_unit_test(test_peer_gave_up_inside_chan),
 		cmocka_unit_test(test_interrupted),
+		cmocka_unit_test(test_attach_streams),
+		cmocka_unit_test(test_attach_and_tcp),
+		cmocka_unit_test(test_attach_idle_cut),
 	};
 
 	g_sigfd = platform_signals_setup();

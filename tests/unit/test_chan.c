@@ -3,7 +3,9 @@
  * pair of pipes (the two shapes the control and data channels take): exact
  * sends and receives with the caller's iovec left alone, recv_some, the end
  * of the stream at a boundary and inside a read, timeouts both ways, and
- * chan_abort waking a receiver and a sender blocked in other threads. */
+ * chan_abort waking a receiver and a sender blocked in other threads; and
+ * chan_pipes_new (data through ssh): writes not cut to PIPE_BUF, its hold
+ * fd closed with the channel. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -12,13 +14,18 @@
 
 #include "testutil.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -347,6 +354,169 @@ static void test_bad_arguments(void **state)
 	ends_close(&e);
 }
 
+/* ---- chan_pipes_new: a data stream through ssh ---------------------------- */
+
+/* Every writev of the process goes through here (the library is linked
+ * into this program, so its calls bind to this definition), and those to
+ * g_watch_fd are counted: how many writes a send took. The real one (or a
+ * sanitizer's interceptor in front of it) is the next in line. */
+static atomic_int g_watch_fd = -1;
+static atomic_uint g_watch_writes;
+
+ssize_t writev(int fd, const struct iovec *iov, int n)
+{
+	static ssize_t (*next)(int, const struct iovec *, int);
+
+	if (next == NULL)
+		*(void **)&next = dlsym(RTLD_NEXT, "writev");
+	if (next == NULL) {
+		errno = ENOSYS;
+		return -1;
+	}
+	if (fd == atomic_load(&g_watch_fd))
+		atomic_fetch_add(&g_watch_writes, 1);
+	return next(fd, iov, n);
+}
+
+/* Reads len bytes from fd (blocking) into buf. */
+struct drain {
+	int fd;
+	uint8_t *buf;
+	size_t len, got;
+};
+
+static void *drain_main(void *arg)
+{
+	struct drain *d = arg;
+
+	while (d->got < d->len) {
+		ssize_t r = read(d->fd, d->buf + d->got, d->len - d->got);
+		if (r <= 0)
+			break;
+		d->got += (size_t)r;
+	}
+	return NULL;
+}
+
+/* 1 MiB through chan_pipes_new, with a reader thread on the other end of
+ * the pipe, arrives intact; both fds are made non-blocking. Then into a
+ * pipe that holds 1 MiB, nobody reading: a send is one write, not cut into
+ * PIPE_BUF pieces (256 of them) as on chan_plain_new's pipes. */
+static void test_pipes_bulk(void **state)
+{
+	enum { MIB = 1 << 20 };
+	uint8_t *out = malloc(MIB), *in = malloc(MIB);
+	int to[2], back[2];
+	struct iovec iov;
+	struct drain d;
+	struct chan *c;
+	pthread_t t;
+
+	(void)state;
+	assert_non_null(out);
+	assert_non_null(in);
+	fill(out, MIB, 7);
+	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(back, O_CLOEXEC), 0);
+	c = chan_pipes_new(back[0], to[1], -1);
+	assert_non_null(c);
+	assert_true(fcntl(back[0], F_GETFL) & O_NONBLOCK);
+	assert_true(fcntl(to[1], F_GETFL) & O_NONBLOCK);
+	assert_int_equal(chan_rfd(c), back[0]);
+	assert_int_equal(chan_wfd(c), to[1]);
+
+	memset(in, 0, MIB);
+	d = (struct drain){ .fd = to[0], .buf = in, .len = MIB };
+	assert_int_equal(pthread_create(&t, NULL, drain_main, &d), 0);
+	iov = (struct iovec){ .iov_base = out, .iov_len = MIB };
+	assert_int_equal(chan_send(c, &iov, 1), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(d.got, MIB);
+	assert_memory_equal(in, out, MIB);
+
+	/* A pipe with room for all of it. */
+	assert_true(fcntl(to[1], F_SETPIPE_SZ, MIB) >= MIB);
+	fill(out, MIB, 8);
+	atomic_store(&g_watch_writes, 0);
+	atomic_store(&g_watch_fd, to[1]);
+	assert_int_equal(chan_send(c, &iov, 1), 0);
+	atomic_store(&g_watch_fd, -1);
+	unsigned writes = atomic_load(&g_watch_writes);
+	if (writes < 1 || writes > 2)
+		fail_msg("1 MiB into a pipe of 1 MiB took %u writes, not 1", writes);
+	memset(in, 0, MIB);
+	d = (struct drain){ .fd = to[0], .buf = in, .len = MIB };
+	drain_main(&d);
+	assert_int_equal(d.got, MIB);
+	assert_memory_equal(in, out, MIB);
+
+	/* The same through chan_plain_new's pipes is cut (the counter sees
+	 * the writes it is meant to see). */
+	int loop[2];
+	assert_int_equal(pipe2(loop, O_CLOEXEC), 0);
+	assert_true(fcntl(loop[1], F_SETPIPE_SZ, MIB) >= MIB);
+	struct chan *plain = chan_plain_new(loop[0], loop[1]);
+	assert_non_null(plain);
+	atomic_store(&g_watch_writes, 0);
+	atomic_store(&g_watch_fd, loop[1]);
+	assert_int_equal(chan_send(plain, &iov, 1), 0);
+	atomic_store(&g_watch_fd, -1);
+	assert_int_equal(atomic_load(&g_watch_writes), MIB / PIPE_BUF);
+	chan_free(plain);
+
+	chan_free(c);
+	close(to[0]);
+	close(back[1]);
+	free(out);
+	free(in);
+}
+
+/* The hold fd goes with the channel: closed by chan_free (the remote
+ * `pcopy --attach` sees its connection end), and not before. A failure
+ * leaves all three fds the caller's. */
+static void test_pipes_hold(void **state)
+{
+	int r[2], w[2], sv[2];
+	struct chan *c;
+	char b;
+
+	(void)state;
+	assert_int_equal(pipe2(r, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(w, O_CLOEXEC), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	c = chan_pipes_new(r[0], w[1], sv[0]);
+	assert_non_null(c);
+	assert_true(fcntl(sv[0], F_GETFD) >= 0);
+	assert_int_equal(recv(sv[1], &b, 1, MSG_DONTWAIT), -1);
+	assert_int_equal(errno, EAGAIN); /* still open */
+	chan_free(c);
+	assert_int_equal(recv(sv[1], &b, 1, MSG_DONTWAIT), 0); /* closed */
+	errno = 0;
+	assert_int_equal(fcntl(sv[0], F_GETFD), -1);
+	assert_int_equal(errno, EBADF);
+	assert_int_equal(fcntl(r[0], F_GETFD), -1);
+	assert_int_equal(fcntl(w[1], F_GETFD), -1);
+	close(sv[1]);
+	close(r[1]);
+	close(w[0]);
+
+	/* A bad fd: NULL, errno set, the others left open. */
+	assert_int_equal(pipe2(r, O_CLOEXEC), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	int bad = dup(r[1]);
+	assert_true(bad >= 0);
+	close(bad);
+	errno = 0;
+	assert_null(chan_pipes_new(r[0], bad, sv[0]));
+	assert_int_equal(errno, EBADF);
+	assert_true(fcntl(r[0], F_GETFD) >= 0);
+	assert_true(fcntl(sv[0], F_GETFD) >= 0);
+	close(r[0]);
+	close(r[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,6 +531,8 @@ int main(void)
 		cmocka_unit_test(test_abort_socket),
 		cmocka_unit_test(test_abort_pipe),
 		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_pipes_bulk),
+		cmocka_unit_test(test_pipes_hold),
 	};
 	int failed;
 

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for net, over loopback: listen on an ephemeral port, connect,
  * accept with a peer name and a deadline, refused connections and their
- * messages, receive timeouts, vectored sends, and IPv6 where ::1 exists. */
+ * messages, connects started without waiting (net_connect_start/done),
+ * receive timeouts, vectored sends, fds passed over Unix sockets (one or
+ * two), and IPv6 where ::1 exists. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -10,8 +12,10 @@
 
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -418,6 +422,123 @@ static void test_sendv_peer_gone(void **state)
 	close(p.lfd);
 }
 
+/* Open fds of this process (/proc/self/fd, with the one that reads it). */
+static unsigned count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Two fds in one message, as `pcopy --attach` passes sshd's pipes: both
+ * arrive in order, as working copies, with the text; a message with one fd
+ * when two are expected is -EPROTO and leaves nothing open; more than
+ * NET_MAX_PASS or none is -EINVAL. */
+static void test_pass_two_fds(void **state)
+{
+	int sp[2], a[2], b[2], fds[2] = { -1, -1 }, three[3] = { 0, 1, 2 };
+	char who[NET_MAX_ADDR], c = 0;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+	assert_int_equal(pipe(a), 0);
+	assert_int_equal(pipe(b), 0);
+	int give[2] = { a[0], b[1] };
+	assert_int_equal(net_send_fds(sp[0], give, 2, "stream 3"), 0);
+	assert_int_equal(net_recv_fds(sp[1], fds, 2, who, sizeof(who)), 0);
+	assert_string_equal(who, "stream 3");
+	for (int i = 0; i < 2; i++)
+		assert_int_equal(fcntl(fds[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	assert_int_equal(write(a[1], "r", 1), 1);
+	assert_int_equal(read(fds[0], &c, 1), 1);
+	assert_int_equal(c, 'r');
+	assert_int_equal(write(fds[1], "w", 1), 1);
+	assert_int_equal(read(b[0], &c, 1), 1);
+	assert_int_equal(c, 'w');
+	close(fds[0]);
+	close(fds[1]);
+
+	/* One fd where two are expected. */
+	assert_int_equal(net_send_fds(sp[0], give, 1, "one"), 0);
+	unsigned before = count_fds();
+	fds[0] = fds[1] = -1;
+	assert_int_equal(net_recv_fds(sp[1], fds, 2, who, sizeof(who)), -EPROTO);
+	assert_int_equal(count_fds(), before);
+	/* Two where one is expected: neither kept either. */
+	assert_int_equal(net_send_fds(sp[0], give, 2, "two"), 0);
+	assert_int_equal(net_recv_fds(sp[1], fds, 1, who, sizeof(who)), -EPROTO);
+	assert_int_equal(count_fds(), before);
+
+	assert_int_equal(net_send_fds(sp[0], three, 3, "x"), -EINVAL);
+	assert_int_equal(net_send_fds(sp[0], three, 0, "x"), -EINVAL);
+	assert_int_equal(net_recv_fds(sp[1], fds, 3, who, sizeof(who)), -EINVAL);
+	assert_int_equal(net_recv_fds(sp[1], fds, 2, who, sizeof(who)), -EAGAIN);
+	close(sp[0]);
+	close(sp[1]);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
+/* Waits for POLLOUT on fd (5 s at most) and returns net_connect_done. */
+static int connect_settle(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	assert_int_equal(poll(&p, 1, 5000), 1);
+	return net_connect_done(fd);
+}
+
+/* Connects started together, without waiting: to a listener they all
+ * connect (0, blocking again, and they carry data); to a closed port each
+ * is refused, at once (a negative fds[i]) or when it settles. */
+static void test_connect_start(void **state)
+{
+	enum { N = 3 };
+	int fds[N], lfd;
+	struct pc_err e;
+
+	(void)state;
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	assert_int_equal(net_connect_start("127.0.0.1", net_local_port(lfd), 4, 0, fds, N, &e),
+			 0);
+	for (int i = 0; i < N; i++) {
+		char c = 0;
+		assert_true(fds[i] >= 0);
+		assert_int_equal(fcntl(fds[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+		assert_int_equal(connect_settle(fds[i]), 0);
+		assert_int_equal(fcntl(fds[i], F_GETFL) & O_NONBLOCK, 0);
+		int afd = net_accept(lfd, 5000, NULL, 0);
+		assert_true(afd >= 0);
+		assert_int_equal(send(fds[i], "k", 1, MSG_NOSIGNAL), 1);
+		assert_int_equal(recv(afd, &c, 1, 0), 1);
+		assert_int_equal(c, 'k');
+		close(afd);
+		close(fds[i]);
+	}
+	close(lfd);
+
+	uint16_t port = closed_port();
+	assert_int_equal(net_connect_start("127.0.0.1", port, 4, 0, fds, N, &e), 0);
+	for (int i = 0; i < N; i++) {
+		if (fds[i] < 0) {
+			assert_int_equal(fds[i], -ECONNREFUSED);
+			continue;
+		}
+		assert_int_equal(connect_settle(fds[i]), -ECONNREFUSED);
+		close(fds[i]);
+	}
+	pc_err_destroy(&e);
+}
+
 /* ---- IPv6 ----------------------------------------------------------------- */
 
 /* Passing a socket on: the fd arrives (a working copy), with its text;
@@ -529,6 +650,8 @@ int main(void)
 		cmocka_unit_test(test_sendv_peer_gone),
 		cmocka_unit_test(test_ipv6_loopback),
 		cmocka_unit_test(test_pass_fd),
+		cmocka_unit_test(test_pass_two_fds),
+		cmocka_unit_test(test_connect_start),
 		cmocka_unit_test(test_connect_interrupted),
 	};
 
