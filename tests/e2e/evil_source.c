@@ -233,8 +233,8 @@ static const char *basename_of(const char *p)
 	return s != NULL && s[1] != '\0' ? s + 1 : p;
 }
 
-/* parse_request: the version 6 REQUEST layout (version 5's, with three ssh
- * strings after connect_host) (contract 1.1: flags is u16). */
+/* parse_request: the version 6 REQUEST layout (version 5's, with attach_id after
+ * connect_port and two ssh strings after connect_host) (contract 1.1: flags is u16). */
 static void parse_request(struct session *s, const struct buf *r)
 {
 	if (r->n < 66)
@@ -251,8 +251,8 @@ static void parse_request(struct session *s, const struct buf *r)
 		die("REQUEST asks for %u streams", s->streams);
 	if (flags & RQ_DATA_KEY)
 		memcpy(s->k, r->b + 26, KEYLEN);
-	size_t off = 60;
-	for (int i = 0; i < 5; i++) { /* connect_host, _ssh, _attach, _pcopy, codec */
+	size_t off = 76; /* after connect_port and attach_id */
+	for (int i = 0; i < 4; i++) { /* connect_host, _ssh, _pcopy, codec */
 		if (off + 2 > r->n)
 			die("REQUEST ends inside its strings");
 		off += 2 + get_be(r->b + off, 2);
@@ -522,7 +522,6 @@ int main(int argc, char **argv)
 	struct buf ready = { .n = 0 };
 	put_be(&ready, port, 2);
 	put_str(&ready, "127.0.0.1");
-	put_str(&ready, ""); /* no attach socket */
 	send_frame(T_READY, &ready);
 	accept_streams(&s, lfd, conns);
 	close(lfd);

@@ -231,7 +231,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 5, 5, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 6, 6, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:
@@ -762,7 +762,7 @@ case_verbose_cipher() {
         suite=${c#*:}
         c=${c%%:*}
         expect_exit 0 "$PCOPY" -v --cipher "$c" "$T/src" "$DAEMON_URL/$c" --key-file "$DAEMON_KEY"
-        expect_stderr_matches "^pcopy: protocol version 5; data encrypted \(TLS 1\.3, $suite\)"
+        expect_stderr_matches "^pcopy: protocol version 6; data encrypted \(TLS 1\.3, $suite\)"
         expect_summary 2097152 1 4 "encrypted \(TLS 1\.3, $suite\)"
         same_file "$T/src" "$T/root/$c"
         expect_exit 0 "$PCOPY" --cipher "$c" "$DAEMON_URL/$c" "$T/back.$c" --key-file "$DAEMON_KEY"
@@ -784,11 +784,11 @@ case_local() {
     mkfile "$T/src" 5M
     expect_exit 0 "$PCOPY" -v "$T/src" "$T/clear"
     expect_summary 5242880 1 4 'not encrypted \(a local copy\)'
-    expect_stderr_contains "protocol version 5; data not encrypted (a local copy)"
+    expect_stderr_contains "protocol version 6; data not encrypted (a local copy)"
     same_file "$T/src" "$T/clear"
     expect_exit 0 "$PCOPY" -v --encrypt "$T/src" "$T/tls"
     expect_summary 5242880 1 4 "$ENCRYPTED"
-    expect_stderr_matches "^pcopy: protocol version 5; data $ENCRYPTED"
+    expect_stderr_matches "^pcopy: protocol version 6; data $ENCRYPTED"
     same_file "$T/src" "$T/tls"
     expect_exit 0 "$PCOPY" --encrypt --cipher chacha20-poly1305 "$T/src" "$T/chacha"
     expect_summary 5242880 1 4 'encrypted \(TLS 1\.3, TLS_CHACHA20_POLY1305_SHA256\)'
@@ -807,7 +807,7 @@ case_ssh_summaries() {
     expect_summary 6291456 1 2 "$ENCRYPTED"
     same_file "$T/src/f" "$T/back/f"
     expect_exit 0 "$PCOPY" -s 2 "h1:$T/src/f" "h2:$T/dst/"
-    expect_summary 6291456 1 2 'encrypted \(TLS 1\.3 between the hosts\)'
+    expect_summary 6291456 1 2 'encrypted \(TLS 1\.3 or ssh between the hosts\)'
     same_file "$T/src/f" "$T/dst/f"
     wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left: $(sshd_remote_pids)"
 }

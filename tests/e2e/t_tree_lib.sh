@@ -102,16 +102,17 @@ def recv():
     assert f == 0 and r == 0 and n <= 65536, "bad frame header"
     return t, p.stdout.read(n)
 nc, K, streams = os.urandom(32), os.urandom(32), 3
-send(1, struct.pack(">IHHI", 0x50435059, 5, 5, 0) + nc)
+send(1, struct.pack(">IHHI", 0x50435059, 6, 6, 0) + nc)
 send(3, K)
 paths = [b"dir/a", b"b"]
 req = struct.pack(">BHHIIIIHHB", 2, 0x20 | 0x40 | 0x200, streams, 1 << 20, 0, 0, 2, 0, 0, 0)
-req += bytes(32) + struct.pack(">HHHH", 0, 0, 0, len(paths))
+req += bytes(32) + struct.pack(">H", 0) + bytes(16)  # data_key, connect_port, attach_id
+req += struct.pack(">HHHHH", 0, 0, 0, 0, len(paths))  # host, ssh, pcopy, codec; npaths
 req += b"".join(struct.pack(">H", len(x)) + x for x in paths)
 send(4, req)
 t, hello = recv()
 assert t == 1 and len(hello) == 44, f"HELLO expected, got {t}"
-assert struct.unpack(">IHHI", hello[:12]) == (0x50435059, 5, 5, 0), "HELLO fields"
+assert struct.unpack(">IHHI", hello[:12]) == (0x50435059, 6, 6, 0), "HELLO fields"
 k = hmac.new(K, b"pcopy session" + nc + hello[12:44], hashlib.sha256).digest()
 t, ready = recv()
 assert t == 5, f"READY expected, got {t}"
