@@ -16,6 +16,7 @@
 
 #include "sys/net.h"
 #include "sys/platform.h"
+#include "wire/keyfile.h"
 
 _Static_assert(ATTACH_ID_HEX + 1 <= 64, "an id is short");
 
@@ -30,17 +31,6 @@ void attach_id_format(const uint8_t id[PROTO_ATTACH_ID_LEN], char hex[ATTACH_ID_
 	hex[ATTACH_ID_HEX] = '\0';
 }
 
-static int attach_nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int attach_id_parse(const char *hex, uint8_t id[PROTO_ATTACH_ID_LEN])
 {
 	uint8_t any = 0;
@@ -48,7 +38,7 @@ int attach_id_parse(const char *hex, uint8_t id[PROTO_ATTACH_ID_LEN])
 	if (strlen(hex) != ATTACH_ID_HEX)
 		return -PC_E_USAGE;
 	for (unsigned i = 0; i < PROTO_ATTACH_ID_LEN; i++) {
-		int hi = attach_nibble(hex[2 * i]), lo = attach_nibble(hex[2 * i + 1]);
+		int hi = keyfile_hex_digit(hex[2 * i]), lo = keyfile_hex_digit(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -PC_E_USAGE;
 		id[i] = (uint8_t)(hi << 4 | lo);

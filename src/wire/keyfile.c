@@ -97,7 +97,7 @@ out:
 	return ret;
 }
 
-static int keyfile_hexval(char c)
+int keyfile_hex_digit(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -120,8 +120,8 @@ static bool keyfile_parse(const char *text, size_t len, uint8_t key[PROTO_KEY_LE
 	if (len < KEYFILE_HEX_LEN)
 		return false;
 	for (size_t i = 0; i < PROTO_KEY_LEN; i++) {
-		int hi = keyfile_hexval(text[2 * i]);
-		int lo = keyfile_hexval(text[2 * i + 1]);
+		int hi = keyfile_hex_digit(text[2 * i]);
+		int lo = keyfile_hex_digit(text[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return false;

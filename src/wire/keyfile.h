@@ -21,4 +21,7 @@ int keyfile_generate(const char *path, struct pc_err *e);
  * -ENOENT) for a file that cannot be read; the detail names path. */
 int keyfile_load(const char *path, uint8_t key[PROTO_KEY_LEN], struct pc_err *e);
 
+/* The value of hexadecimal digit c (either case), or -1. */
+int keyfile_hex_digit(char c);
+
 #endif

@@ -680,6 +680,23 @@ stop_daemon() {
     wait_exit 15 "$pid" || fail "daemon $pid did not exit after SIGTERM"
 }
 
+# free_test_subnet: prints an N such that no interface or route of this
+# namespace uses 10.99.N.0/24 yet (20 <= N < 220, starting from one picked by
+# our pid, so that tests running in parallel each take their own); fails
+# when all are in use.
+free_test_subnet() {
+    local i n
+    for ((i = 0; i < 200; i++)); do
+        n=$((($$ + i) % 200 + 20))
+        if [[ -z $(ip -o -4 addr show to "10.99.$n.0/24" 2>/dev/null) ]] &&
+            ! ip -o -4 route show 2>/dev/null | grep -q "^10\.99\.$n\."; then
+            echo "$n"
+            return 0
+        fi
+    done
+    return 1
+}
+
 # session_pids [PID]: the session processes of a daemon (its children).
 session_pids() {
     pgrep -P "${1:-$DAEMON_PID}" || true

@@ -16,16 +16,7 @@ VETH_THERE=pcv$$b
 
 # N: a /24 of 10.99.0.0/16 that no interface of this namespace uses yet
 # (tests running in parallel each take their own).
-N=
-for ((i = 0; i < 200; i++)); do
-    n=$((($$ + i) % 200 + 20))
-    if [[ -z $(ip -o -4 addr show to "10.99.$n.0/24" 2>/dev/null) ]] &&
-        ! ip -o -4 route show 2>/dev/null | grep -q "^10\.99\.$n\."; then
-        N=$n
-        break
-    fi
-done
-[[ -n $N ]] || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
+N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
 HERE=10.99.$N.1
 THERE=10.99.$N.2
 

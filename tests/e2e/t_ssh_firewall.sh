@@ -61,18 +61,8 @@ VETH_IN_BAST=pcfc$$b VETH_IN_FAR=pcfc$$f
 [[ ${#VETH_FAR_HERE} -le 15 ]] || fail "interface name $VETH_FAR_HERE is too long"
 FW_TABLE=pcopyfw$$
 
-# N: a /24 of 10.99.0.0/16 that no interface of this namespace uses yet
-# (the rule of t_netns_ssh, so that the two never share one).
-N=
-for ((i = 0; i < 200; i++)); do
-    n=$((($$ + i) % 200 + 20))
-    if [[ -z $(ip -o -4 addr show to "10.99.$n.0/24" 2>/dev/null) ]] &&
-        ! ip -o -4 route show 2>/dev/null | grep -q "^10\.99\.$n\."; then
-        N=$n
-        break
-    fi
-done
-[[ -n $N ]] || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
+# N: a /24 of 10.99.0.0/16 that no interface of this namespace uses yet.
+N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
 HERE=10.99.$N.1
 FAR=10.99.$N.2
 DEAD=10.99.$N.3

@@ -56,19 +56,6 @@ static void some_id(uint8_t id[PROTO_ATTACH_ID_LEN], uint8_t seed)
 		id[i] = (uint8_t)(seed + i * 17u);
 }
 
-/* Open fds of this process. */
-static unsigned count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	unsigned n = 0;
-
-	assert_non_null(d);
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 static void test_id_round_trip(void **state)
 {
 	uint8_t id[PROTO_ATTACH_ID_LEN], back[PROTO_ATTACH_ID_LEN];
@@ -392,10 +379,10 @@ static void test_take_timeout_and_one_fd(void **state)
 	assert_true(sess >= 0);
 	assert_int_equal(pipe(p), 0);
 	assert_int_equal(net_send_fds(peer, p, 1, "one"), 0);
-	unsigned before = count_fds();
+	unsigned before = testutil_count_fds();
 	assert_int_equal(attach_take(sess, platform_now_ns() + 2000000000ull, fds, who,
 				     sizeof(who)), -EPROTO);
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(testutil_count_fds(), before);
 	/* The pipe's only read end left is ours: nothing kept a copy. */
 	close(p[0]);
 	assert_int_equal(write(p[1], "x", 1), -1);

@@ -423,18 +423,6 @@ static void test_sendv_peer_gone(void **state)
 }
 
 /* Open fds of this process (/proc/self/fd, with the one that reads it). */
-static unsigned count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	unsigned n = 0;
-
-	assert_non_null(d);
-	while (readdir(d) != NULL)
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* Two fds in one message, as `pcopy --attach` passes sshd's pipes: both
  * arrive in order, as working copies, with the text; a message with one fd
  * when two are expected is -EPROTO and leaves nothing open; more than
@@ -465,14 +453,14 @@ static void test_pass_two_fds(void **state)
 
 	/* One fd where two are expected. */
 	assert_int_equal(net_send_fds(sp[0], give, 1, "one"), 0);
-	unsigned before = count_fds();
+	unsigned before = testutil_count_fds();
 	fds[0] = fds[1] = -1;
 	assert_int_equal(net_recv_fds(sp[1], fds, 2, who, sizeof(who)), -EPROTO);
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(testutil_count_fds(), before);
 	/* Two where one is expected: neither kept either. */
 	assert_int_equal(net_send_fds(sp[0], give, 2, "two"), 0);
 	assert_int_equal(net_recv_fds(sp[1], fds, 1, who, sizeof(who)), -EPROTO);
-	assert_int_equal(count_fds(), before);
+	assert_int_equal(testutil_count_fds(), before);
 
 	assert_int_equal(net_send_fds(sp[0], three, 3, "x"), -EINVAL);
 	assert_int_equal(net_send_fds(sp[0], three, 0, "x"), -EINVAL);

@@ -126,6 +126,20 @@ static inline int testutil_rm_rf(const char *dir)
 	return rmdir(dir);
 }
 
+/* The open fds of this process (entries of /proc/self/fd, "." and ".."
+ * and the directory's own fd included: compare two counts). */
+static inline unsigned testutil_count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
 /* Makes a fresh directory from tmpl (a mkdtemp template, rewritten in
  * place), a directory "root" in it, and returns root's O_DIRECTORY fd, or
  * -1 (nothing is left behind). The fixtures that need a served root. */
