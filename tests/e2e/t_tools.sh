@@ -77,10 +77,10 @@ case_bench_help() {
     local sc old
     expect_exit 0 "$ROOT/tools/bench" --help >"$T/bench.out"
     grep -q -- '--only LIST' "$T/bench.out" || fail "tools/bench --help does not explain --only"
-    for sc in a b c d e f g; do
+    for sc in a b c d e f g h; do
         grep -qE "^  $sc  [a-z]" "$T/bench.out" || fail "tools/bench --help does not describe scenario $sc"
     done
-    grep -qF 'a,b,c,d,e,f,g' "$T/bench.out" || fail "tools/bench --help does not list a,b,c,d,e,f,g for --only"
+    grep -qF 'a,b,c,d,e,f,g,h' "$T/bench.out" || fail "tools/bench --help does not list a,b,c,d,e,f,g,h for --only"
     for old in bench-loopback bench-ssh bench-compress linkem-setup linkem-selftest; do
         [[ ! -e $ROOT/tools/$old ]] || fail "tools/$old is still there"
     done
@@ -89,8 +89,8 @@ case_bench_help() {
 # Bad options end with exit 1 and a message that names the option, before
 # the bench needs root or builds anything.
 case_bench_errors() {
-    expect_exit 1 "$ROOT/tools/bench" --only a,h
-    expect_stderr_contains "--only: unknown scenario 'h'"
+    expect_exit 1 "$ROOT/tools/bench" --only a,i
+    expect_stderr_contains "--only: unknown scenario 'i'"
     expect_exit 1 "$ROOT/tools/bench" --only ''
     expect_stderr_contains "--only is empty"
     expect_exit 1 "$ROOT/tools/bench" --runs 0
@@ -132,6 +132,10 @@ case_bench_enc() {
     enc_is "$LAST_STDERR" clear
     expect_exit 0 "$PCOPY" -vv --no-encrypt "$T/src" "$T/out.no-encrypt"
     enc_is "$LAST_STDERR" clear
+    # Through ssh (issue 18; the summary of a run whose data streams went
+    # through ssh, as pcopy prints it; t_ssh_firewall checks that pcopy does).
+    printf 'pcopy: 1024 bytes in 1 file, 1.458 s, 0.0 MB/s, 4 streams, encrypted (ssh)\n' >"$T/ssh.log"
+    enc_is "$T/ssh.log" ssh
     printf 'pcopy: sent HELLO to 127.0.0.1:1\n' >"$T/early.log"
     enc_is "$T/early.log" -
 }

@@ -26,8 +26,10 @@
                                 with or without a timestamp before each
                                 line) is LOG sent its data, from its summary
                                 line: the TLS 1.3 cipher suite (e.g.
-                                TLS_AES_128_GCM_SHA256), "TLS" (encrypted,
-                                suite not named), "clear" ("not encrypted
+                                TLS_AES_128_GCM_SHA256), "ssh" (the data
+                                went through ssh, "encrypted (ssh)"),
+                                "TLS" (encrypted, suite not named), "clear"
+                                ("not encrypted
                                 (...)", or a pcopy before protocol 4, which
                                 has no TLS and says neither), or "-" when
                                 LOG has no summary line
@@ -187,6 +189,8 @@ def cmd_enc(path):
             m = SUITE.search(line)
             if "not encrypted" in line:
                 enc = "clear"
+            elif "encrypted (ssh)" in line:
+                enc = "ssh"
             elif m:
                 enc = m.group(1)
             elif "encrypted" in line:
