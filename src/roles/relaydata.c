@@ -10,11 +10,13 @@
 #include "sys/sync.h"
 #include "wire/proto.h"
 
-#define RELAYDATA_BUF (256u << 10)
+#define RELAYDATA_BUF (256u << 10)  /* source to sink: the blocks */
+#define RELAYDATA_BACK_BUF (16u << 10) /* sink to source: only the end of TLS */
 
 /* One direction of one stream. */
 struct pump {
 	struct chan *from, *to;   /* borrowed */
+	size_t size;              /* of its buffer */
 	int ret;                  /* result: 0, or how it failed */
 	pthread_t tid;
 	bool started;
@@ -30,11 +32,11 @@ struct relaydata {
 static void *pump_main(void *arg)
 {
 	struct pump *p = arg;
-	uint8_t *buf = malloc(RELAYDATA_BUF);
+	uint8_t *buf = malloc(p->size);
 	int ret = buf != NULL ? 0 : -ENOMEM;
 
 	while (ret == 0) {
-		ssize_t r = chan_recv_some(p->from, buf, RELAYDATA_BUF);
+		ssize_t r = chan_recv_some(p->from, buf, p->size);
 		if (r == 0) {
 			ret = chan_close_send(p->to);
 			break;
@@ -67,6 +69,7 @@ int relaydata_start(struct chan **src, struct chan **dst, unsigned n, struct rel
 		struct pump *p = &r->p[i];
 		p->from = i < n ? src[i] : dst[i - n];
 		p->to = i < n ? dst[i] : src[i - n];
+		p->size = i < n ? RELAYDATA_BUF : RELAYDATA_BACK_BUF;
 		int rc = pthread_create(&p->tid, NULL, pump_main, p);
 		if (rc != 0) {
 			(void)relaydata_finish(r, true, e);
