@@ -13,7 +13,7 @@
 
 #include "sys/platform.h"
 
-enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
+enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_SSH_DIAL, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
 
 struct cli {
 	struct pcopy_opts o;
@@ -26,7 +26,7 @@ enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
-	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES,
+	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL,
 };
 
 static const struct option cli_longopts[] = {
@@ -52,6 +52,7 @@ static const struct option cli_longopts[] = {
 	{ "server", no_argument, NULL, OPT_SERVER },
 	{ "attach", required_argument, NULL, OPT_ATTACH },
 	{ "notices", no_argument, NULL, OPT_NOTICES },
+	{ "ssh-dial", no_argument, NULL, OPT_SSH_DIAL },
 	{ "data-via", required_argument, NULL, OPT_DATA_VIA },
 	{ "control-fd", required_argument, NULL, OPT_CONTROL_FD },
 	{ "bind", required_argument, NULL, OPT_BIND },
@@ -211,6 +212,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
 	case OPT_ATTACH: o->attach_id = arg; c->action = CLI_ATTACH; return 0;
 	case OPT_NOTICES: o->notices = true; return 0;
+	case OPT_SSH_DIAL: c->action = CLI_SSH_DIAL; return 0;
 	case OPT_DATA_VIA:
 		if (strcmp(arg, "auto") == 0)
 			o->data_via = PCOPY_DATA_VIA_AUTO;
@@ -323,6 +325,13 @@ static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r
 		return pcopy_server(&c->o, r);
 	case CLI_ATTACH:
 		return pcopy_attach(&c->o, r);
+	case CLI_SSH_DIAL:
+		if (nargs != 2) {
+			fprintf(stderr, "pcopy: --ssh-dial takes HOST PORT\n");
+			r->code = -1;
+			return 1;
+		}
+		return pcopy_ssh_dial(&c->o, args[0], args[1], r);
 	case CLI_GEN_KEY:
 		return pcopy_gen_key(c->gen_key, r);
 	default:

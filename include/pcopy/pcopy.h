@@ -157,6 +157,13 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r);
  * session is done with them. */
 int pcopy_attach(const struct pcopy_opts *o, struct pcopy_result *r);
 
+/* ssh's ProxyCommand for a data stream through ssh (roles/sshroute.h):
+ * connects to host:port with o->window, o->family and o->timeout_s (the
+ * connect's limit), passes the socket to ssh over standard output (a
+ * socket: ProxyUseFdpass) and returns. */
+int pcopy_ssh_dial(const struct pcopy_opts *o, const char *host, const char *port,
+		   struct pcopy_result *r);
+
 /* Writes a new random key to path (mode 0600; path must not exist). */
 int pcopy_gen_key(const char *path, struct pcopy_result *r);
 

@@ -35,6 +35,7 @@
 #include "roles/spawn.h"
 #include "roles/datapath.h"
 #include "roles/sshdata.h"
+#include "roles/sshroute.h"
 #include "pipeline/srclist.h"
 
 enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
@@ -60,6 +61,7 @@ struct endpoint {
 	                                      way to its port (session_dial_*); owned */
 	int via;                           /* PCOPY_DATA_VIA_*: how its data streams go */
 	struct sshdata *sdata;             /* data streams through ssh; owned */
+	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
 };
 
 struct client {
@@ -561,7 +563,6 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 	const struct pcopy_opts *o = c->o;
 	struct proto_request *req = &ep->req;
 	char target[LOC_MAX_USER + LOC_MAX_HOST + 2], host[LOC_MAX_HOST + 16];
-	const char *proxy;
 
 	ep->via = PCOPY_DATA_VIA_DIRECT;
 	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || o->reverse ||
@@ -570,10 +571,11 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 		return 0;
 	ep->via = o->data_via;
 	loc_ssh_target(ep->loc, target, sizeof(target));
-	if (ep->via == PCOPY_DATA_VIA_AUTO && (proxy = sshdata_proxied(o->rsh, target)) != NULL) {
+	sshroute_probe(o->rsh, target, &ep->route);
+	if (ep->via == PCOPY_DATA_VIA_AUTO && ep->route.proxied != NULL) {
 		loc_host_display(ep->loc, host, sizeof(host));
 		log_notice("%s is reached through a proxy (%s); the data goes through ssh", host,
-			   proxy);
+			   ep->route.proxied);
 		ep->via = PCOPY_DATA_VIA_SSH;
 	}
 	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
@@ -590,6 +592,7 @@ static void client_ssh_cfg(struct client *c, struct endpoint *ep, struct sshdata
 	*cfg = (struct sshdata_cfg){
 		.rsh = c->o->rsh, .target = target, .remote_pcopy = c->o->remote_pcopy,
 		.attach_id = ep->req.attach_id, .streams = ep->req.streams, .peer = ep->peer,
+		.route = &ep->route, .window = ep->req.window, .family = ep->req.family,
 	};
 }
 

@@ -22,6 +22,7 @@
 #include "wire/pathsafe.h"
 #include "roles/datapath.h"
 #include "roles/sshdata.h"
+#include "roles/sshroute.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
 #include "pipeline/srclist.h"
@@ -174,12 +175,19 @@ static int server_connect_ssh(const struct proto_request *req, const char *host,
 			      const uint8_t k[PROTO_KEY_LEN], struct chan **chans,
 			      struct sshdata **sd, struct pc_err *e)
 {
+	const char *rsh = getenv("PCOPY_RSH");
+	struct sshroute route = { 0 };
+	int ret;
+
+	/* Only a window to set is worth the lookup. */
+	if (req->window > 0)
+		sshroute_probe(rsh, req->connect_ssh, &route);
 	const struct sshdata_cfg scfg = {
-		.rsh = getenv("PCOPY_RSH"), .target = req->connect_ssh,
+		.rsh = rsh, .target = req->connect_ssh,
 		.remote_pcopy = req->connect_pcopy[0] != '\0' ? req->connect_pcopy : NULL,
 		.attach_id = req->attach_id, .streams = req->streams, .peer = req->connect_ssh,
+		.route = &route, .window = req->window, .family = req->family,
 	};
-	int ret;
 
 	if (req->connect_port != 0 && host != NULL && host[0] != '\0') {
 		const struct datapath_cfg dc = { .host = host, .port = req->connect_port,

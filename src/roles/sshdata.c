@@ -3,6 +3,8 @@
 #include "roles/sshdata.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,7 +42,9 @@ struct sshdata_stream {
 };
 
 struct sshdata {
-	struct sshdata_cfg cfg;    /* strings borrowed; attach_id copied below */
+	struct sshdata_cfg cfg;    /* strings borrowed; attach_id and route copied below */
+	struct sshroute route;
+	char dial[PATH_MAX + 128]; /* "ProxyCommand=... --ssh-dial ...", or "": ssh connects */
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
 	uint8_t k[PROTO_KEY_LEN];  /* set by sshdata_hello */
 	unsigned n;
@@ -84,6 +88,12 @@ static int sshdata_argv(const struct sshdata *d, char **argv, char *cmd, size_t 
 	if (sshdata_is_ssh(d->cfg.rsh))
 		for (size_t i = 0; i < sizeof(sshdata_opts) / sizeof(sshdata_opts[0]); i++)
 			argv[argc++] = (char *)(uintptr_t)sshdata_opts[i];
+	if (d->dial[0] != '\0') {
+		argv[argc++] = (char *)(uintptr_t)"-o";
+		argv[argc++] = (char *)(uintptr_t)d->dial;
+		argv[argc++] = (char *)(uintptr_t)"-o";
+		argv[argc++] = (char *)(uintptr_t)"ProxyUseFdpass=yes";
+	}
 	for (int i = 1; i < nw; i++)
 		argv[argc++] = words[i];
 	argv[argc++] = (char *)(uintptr_t)d->cfg.target;
@@ -142,6 +152,38 @@ static int sshdata_reap(struct sshdata_stream *st, int ms)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* d->dial: the ProxyCommand option that has `pcopy --ssh-dial` (this very
+ * binary) connect for ssh, with the window; "" where ssh connects by
+ * itself: no window asked for, a route pcopy may not dial (sshroute.h),
+ * or no binary of ours to name. */
+static void sshdata_set_dial(struct sshdata *d)
+{
+	char exe[PATH_MAX], quoted[PATH_MAX + 8];
+	const struct sshroute *r = &d->route;
+	int family = d->cfg.family != 0 ? d->cfg.family : r->family;
+	ssize_t n;
+
+	d->dial[0] = '\0';
+	if (!r->dial || d->cfg.window == 0 || !sshdata_is_ssh(d->cfg.rsh))
+		return;
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0 || (size_t)n >= sizeof(exe) - 1)
+		return;
+	exe[n] = '\0';
+	/* ssh expands %-tokens in a ProxyCommand, and the shell runs it: a
+	 * path with '%', a quote or a line break is left to ssh's own connect
+	 * rather than escaped twice. */
+	if (strstr(exe, " (deleted)") != NULL || strpbrk(exe, "%'\n") != NULL ||
+	    spawn_quote(exe, quoted, sizeof(quoted)) == 0)
+		return;
+	int len = snprintf(d->dial, sizeof(d->dial), "ProxyCommand=%s --ssh-dial -w %" PRIu32
+			   "%s --timeout %u %s %u", quoted, d->cfg.window,
+			   family == 4 ? " -4" : family == 6 ? " -6" : "", r->connect_timeout_s,
+			   r->host, (unsigned)r->port);
+	if (len < 0 || (size_t)len >= sizeof(d->dial))
+		d->dial[0] = '\0';
+}
+
 int sshdata_start(const struct sshdata_cfg *cfg, struct sshdata **out, struct pc_err *e)
 {
 	struct sshdata *d = calloc(1, sizeof(*d));
@@ -151,6 +193,13 @@ int sshdata_start(const struct sshdata_cfg *cfg, struct sshdata **out, struct pc
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	d->cfg = *cfg;
 	memcpy(d->attach_id, cfg->attach_id, sizeof(d->attach_id));
+	if (cfg->route != NULL)
+		d->route = *cfg->route;
+	d->cfg.route = &d->route;
+	sshdata_set_dial(d);
+	if (d->dial[0] != '\0')
+		log_debug("data streams through ssh to %s: pcopy connects them, window %" PRIu32,
+			  cfg->peer, cfg->window);
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
 		d->s[i] = (struct sshdata_stream){ .pid = -1, .rfd = -1, .wfd = -1, .efd = -1 };
 	for (unsigned i = 0; i < cfg->streams && ret == 0; i++) {
@@ -356,45 +405,4 @@ void sshdata_end(struct sshdata *d, bool stop)
 	}
 	crypto_wipe(d->k, sizeof(d->k));
 	free(d);
-}
-
-const char *sshdata_proxied(const char *rsh, const char *target)
-{
-	char cmd[1024], out[8192];
-	char *argv[SSHDATA_MAX_ARGV];
-	struct sshdata_stream st = { .pid = -1, .rfd = -1, .wfd = -1, .efd = -1 };
-	struct pc_err e;
-	size_t got = 0;
-	int argc = 0;
-	const char *proxied = NULL;
-
-	if (!sshdata_is_ssh(rsh))
-		return NULL;
-	snprintf(cmd, sizeof(cmd), "%s", rsh != NULL ? rsh : "ssh");
-	if (spawn_split(cmd, argv, &argc, SSHDATA_MAX_ARGV - 4) < 0)
-		return NULL;
-	argv[argc++] = (char *)(uintptr_t)"-G";
-	argv[argc++] = (char *)(uintptr_t)target;
-	argv[argc] = NULL;
-	pc_err_init(&e);
-	if (spawn_piped(argv, &st.pid, &st.rfd, &st.wfd, &st.efd, &e) == 0) {
-		sshdata_close_fd(&st.wfd);
-		ssize_t r;
-		while (got < sizeof(out) - 1 &&
-		       ((r = read(st.rfd, out + got, sizeof(out) - 1 - got)) > 0 ||
-			(r < 0 && errno == EINTR)))
-			got += r > 0 ? (size_t)r : 0;
-		out[got] = '\0';
-		for (char *line = strtok(out, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-			bool jump = strncmp(line, "proxyjump ", 10) == 0;
-			if ((jump || strncmp(line, "proxycommand ", 13) == 0) &&
-			    strcmp(strchr(line, ' ') + 1, "none") != 0)
-				proxied = jump ? "ProxyJump" : "ProxyCommand";
-		}
-		sshdata_close_fd(&st.rfd);
-		(void)sshdata_reap(&st, SSHDATA_REAP_MS);
-		sshdata_close_fd(&st.efd);
-	}
-	pc_err_destroy(&e);
-	return proxied;
 }

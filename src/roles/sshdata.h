@@ -12,7 +12,10 @@
  * the user), ControlPath=none (a connection of its own even under the
  * user's ControlMaster), no forwardings, no RemoteCommand or LocalCommand.
  * Everything else of the user's setup (config, identities, ports,
- * ProxyJump) holds. A --rsh that is not ssh gets none of them. */
+ * ProxyJump) holds. A --rsh that is not ssh gets none of them. Where
+ * the user's setup leaves ssh's connect alone and -w asks for a window,
+ * pcopy makes that connect itself (ProxyCommand `pcopy --ssh-dial` with
+ * ProxyUseFdpass, sshroute.h), so each stream has the window asked for. */
 #ifndef PCOPY_SSHDATA_H
 #define PCOPY_SSHDATA_H
 
@@ -22,6 +25,7 @@
 #include "sys/err.h"
 #include "transport/chan.h"
 #include "wire/proto.h"
+#include "roles/sshroute.h"
 
 struct sshdata_cfg {
 	const char *rsh;            /* the command that reaches a host (its words); NULL: ssh */
@@ -30,6 +34,13 @@ struct sshdata_cfg {
 	const uint8_t *attach_id;   /* [PROTO_ATTACH_ID_LEN]: the session there */
 	unsigned streams;           /* 1..PROTO_MAX_STREAMS */
 	const char *peer;           /* names the host in messages */
+	/* ssh's route to target (sshroute_probe), or NULL: with route->dial
+	 * and a window, each ssh gets its TCP connection from `pcopy
+	 * --ssh-dial` (ProxyUseFdpass), with that window, as a direct stream
+	 * would; else ssh connects by itself. Copied by sshdata_start. */
+	const struct sshroute *route;
+	uint32_t window;            /* -w: the streams' socket buffers; 0: the kernel's */
+	int family;                 /* -4/-6 for that connect; 0: as ssh's AddressFamily */
 };
 
 struct sshdata;
@@ -69,11 +80,5 @@ void sshdata_end(struct sshdata *s, bool stop);
 /* Whether cmd (the --rsh words) runs OpenSSH's ssh, which takes our
  * options. */
 bool sshdata_is_ssh(const char *rsh);
-
-/* Whether ssh reaches target through a ProxyJump or ProxyCommand (its
- * effective configuration, `ssh -G`): direct data connections then stand
- * little chance. Returns "ProxyJump" or "ProxyCommand", or NULL for
- * neither, or when that cannot be told. */
-const char *sshdata_proxied(const char *rsh, const char *target);
 
 #endif

@@ -521,6 +521,47 @@ case_bastion() {
     no_remote_left
 }
 
+# _dialed N RB TB: N established connections from here to far's port 22
+# have socket buffers RB (receive) and TB (send), as ss shows them.
+_dialed() {
+    local n
+    n=$(ss -tnmH state established dst "$FAR" dport = :22 | grep -c "rb$2,.*tb$3,") || true
+    [[ $n -eq $1 ]]
+}
+
+# -w through ssh: each data stream's ssh gets its TCP connection from
+# `pcopy --ssh-dial` (ProxyUseFdpass) with the window asked for, as a
+# direct stream would; the control channel's ssh connects by itself. ss
+# shows it while the copy waits for the rest of its input. Without -w,
+# every ssh connects by itself.
+case_dial_window() {
+    local pid rb tb w=1048576
+    firewall_close drop
+    mkdir -p "$T/remote"
+    # What the kernel grants an unprivileged SO_RCVBUF/SO_SNDBUF of $w.
+    rb=$((2 * ($(sysctl -n net.core.rmem_max) < w ? $(sysctl -n net.core.rmem_max) : w)))
+    tb=$((2 * ($(sysctl -n net.core.wmem_max) < w ? $(sysctl -n net.core.wmem_max) : w)))
+    slow_producer "$T/fifo" 3M 60 "$T/in"
+    "$PCOPY" -vv --data-via ssh -s 4 -w "$w" - "pctest:$T/remote/f" <"$T/fifo" 2>"$T/err" &
+    pid=$!
+    track_pid "$pid"
+    wait_until 20 _dialed 4 "$rb" "$tb" ||
+        fail "not 4 ssh connections with rb$rb/tb$tb: $(ss -tnmH state established dst "$FAR" dport = :22 | tr '\n' ' ')"
+    _dialed 5 "$rb" "$tb" && fail "the control channel's ssh got the window too"
+    kill "$PRODUCER_PID"
+    wait_exit 30 "$pid" || fail "pcopy did not finish after its input ended"
+    [[ $WAIT_RC -eq 0 ]] || fail "pcopy exited with $WAIT_RC: $(cat "$T/err")"
+    same_file "$T/in" "$T/remote/f"
+    grep -q "pcopy connects them, window $w" "$T/err" || fail "-vv does not say that pcopy connects the streams"
+    expect_exit 0 "$PCOPY" -vv --data-via ssh -s 2 "$T/in" "pctest:$T/remote/g"
+    same_file "$T/in" "$T/remote/g"
+    expect_stderr_lacks "pcopy connects them"
+    # Not a command for people: its output must be ssh's socket.
+    expect_exit 1 "$PCOPY" --ssh-dial "$FAR" 22
+    expect_stderr_contains "--ssh-dial is ssh's ProxyCommand with ProxyUseFdpass"
+    no_remote_left
+}
+
 # The open link: auto never falls back, and -v says nothing of ssh data.
 case_open_link() {
     firewall_open
@@ -556,4 +597,5 @@ run_case missing-source case_missing_source
 run_case dead-host case_dead_host
 run_case bastion case_bastion
 run_case open-link case_open_link
+run_case dial-window case_dial_window
 finish

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Unit tests for sshroute_parse: what `ssh -G` says decides whether a data
+ * stream through ssh goes through a proxy, and whether pcopy may open
+ * ssh's TCP connection itself (only where that changes nothing else of the
+ * user's setup), with ssh's own host, port, family and connect timeout. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+#include <string.h>
+
+#include "roles/sshroute.h"
+
+/* The lines of a plain `ssh -G host` (an excerpt, in ssh's order). */
+#define PLAIN "user alice\nhostname far.example.org\nport 22\naddressfamily any\n" \
+	      "batchmode no\nconnecttimeout none\nproxyusefdpass no\n"
+
+static void test_plain_host_is_dialed(void **state)
+{
+	struct sshroute r;
+	(void)state;
+
+	sshroute_parse(PLAIN, &r);
+	assert_true(r.dial);
+	assert_null(r.proxied);
+	assert_string_equal(r.host, "far.example.org");
+	assert_int_equal(r.port, 22);
+	assert_int_equal(r.family, 0);
+	assert_int_equal(r.connect_timeout_s, 0);
+}
+
+static void test_port_family_timeout(void **state)
+{
+	struct sshroute r;
+	(void)state;
+
+	sshroute_parse("hostname 10.1.2.3\nport 2222\naddressfamily inet6\nconnecttimeout 7\n", &r);
+	assert_true(r.dial);
+	assert_string_equal(r.host, "10.1.2.3");
+	assert_int_equal(r.port, 2222);
+	assert_int_equal(r.family, 6);
+	assert_int_equal(r.connect_timeout_s, 7);
+	sshroute_parse("hostname fe80::1\nport 22\naddressfamily inet\n", &r);
+	assert_true(r.dial);
+	assert_string_equal(r.host, "fe80::1");
+	assert_int_equal(r.family, 4);
+	/* No trailing newline: the last line still counts. */
+	sshroute_parse("hostname h\nport 22", &r);
+	assert_true(r.dial);
+	assert_int_equal(r.port, 22);
+}
+
+static void test_proxies_are_not_dialed(void **state)
+{
+	struct sshroute r;
+	(void)state;
+
+	sshroute_parse(PLAIN "proxyjump bastion\n", &r);
+	assert_false(r.dial);
+	assert_string_equal(r.proxied, "ProxyJump");
+	assert_string_equal(r.host, "");
+	sshroute_parse(PLAIN "proxycommand nc %h %p\n", &r);
+	assert_false(r.dial);
+	assert_string_equal(r.proxied, "ProxyCommand");
+	/* "none" is no proxy. */
+	sshroute_parse(PLAIN "proxycommand none\nproxyjump none\n", &r);
+	assert_true(r.dial);
+	assert_null(r.proxied);
+}
+
+static void test_bound_connects_are_left_to_ssh(void **state)
+{
+	struct sshroute r;
+	(void)state;
+
+	sshroute_parse(PLAIN "bindaddress 192.0.2.1\n", &r);
+	assert_false(r.dial);
+	assert_null(r.proxied);
+	sshroute_parse(PLAIN "bindinterface eth1\n", &r);
+	assert_false(r.dial);
+}
+
+static void test_unusable_values_are_not_dialed(void **state)
+{
+	static const char *const bad[] = {
+		"hostname far;reboot\nport 22\n",           /* a shell metacharacter */
+		"hostname far host\nport 22\n",             /* a space */
+		"hostname -oProxyCommand=x\nport 22\n",     /* an option */
+		"hostname far%h\nport 22\n",                /* an ssh token */
+		"hostname \nport 22\n",                     /* empty */
+		"hostname far\nport 0\n",
+		"hostname far\nport 65536\n",
+		"hostname far\nport 22x\n",
+		"hostname far\n",                           /* no port */
+		"port 22\n",                                /* no host */
+		"",
+	};
+	struct sshroute r;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sshroute_parse(bad[i], &r);
+		assert_false(r.dial);
+		assert_string_equal(r.host, "");
+		assert_int_equal(r.port, 0);
+	}
+}
+
+static void test_bounds(void **state)
+{
+	char text[2048];
+	struct sshroute r;
+	(void)state;
+
+	/* The longest host name taken, and one byte more. */
+	memset(text, 'a', sizeof(text));
+	memcpy(text, "hostname ", 9);
+	memcpy(text + 9 + SSHROUTE_MAX_HOST, "\nport 22\n", 10);
+	sshroute_parse(text, &r);
+	assert_true(r.dial);
+	assert_int_equal(strlen(r.host), SSHROUTE_MAX_HOST);
+	memset(text, 'a', sizeof(text));
+	memcpy(text, "hostname ", 9);
+	memcpy(text + 9 + SSHROUTE_MAX_HOST + 1, "\nport 22\n", 10);
+	sshroute_parse(text, &r);
+	assert_false(r.dial);
+	/* A line longer than the parser's buffer still counts: a long
+	 * ProxyCommand is a proxy, and a long host name is not dialed. */
+	memset(text, 'b', sizeof(text));
+	memcpy(text, "proxycommand ", 13);
+	memcpy(text + 1500, "\nhostname h\nport 22\n", 21);
+	sshroute_parse(text, &r);
+	assert_false(r.dial);
+	assert_string_equal(r.proxied, "ProxyCommand");
+	memset(text, 'c', sizeof(text));
+	memcpy(text, "hostname ", 9);
+	memcpy(text + 1500, "\nport 22\n", 10);
+	sshroute_parse(text, &r);
+	assert_false(r.dial);
+	/* connecttimeout past a week is no limit of ours. */
+	sshroute_parse("hostname h\nport 22\nconnecttimeout 9999999\n", &r);
+	assert_int_equal(r.connect_timeout_s, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plain_host_is_dialed),
+		cmocka_unit_test(test_port_family_timeout),
+		cmocka_unit_test(test_proxies_are_not_dialed),
+		cmocka_unit_test(test_bound_connects_are_left_to_ssh),
+		cmocka_unit_test(test_unusable_values_are_not_dialed),
+		cmocka_unit_test(test_bounds),
+	};
+	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
+}
