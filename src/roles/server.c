@@ -176,12 +176,10 @@ static int server_connect_ssh(const struct proto_request *req, const char *host,
 			      struct sshdata **sd, struct pc_err *e)
 {
 	const char *rsh = getenv("PCOPY_RSH");
-	struct sshroute route = { 0 };
+	struct sshroute route;
 	int ret;
 
-	/* Only a window to set is worth the lookup. */
-	if (req->window > 0)
-		sshroute_probe(rsh, req->connect_ssh, &route);
+	sshroute_probe(rsh, req->connect_ssh, &route);
 	const struct sshdata_cfg scfg = {
 		.rsh = rsh, .target = req->connect_ssh,
 		.remote_pcopy = req->connect_pcopy[0] != '\0' ? req->connect_pcopy : NULL,

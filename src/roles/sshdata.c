@@ -20,6 +20,7 @@
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/platform.h"
+#include "transport/tls.h"
 #include "wire/attach.h"
 #include "wire/auth.h"
 
@@ -45,6 +46,7 @@ struct sshdata {
 	struct sshdata_cfg cfg;    /* strings borrowed; attach_id and route copied below */
 	struct sshroute route;
 	char dial[PATH_MAX + 128]; /* "ProxyCommand=... --ssh-dial ...", or "": ssh connects */
+	char ciphers[SSHROUTE_MAX_CIPHERS + 16]; /* "Ciphers=..." (sshroute_aes_first), or "" */
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
 	uint8_t k[PROTO_KEY_LEN];  /* set by sshdata_hello */
 	unsigned n;
@@ -88,6 +90,10 @@ static int sshdata_argv(const struct sshdata *d, char **argv, char *cmd, size_t 
 	if (sshdata_is_ssh(d->cfg.rsh))
 		for (size_t i = 0; i < sizeof(sshdata_opts) / sizeof(sshdata_opts[0]); i++)
 			argv[argc++] = (char *)(uintptr_t)sshdata_opts[i];
+	if (d->ciphers[0] != '\0') {
+		argv[argc++] = (char *)(uintptr_t)"-o";
+		argv[argc++] = (char *)(uintptr_t)d->ciphers;
+	}
 	if (d->dial[0] != '\0') {
 		argv[argc++] = (char *)(uintptr_t)"-o";
 		argv[argc++] = (char *)(uintptr_t)d->dial;
@@ -197,6 +203,8 @@ int sshdata_start(const struct sshdata_cfg *cfg, struct sshdata **out, struct pc
 		d->route = *cfg->route;
 	d->cfg.route = &d->route;
 	sshdata_set_dial(d);
+	if (tls_cpu_has_aes() && sshdata_is_ssh(cfg->rsh))
+		sshroute_aes_first(&d->route, d->ciphers, sizeof(d->ciphers));
 	if (d->dial[0] != '\0')
 		log_debug("data streams through ssh to %s: pcopy connects them, window %" PRIu32,
 			  cfg->peer, cfg->window);

@@ -15,7 +15,10 @@
  * ProxyJump) holds. A --rsh that is not ssh gets none of them. Where
  * the user's setup leaves ssh's connect alone and -w asks for a window,
  * pcopy makes that connect itself (ProxyCommand `pcopy --ssh-dial` with
- * ProxyUseFdpass, sshroute.h), so each stream has the window asked for. */
+ * ProxyUseFdpass, sshroute.h), so each stream has the window asked for.
+ * On a CPU with AES instructions, the streams prefer aes128-gcm among the
+ * ciphers the user's setup allows, if it left them in OpenSSH's default
+ * order (sshroute_aes_first). */
 #ifndef PCOPY_SSHDATA_H
 #define PCOPY_SSHDATA_H
 

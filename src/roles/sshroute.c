@@ -49,6 +49,9 @@ static void sshroute_line(const char *key, const char *val, struct sshroute *r,
 		r->port = *have_port ? (uint16_t)p : 0;
 	} else if (strcmp(key, "addressfamily") == 0) {
 		r->family = strcmp(val, "inet") == 0 ? 4 : strcmp(val, "inet6") == 0 ? 6 : 0;
+	} else if (strcmp(key, "ciphers") == 0) {
+		if (strlen(val) <= SSHROUTE_MAX_CIPHERS)
+			snprintf(r->ciphers, sizeof(r->ciphers), "%s", val);
 	} else if (strcmp(key, "connecttimeout") == 0) {
 		errno = 0;
 		unsigned long t = strtoul(val, &end, 10);
@@ -81,6 +84,29 @@ void sshroute_parse(const char *text, struct sshroute *r)
 		r->host[0] = '\0';
 		r->port = 0;
 	}
+}
+
+const char *sshroute_aes_first(const struct sshroute *r, char *out, size_t cap)
+{
+	static const char chacha[] = "chacha20-poly1305@openssh.com,";
+	static const char gcm[] = "aes128-gcm@openssh.com";
+	const char *list = r->ciphers, *at = list;
+	size_t glen = sizeof(gcm) - 1;
+
+	out[0] = '\0';
+	if (strncmp(list, chacha, sizeof(chacha) - 1) != 0)
+		return out;
+	/* aes128-gcm@openssh.com as a whole item of the list. */
+	while ((at = strstr(at, gcm)) != NULL && !(at[-1] == ',' &&
+						   (at[glen] == ',' || at[glen] == '\0')))
+		at += glen;
+	if (at == NULL)
+		return out;
+	int n = snprintf(out, cap, "Ciphers=%s,%.*s%s", gcm, (int)(at - 1 - list), list,
+			 at + glen);
+	if (n < 0 || (size_t)n >= cap)
+		out[0] = '\0';
+	return out;
 }
 
 void sshroute_probe(const char *rsh, const char *target, struct sshroute *r)

@@ -9,14 +9,18 @@
  * direct stream has. pcopy dials only where that changes nothing else of
  * the user's setup: no ProxyCommand or ProxyJump, no BindAddress or
  * BindInterface, a host name of plain characters; it uses the host, port,
- * address family and connect timeout that ssh would. */
+ * address family and connect timeout that ssh would. It also tells which
+ * ciphers the user's setup allows, so that a data stream may prefer the
+ * cheapest of them (sshroute_aes_first). */
 #ifndef PCOPY_SSHROUTE_H
 #define PCOPY_SSHROUTE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define SSHROUTE_MAX_HOST 255
+#define SSHROUTE_MAX_CIPHERS 511
 
 struct sshroute {
 	const char *proxied;        /* "ProxyJump", "ProxyCommand", or NULL */
@@ -25,7 +29,16 @@ struct sshroute {
 	uint16_t port;              /* ssh's Port, when dial */
 	int family;                 /* AddressFamily: 0 any, 4 or 6 */
 	unsigned connect_timeout_s; /* ConnectTimeout; 0: none (the kernel's) */
+	char ciphers[SSHROUTE_MAX_CIPHERS + 1]; /* Ciphers, in ssh's order; "" if unknown */
 };
+
+/* The Ciphers option for data streams through ssh on a CPU with AES
+ * instructions: where r's list is in OpenSSH's default order (it begins
+ * with chacha20-poly1305@openssh.com) and allows aes128-gcm@openssh.com,
+ * the same list with aes128-gcm@openssh.com first, as "Ciphers=..." in
+ * out[cap]; else "" (the user's choice, or nothing known, stands). ssh's
+ * chacha20-poly1305 costs twice the CPU of AES-GCM there. Returns out. */
+const char *sshroute_aes_first(const struct sshroute *r, char *out, size_t cap);
 
 /* Reads `ssh -G`'s output (text, NUL-terminated) into r. Lines it does not
  * know are ignored; a value it cannot use clears r->dial. */

@@ -533,7 +533,8 @@ _dialed() {
 # `pcopy --ssh-dial` (ProxyUseFdpass) with the window asked for, as a
 # direct stream would; the control channel's ssh connects by itself. ss
 # shows it while the copy waits for the rest of its input. Without -w,
-# every ssh connects by itself.
+# every ssh connects by itself. The data ssh's also put AES-GCM first
+# where the CPU has AES instructions.
 case_dial_window() {
     local pid rb tb w=1048576
     firewall_close drop
@@ -548,6 +549,16 @@ case_dial_window() {
     wait_until 20 _dialed 4 "$rb" "$tb" ||
         fail "not 4 ssh connections with rb$rb/tb$tb: $(ss -tnmH state established dst "$FAR" dport = :22 | tr '\n' ' ')"
     _dialed 5 "$rb" "$tb" && fail "the control channel's ssh got the window too"
+    # On a CPU with AES instructions the data ssh's prefer AES-GCM (the
+    # test's ssh config leaves OpenSSH's default cipher order); the
+    # control ssh keeps the user's choice.
+    local gcm
+    gcm=$(pgrep -c -f -- "-o Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,") || true
+    if grep -qw aes /proc/cpuinfo; then
+        [[ $gcm -eq 4 ]] || fail "$gcm data ssh's prefer aes128-gcm, not 4: $(pgrep -a -f -- "--attach")"
+    else
+        [[ $gcm -eq 0 ]] || fail "without AES instructions $gcm data ssh's still prefer aes128-gcm"
+    fi
     kill "$PRODUCER_PID"
     wait_exit 30 "$pid" || fail "pcopy did not finish after its input ended"
     [[ $WAIT_RC -eq 0 ]] || fail "pcopy exited with $WAIT_RC: $(cat "$T/err")"

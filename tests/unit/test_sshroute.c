@@ -146,6 +146,65 @@ static void test_bounds(void **state)
 	assert_int_equal(r.connect_timeout_s, 0);
 }
 
+#define DEFAULT_CIPHERS "chacha20-poly1305@openssh.com,aes128-ctr,aes192-ctr,aes256-ctr," \
+			"aes128-gcm@openssh.com,aes256-gcm@openssh.com"
+
+static void test_aes_first(void **state)
+{
+	static const struct {
+		const char *ciphers, *want;
+	} cases[] = {
+		/* OpenSSH's default order: AES-GCM moves to the front, the
+		 * set stays the same. */
+		{ DEFAULT_CIPHERS, "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,"
+				   "aes128-ctr,aes192-ctr,aes256-ctr,aes256-gcm@openssh.com" },
+		{ "chacha20-poly1305@openssh.com,aes128-gcm@openssh.com",
+		  "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com" },
+		/* The user's own order or set stands. */
+		{ "aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-gcm@openssh.com", "" },
+		{ "chacha20-poly1305@openssh.com,aes256-gcm@openssh.com", "" },
+		{ "chacha20-poly1305@openssh.com", "" },
+		/* Only a whole item counts. */
+		{ "chacha20-poly1305@openssh.com,xaes128-gcm@openssh.com", "" },
+		{ "chacha20-poly1305@openssh.com,aes128-gcm@openssh.comx", "" },
+		{ "chacha20-poly1305@openssh.com,aes128-gcm@openssh.comx,aes128-gcm@openssh.com",
+		  "Ciphers=aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,"
+		  "aes128-gcm@openssh.comx" },
+		{ "", "" },
+	};
+	struct sshroute r;
+	char out[SSHROUTE_MAX_CIPHERS + 16];
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(&r, 0, sizeof(r));
+		strcpy(r.ciphers, cases[i].ciphers);
+		assert_string_equal(sshroute_aes_first(&r, out, sizeof(out)), cases[i].want);
+	}
+	/* Too small a buffer gives nothing rather than a cut list. */
+	strcpy(r.ciphers, DEFAULT_CIPHERS);
+	assert_string_equal(sshroute_aes_first(&r, out, 40), "");
+}
+
+static void test_ciphers_parsed(void **state)
+{
+	char text[2048];
+	struct sshroute r;
+	(void)state;
+
+	sshroute_parse(PLAIN "ciphers " DEFAULT_CIPHERS "\n", &r);
+	assert_string_equal(r.ciphers, DEFAULT_CIPHERS);
+	/* A list longer than the bound is not kept (nothing is reordered). */
+	memset(text, 'x', sizeof(text));
+	memcpy(text, "ciphers chacha20-poly1305@openssh.com,", 38);
+	memcpy(text + 8 + SSHROUTE_MAX_CIPHERS + 1, "\n", 2);
+	sshroute_parse(text, &r);
+	assert_string_equal(r.ciphers, "");
+	memcpy(text + 8 + SSHROUTE_MAX_CIPHERS, "\n", 2);
+	sshroute_parse(text, &r);
+	assert_int_equal(strlen(r.ciphers), SSHROUTE_MAX_CIPHERS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -155,6 +214,8 @@ int main(void)
 		cmocka_unit_test(test_bound_connects_are_left_to_ssh),
 		cmocka_unit_test(test_unusable_values_are_not_dialed),
 		cmocka_unit_test(test_bounds),
+		cmocka_unit_test(test_aes_first),
+		cmocka_unit_test(test_ciphers_parsed),
 	};
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
