@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@
 #include "roles/datapath.h"
 #include "roles/sshdata.h"
 #include "roles/sshroute.h"
+#include "roles/datamemo.h"
 #include "pipeline/srclist.h"
 
 enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
@@ -62,6 +64,8 @@ struct endpoint {
 	int via;                           /* PCOPY_DATA_VIA_*: how its data streams go */
 	struct sshdata *sdata;             /* data streams through ssh; owned */
 	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
+	char memo_key[LOC_MAX_USER + LOC_MAX_HOST + SSHROUTE_MAX_HOST + 16]; /* datamemo's */
+	bool remembered;                   /* auto, and datamemo says direct failed lately */
 };
 
 struct client {
@@ -434,8 +438,9 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
 	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
 	int ret = client_spawn_ssh(c, ep);
-	/* Only through ssh: the streams start with the control channel. */
-	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
+	/* Only through ssh, or to a host whose direct connections failed
+	 * lately: the streams start with the control channel. */
+	if (ret == 0 && (ep->via == PCOPY_DATA_VIA_SSH || ep->remembered))
 		ret = client_ssh_streams(c, ep);
 	return ret;
 }
@@ -578,6 +583,14 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 			   ep->route.proxied);
 		ep->via = PCOPY_DATA_VIA_SSH;
 	}
+	if (ep->via == PCOPY_DATA_VIA_AUTO) {
+		snprintf(ep->memo_key, sizeof(ep->memo_key), "%s\n%s:%u", target, ep->route.host,
+			 (unsigned)ep->route.port);
+		ep->remembered = datamemo_recall(ep->memo_key, (uint64_t)time(NULL));
+		if (ep->remembered)
+			log_debug("%s: its direct data connections failed lately (%s); the streams "
+				  "through ssh start now and race them", ep->peer, "datamemo");
+	}
 	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
 	int ret = crypto_random(req->attach_id, sizeof(req->attach_id));
 	return ret < 0 ? pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret)) : 0;
@@ -662,8 +675,14 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		client_ssh_cfg(c, ep, &scfg, target);
 		struct datapath_cfg dc = { .host = ep->data_host, .alt_host = ep->ready_host,
 					   .port = ep->port, .req = req, .k = ep->k,
-					   .pending = pending, .ssh = &scfg };
-		return datapath_open(&dc, chans, &ep->sdata, c->e);
+					   .pending = pending, .ssh = &scfg, .started = ep->sdata };
+		ep->sdata = NULL; /* datapath's now */
+		ret = datapath_open(&dc, chans, &ep->sdata, c->e);
+		/* Remember a fallback for the next copy; forget it when direct
+		 * worked. A fallback because of the memo does not renew it. */
+		if (ret == 0 && (ep->sdata == NULL || !ep->remembered))
+			datamemo_note(ep->memo_key, ep->sdata != NULL, (uint64_t)time(NULL));
+		return ret;
 	}
 	pc_err_init(&e2);
 	if (dial != NULL)

@@ -521,6 +521,42 @@ case_bastion() {
     no_remote_left
 }
 
+# A host whose direct connections failed is remembered (hashed, in the
+# user's cache): the next copy starts its ssh streams with the control
+# connection and says so in the notice; a copy that finds the link open
+# goes direct and forgets the host.
+case_remembered() {
+    local memo=$XDG_CACHE_HOME/pcopy/direct-failed
+    firewall_close drop
+    mkdir -p "$T/remote"
+    mkfile "$T/f" 4M
+    expect_exit 0 "$PCOPY" -s 4 "$T/f" "pctest:$T/remote/f1"
+    same_file "$T/f" "$T/remote/f1"
+    expect_notice_once "$DIRECT_NOTICE"
+    expect_stderr_lacks "nor at the last copy"
+    [[ -f $memo ]] || fail "no $memo after a fallback"
+    [[ $(stat -c %a "$memo") == 600 ]] || fail "$memo has mode $(stat -c %a "$memo"), not 600"
+    [[ $(wc -l <"$memo") -eq 1 ]] || fail "$memo: $(cat "$memo")"
+    grep -Eq '^[0-9a-f]{64} [0-9]+$' "$memo" || fail "$memo: $(cat "$memo")"
+    ! grep -q -e "$FAR" -e pctest "$memo" || fail "$memo names the host in clear"
+    cp "$memo" "$T/memo.1"
+
+    expect_exit 0 "$PCOPY" -vv -s 4 "$T/f" "pctest:$T/remote/f2"
+    same_file "$T/f" "$T/remote/f2"
+    expect_notice_once "^pcopy: no direct data connection to [^ ]+ port [0-9]+ \\(.+, nor at the last copy\\); $NOTICE\$"
+    expect_stderr_contains "its direct data connections failed lately"
+    # A fallback because of the memo does not renew it.
+    cmp -s "$memo" "$T/memo.1" || fail "the remembered fallback rewrote $memo"
+
+    firewall_open
+    expect_exit 0 "$PCOPY" -v -s 4 "$T/f" "pctest:$T/remote/f3"
+    same_file "$T/f" "$T/remote/f3"
+    expect_no_notice
+    expect_summary $((4 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
+    [[ ! -s $memo ]] || fail "$memo still remembers the host after a direct copy: $(cat "$memo")"
+    no_remote_left
+}
+
 # _dialed N RB TB: N established connections from here to far's port 22
 # have socket buffers RB (receive) and TB (send), as ss shows them.
 _dialed() {
@@ -609,4 +645,5 @@ run_case dead-host case_dead_host
 run_case bastion case_bastion
 run_case open-link case_open_link
 run_case dial-window case_dial_window
+run_case remembered case_remembered
 finish
