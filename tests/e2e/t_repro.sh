@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# t_repro: the build is reproducible. Two copies of the source tree, in
+# directories of different names and lengths, each configured and built in
+# a build directory of its own name, give byte-identical pcopy binaries,
+# which name neither directory; with SOURCE_DATE_EPOCH set, the man pages
+# are identical too and carry that date. Builds only the pcopy target
+# (without the tests), with the same compiler and flags as a user would.
+source "$PCOPY_TEST_LIB"
+
+ROOT=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
+JOBS=${PCOPY_JOBS:-2}
+
+# copy_source DIR: the source tree (no build directories, no .git) in DIR.
+copy_source() {
+    mkdir -p "$1"
+    tar -C "$ROOT" --exclude='./build*' --exclude=./.git --exclude=./obj-* \
+        --exclude=./debian/.debhelper --exclude=./debian/pcopy -cf - . | tar -C "$1" -xf - ||
+        fail "cannot copy the source tree into $1"
+}
+
+# build SRC BUILD: configure and build pcopy and its man page.
+build() {
+    mkdir -p "$(dirname "$2")"
+    cmake -S "$1" -B "$2" -DBUILD_TESTING=OFF >"$2.log" 2>&1 &&
+        cmake --build "$2" -j "$JOBS" --target pcopy >>"$2.log" 2>&1 || {
+        tail -n 30 "$2.log" >&2
+        fail "building $1 in $2 failed (log: $2.log)"
+    }
+}
+
+case_same_binary() {
+    local a=$T/src-one b=$T/a-much-longer-source-directory-name
+    copy_source "$a"
+    copy_source "$b"
+    # 2026-01-02 03:04:05 UTC
+    export SOURCE_DATE_EPOCH=1767323045
+    build "$a" "$T/build-one"
+    build "$b" "$T/b/another-build"
+    [[ -x $T/build-one/pcopy && -x $T/b/another-build/pcopy ]] || fail "a build made no pcopy"
+    cmp "$T/build-one/pcopy" "$T/b/another-build/pcopy" ||
+        fail "two builds of one source in different directories differ: not reproducible"
+    local d
+    for d in "$T" src-one a-much-longer-source-directory-name build-one another-build; do
+        if grep -qaF -- "$d" "$T/build-one/pcopy"; then
+            fail "the binary names its build directory ($d): $(strings "$T/build-one/pcopy" | grep -F -- "$d" | head -n 3)"
+        fi
+    done
+    cmp "$T/build-one/pcopy.1" "$T/b/another-build/pcopy.1" || fail "the two man pages differ"
+    grep -q '^\.TH PCOPY 1 "2026-01-02" ' "$T/build-one/pcopy.1" ||
+        fail "the man page's date is not SOURCE_DATE_EPOCH's: $(grep '^\.TH' "$T/build-one/pcopy.1")"
+    log "identical: $(sha256sum <"$T/build-one/pcopy" | cut -c1-16)... ($(stat -c %s "$T/build-one/pcopy") bytes)"
+}
+
+run_case same-binary case_same_binary
+finish
