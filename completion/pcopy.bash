@@ -130,6 +130,7 @@ _pcopy_operand()
 
 _pcopy()
 {
+    # shellcheck disable=SC2034 # words and cword: set by _init_completion
     local cur prev words cword split
     # -n : keeps HOST:PATH and zlib:6 one word.
     _init_completion -s -n : || return
@@ -140,23 +141,23 @@ _pcopy()
         return
         ;;
     --data-via)
-        COMPREPLY=($(compgen -W 'auto direct ssh' -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W 'auto direct ssh' -- "$cur")
         return
         ;;
     --cipher)
-        COMPREPLY=($(compgen -W 'auto aes128-gcm chacha20-poly1305' -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W 'auto aes128-gcm chacha20-poly1305' -- "$cur")
         return
         ;;
     -s | --streams)
-        COMPREPLY=($(compgen -W '1 2 4 8 16 32 64' -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W '1 2 4 8 16 32 64' -- "$cur")
         return
         ;;
     -w | --window)
-        COMPREPLY=($(compgen -W '256k 1M 4M 16M' -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W '256k 1M 4M 16M' -- "$cur")
         return
         ;;
     -B | --block-size)
-        COMPREPLY=($(compgen -W '64k 256k 1M 4M 16M 64M' -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W '64k 256k 1M 4M 16M 64M' -- "$cur")
         return
         ;;
     --key-file | --gen-key)
@@ -168,7 +169,7 @@ _pcopy()
         return
         ;;
     --rsh)
-        COMPREPLY=($(compgen -c -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -c -- "$cur")
         return
         ;;
     # Numbers, ports, addresses and remote paths: nothing to offer.
@@ -181,7 +182,7 @@ _pcopy()
     $split && return
 
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "$_pcopy_options" -- "$cur"))
+        mapfile -t COMPREPLY < <(compgen -W "$_pcopy_options" -- "$cur")
         return
     fi
     _pcopy_operand

@@ -45,13 +45,13 @@ case_options_in_step() {
     zsh=$(zsh_options)
     local missing extra
     missing=$(comm -23 <(echo "$help") <(echo "$bash"))
-    [[ -z $missing ]] || fail "options of --help missing from $BASH_COMP: $(echo $missing)"
+    [[ -z $missing ]] || fail "options of --help missing from $BASH_COMP: $(tr "\n" " " <<<"$missing")"
     extra=$(comm -13 <(echo "$help") <(echo "$bash"))
-    [[ -z $extra ]] || fail "$BASH_COMP offers options --help does not list: $(echo $extra)"
+    [[ -z $extra ]] || fail "$BASH_COMP offers options --help does not list: $(tr "\n" " " <<<"$extra")"
     missing=$(comm -23 <(echo "$help") <(echo "$zsh"))
-    [[ -z $missing ]] || fail "options of --help missing from $ZSH_COMP: $(echo $missing)"
+    [[ -z $missing ]] || fail "options of --help missing from $ZSH_COMP: $(tr "\n" " " <<<"$missing")"
     extra=$(comm -13 <(echo "$help") <(echo "$zsh"))
-    [[ -z $extra ]] || fail "$ZSH_COMP offers options --help does not list: $(echo $extra)"
+    [[ -z $extra ]] || fail "$ZSH_COMP offers options --help does not list: $(tr "\n" " " <<<"$extra")"
     # The values --data-via and --cipher take, from --help.
     local via
     for via in auto direct ssh; do
@@ -126,7 +126,7 @@ expect_reply() {
     local got want
     got=$(complete_bash "${words[@]}" | grep -vx nospace | sort)
     want=$(printf '%s\n' "$@" | sort)
-    [[ $got == "$want" ]] || fail "completing 'pcopy ${words[*]}' gave [$(echo $got)], not [$(echo $want)]"
+    [[ $got == "$want" ]] || fail "completing 'pcopy ${words[*]}' gave [$(tr "\n" " " <<<"$got")], not [$(tr "\n" " " <<<"$want")]"
 }
 
 bash_setup() {
@@ -195,7 +195,7 @@ EOF
     grep -qxF 'my\ file ' <<<"$out" || fail "remote completion does not quote 'my file': $out"
     grep -qx nospace <<<"$out" || fail "remote completion lets a space follow a directory"
     [[ -f $T/ssh.args ]] || fail "the remote completion did not run ssh"
-    grep -qx 'BatchMode=yes' "$T/ssh.args" || fail "ssh ran without -o BatchMode=yes: $(echo $(cat "$T/ssh.args"))"
+    grep -qx 'BatchMode=yes' "$T/ssh.args" || fail "ssh ran without -o BatchMode=yes: $(tr "\n" " " <"$T/ssh.args")"
     grep -qx 'server' "$T/ssh.args" || fail "ssh was not called for host 'server'"
     grep -q 'ls -aF1dL -- lo\*$' "$T/ssh.args" || fail "ssh did not list lo*: $(tail -n 1 "$T/ssh.args")"
     # An ssh that hangs costs the time limit, not more, and completes nothing.
