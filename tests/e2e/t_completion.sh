@@ -7,6 +7,7 @@
 # --data-via, local paths, and remote paths listed through a stand-in ssh
 # that records how it was called (batch mode, a time limit). The zsh file
 # must parse (zsh -n).
+# ctest: packaging
 source "$PCOPY_TEST_LIB"
 
 ROOT=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)

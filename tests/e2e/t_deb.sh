@@ -15,6 +15,7 @@
 # 1 of its own in CI), so the unit's sandbox is checked by systemd-analyze
 # only. At the end it purges the package (and removes the user pcopy when
 # the package created it), leaving the machine as it found it.
+# ctest: packaging
 source "$PCOPY_TEST_LIB"
 needs_root "it installs the package it builds with apt-get and runs the daemon as the user pcopy"
 

@@ -6,6 +6,7 @@
 # which name neither directory; with SOURCE_DATE_EPOCH set, the man pages
 # are identical too and carry that date. Builds only the pcopy target
 # (without the tests), with the same compiler and flags as a user would.
+# ctest: packaging
 source "$PCOPY_TEST_LIB"
 
 ROOT=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
