@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# t_repro: the build is reproducible. Two copies of the source tree, in
-# directories of different names and lengths, each configured and built in
-# a build directory of its own name, give byte-identical pcopy binaries,
-# which name neither directory; with SOURCE_DATE_EPOCH set, the man pages
-# are identical too and carry that date. Builds only the pcopy target
-# (without the tests), with the same compiler and flags as a user would.
+# t_repro: the build as a packager runs it. It is reproducible: two copies
+# of the source tree, in directories of different names and lengths, each
+# configured and built in a build directory of its own name, give
+# byte-identical pcopy binaries, which name neither directory; with
+# SOURCE_DATE_EPOCH set, the man pages are identical too and carry that
+# date. And it honours CFLAGS, CPPFLAGS and LDFLAGS from the environment:
+# they reach the compiler and the linker, and no flag of the build's own
+# comes after CFLAGS to undo them. Builds only the pcopy target (without
+# the tests).
 # ctest: packaging
 source "$PCOPY_TEST_LIB"
 
@@ -53,5 +56,34 @@ case_same_binary() {
     log "identical: $(sha256sum <"$T/build-one/pcopy" | cut -c1-16)... ($(stat -c %s "$T/build-one/pcopy") bytes)"
 }
 
+# The compile and link lines of the pcopy target, as make runs them.
+case_env_flags() {
+    local src=$T/src b=$T/build cc link
+    copy_source "$src"
+    mkdir -p "$b"
+    CFLAGS='-O1 -g0 -DPCOPY_T_CFLAGS' CPPFLAGS='-DPCOPY_T_CPPFLAGS=1' \
+        LDFLAGS='-Wl,-z,now -Wl,--defsym=pcopy_t_ldflags=0' \
+        cmake -S "$src" -B "$b" -DBUILD_TESTING=OFF >"$b.log" 2>&1 || {
+        tail -n 30 "$b.log" >&2
+        fail "configuring with CFLAGS, CPPFLAGS and LDFLAGS failed"
+    }
+    cmake --build "$b" -j "$JOBS" --target pcopy -- VERBOSE=1 >>"$b.log" 2>&1 || {
+        tail -n 30 "$b.log" >&2
+        fail "building with CFLAGS, CPPFLAGS and LDFLAGS failed"
+    }
+    cc=$(grep -E ' -c [^ ]*src/main\.c' "$b.log" | head -n 1)
+    link=$(grep -E ' -o pcopy( |$)' "$b.log" | head -n 1)
+    [[ -n $cc && -n $link ]] || fail "cannot find main.c's compile line or pcopy's link line in $b.log"
+    [[ $cc == *' -O1 -g0 -DPCOPY_T_CFLAGS'* ]] || fail "CFLAGS did not reach the compiler: $cc"
+    [[ $cc == *' -DPCOPY_T_CPPFLAGS=1'* ]] || fail "CPPFLAGS did not reach the compiler: $cc"
+    # Nothing after CFLAGS changes the optimisation or the debug level.
+    local after=${cc#*-DPCOPY_T_CFLAGS}
+    if [[ $after =~ (^| )(-O[0-9sgz]?|-g[0-9]?)( |$) ]]; then
+        fail "the build puts ${BASH_REMATCH[2]} after CFLAGS, undoing them: $cc"
+    fi
+    [[ $link == *'--defsym=pcopy_t_ldflags=0'* ]] || fail "LDFLAGS did not reach the linker: $link"
+}
+
 run_case same-binary case_same_binary
+run_case env-flags case_env_flags
 finish
