@@ -7,8 +7,9 @@
 # SOURCE_DATE_EPOCH set, the man pages are identical too and carry that
 # date. And it honours CFLAGS, CPPFLAGS and LDFLAGS from the environment:
 # they reach the compiler and the linker, and no flag of the build's own
-# comes after CFLAGS to undo them. Builds only the pcopy target (without
-# the tests).
+# comes after CFLAGS to undo them. `cmake --install` puts every file where
+# GNUInstallDirs says, beneath CMAKE_INSTALL_PREFIX and DESTDIR. Builds
+# only the pcopy target (without the tests).
 # ctest: packaging
 source "$PCOPY_TEST_LIB"
 
@@ -84,6 +85,45 @@ case_env_flags() {
     [[ $link == *'--defsym=pcopy_t_ldflags=0'* ]] || fail "LDFLAGS did not reach the linker: $link"
 }
 
+# DESTDIR and the prefix: every file beneath both, at its place.
+case_install() {
+    local src=$T/src b=$T/build stage=$T/stage got want
+    copy_source "$src"
+    mkdir -p "$b"
+    cmake -S "$src" -B "$b" -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX=/opt/pc >"$b.log" 2>&1 &&
+        cmake --build "$b" -j "$JOBS" --target pcopy >>"$b.log" 2>&1 &&
+        DESTDIR=$stage cmake --install "$b" >>"$b.log" 2>&1 || {
+        tail -n 30 "$b.log" >&2
+        fail "configure, build or install with DESTDIR and a prefix failed"
+    }
+    got=$(cd "$stage" && find . -type f | sort)
+    want=$(printf '%s\n' ./opt/pc/bin/pcopy ./opt/pc/share/man/man1/pcopy.1 \
+        ./opt/pc/share/doc/pcopy/README.md ./opt/pc/share/doc/pcopy/examples/default-pcopy \
+        ./opt/pc/share/zsh/site-functions/_pcopy ./opt/pc/lib/systemd/system/pcopy.service \
+        ./opt/pc/lib/systemd/system/pcopy@.service ./opt/pc/lib/sysusers.d/pcopy.conf \
+        "./opt/pc/$(bash_completion_dir)/pcopy" | sort)
+    [[ $got == "$want" ]] || fail "installed files: $(tr '\n' ' ' <<<"$got"); expected: $(tr '\n' ' ' <<<"$want")"
+    grep -q '^ExecStart=/opt/pc/bin/pcopy --serve ' "$stage/opt/pc/lib/systemd/system/pcopy.service" ||
+        fail "the unit does not run the installed binary: $(grep ExecStart= "$stage/opt/pc/lib/systemd/system/pcopy.service")"
+    grep -q '^\.TH PCOPY 1 "[0-9-]*" "pcopy [0-9.]*"' "$stage/opt/pc/share/man/man1/pcopy.1" ||
+        fail "the installed man page has no version: $(grep '^\.TH' "$stage/opt/pc/share/man/man1/pcopy.1")"
+    "$stage/opt/pc/bin/pcopy" --version >/dev/null || fail "the installed pcopy does not run"
+}
+
+# bash_completion_dir: where the install puts bash completion, relative to
+# the prefix: bash-completion's completionsdir, or the usual place.
+bash_completion_dir() {
+    local dir prefix
+    dir=$(pkg-config --variable=completionsdir bash-completion 2>/dev/null || true)
+    prefix=$(pkg-config --variable=prefix bash-completion 2>/dev/null || true)
+    if [[ -n $dir && -n $prefix && $dir == "$prefix"/* ]]; then
+        echo "${dir#"$prefix"/}"
+    else
+        echo share/bash-completion/completions
+    fi
+}
+
 run_case same-binary case_same_binary
+run_case install case_install
 run_case env-flags case_env_flags
 finish
