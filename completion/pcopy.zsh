@@ -11,27 +11,41 @@
 # its own use (--server, --attach, --control-fd, --bind, --notices) are not
 # offered.
 
-# _pcopy_compress: the SPEC of -c; a comma-separated list (one per stream)
-# completes its last element.
-(( $+functions[_pcopy_compress] )) ||
-_pcopy_compress() {
-  local -a specs
-  local i
+# _pcopy_compress_one: one element of -c's SPEC: a level, a codec, or
+# after zlib:, lz4: or bz2: that codec's level.
+(( $+functions[_pcopy_compress_one] )) ||
+_pcopy_compress_one() {
+  local -a specs expl
+  case $PREFIX in
+  zlib:* | bz2:*)
+    compset -P '*:'
+    _wanted levels expl 'level' compadd -- {1..9}
+    return
+    ;;
+  lz4:*)
+    compset -P '*:'
+    _wanted levels expl 'level' compadd -- {1..12}
+    return
+    ;;
+  esac
   specs=(
     '0:no compression'
     '1:zlib level 1' '2:zlib level 2' '3:zlib level 3' '4:zlib level 4' '5:zlib level 5'
     '6:zlib level 6' '7:zlib level 7' '8:zlib level 8' '9:zlib level 9'
     'none:no compression'
     'auto:choose the codec by measuring'
-    'zlib:zlib (level 6)' 'lz4:lz4 (fast)' 'bz2:bzip2 (level 9)'
+    'zlib:zlib, level 6 (zlib\:LEVEL, 1 to 9)'
+    'lz4:lz4, fast (lz4\:LEVEL, 1 to 12)'
+    'bz2:bzip2, level 9 (bz2\:LEVEL, 1 to 9)'
   )
-  for i in {1..9}; do
-    specs+=("zlib\\:$i:zlib level $i" "bz2\\:$i:bzip2 level $i")
-  done
-  for i in {1..12}; do
-    specs+=("lz4\\:$i:lz4 level $i")
-  done
-  _sequence -s , _describe -t specs 'compression spec' specs
+  _describe -t specs 'compression spec' specs
+}
+
+# _pcopy_compress: the SPEC of -c: one element, or a comma-separated list
+# of them (one per stream).
+(( $+functions[_pcopy_compress] )) ||
+_pcopy_compress() {
+  _sequence -s , _pcopy_compress_one
 }
 
 # _pcopy_operand: a SRC or DST: HOST:PATH through ssh, a pcopy:// URL (not

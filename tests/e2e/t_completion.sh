@@ -6,7 +6,8 @@
 # bash-completion's helpers, answers what it should: options, -c specs,
 # --data-via, local paths, and remote paths listed through a stand-in ssh
 # that records how it was called (batch mode, a time limit). The zsh file
-# must parse (zsh -n).
+# must parse (zsh -n), and zsh, run on a pseudo-terminal, must complete
+# options, option values and local paths with it.
 # ctest: packaging
 source "$PCOPY_TEST_LIB"
 
@@ -66,6 +67,74 @@ case_zsh_parses() {
     command -v zsh >/dev/null || fail "zsh is not installed (tools/install-deps installs it)"
     zsh -n "$ZSH_COMP" || fail "zsh -n $ZSH_COMP failed"
     head -n 1 "$ZSH_COMP" | grep -qx '#compdef pcopy' || fail "$ZSH_COMP does not start with #compdef pcopy"
+}
+
+# zsh_complete LINE: the matches zsh's completion offers for the command
+# line LINE (typed, then TAB), one per line, sorted. It runs an interactive
+# zsh on a pseudo-terminal (zsh/zpty) with the completion in its fpath, and
+# wraps compadd to print each match it is given.
+zsh_complete() {
+    mkdir -p "$T/fpath"
+    cp "$ZSH_COMP" "$T/fpath/_pcopy"
+    cat >"$T/zdriver.zsh" <<'EOF'
+zmodload zsh/zpty || exit 2
+fp=$1
+zpty z zsh -f -i
+zpty -w z "PROMPT=''; RPROMPT=''; fpath=($fp \$fpath); autoload -Uz compinit; compinit -u -D"
+zpty -w z 'compadd() { local -a m; builtin compadd -O m "$@"; (( $#m )) && print -rl -- "${(@)m/(#m)*/MATCH<<$MATCH>>}"; builtin compadd "$@" }'
+# The markers are computed, so that the echo of a command is not taken for
+# its output.
+zpty -w z 'setopt extendedglob; zstyle ":completion:*" menu no; print READY$((6*7))'
+wait_for() {
+    local i chunk
+    out=""
+    for i in {1..500}; do
+        if zpty -r -t z chunk; then
+            out+=$chunk
+            [[ $out == *$1* ]] && return 0
+        else
+            sleep 0.02
+        fi
+    done
+    print -u2 "zsh did not answer ($1)"
+    exit 1
+}
+wait_for READY42
+zpty -w -n z "$2"$'\t\C-u'
+zpty -w z 'print DONE$((6*7))'
+wait_for DONE42
+print -r -- "$out" | grep -ao 'MATCH<<[^>]*>>' | sed 's/^MATCH<<//; s/>>$//' | sort -u
+zpty -d z
+EOF
+    (cd "$T/cwd" && HOME=$T/home timeout 30 zsh -f "$T/zdriver.zsh" "$T/fpath" "pcopy $1")
+}
+
+# expect_zsh LINE WANT...: zsh completes `pcopy LINE` exactly to WANT.
+expect_zsh() {
+    local line=$1 got want
+    shift
+    got=$(zsh_complete "$line") || fail "zsh completion of 'pcopy $line' failed"
+    want=$(printf '%s\n' "$@" | sort)
+    [[ $got == "$want" ]] ||
+        fail "zsh completes 'pcopy $line' to [$(tr '\n' ' ' <<<"$got")], not [$(tr '\n' ' ' <<<"$want")]"
+}
+
+case_zsh_completes() {
+    command -v zsh >/dev/null || fail "zsh is not installed (tools/install-deps installs it)"
+    bash_setup
+    expect_zsh '--data-via ' auto direct ssh
+    expect_zsh '--ci' --cipher
+    expect_zsh '--no-e' --no-encrypt
+    expect_zsh '--max-s' --max-sessions --max-startups
+    expect_zsh '-c au' auto
+    expect_zsh '-c 1,1,bz' bz2
+    # After the colon, the levels (zsh keeps "lz4:" as the match's prefix).
+    expect_zsh '-c lz4:' 1 2 3 4 5 6 7 8 9 10 11 12
+    expect_zsh '-c 6,zlib:' 1 2 3 4 5 6 7 8 9
+    # (Names without spaces: _path_files hands compadd a name both quoted
+    # and not, which this wrapper cannot tell apart.)
+    expect_zsh 'file' file.txt
+    expect_zsh '--root da' data
 }
 
 # The driver the bash cases run in a fresh bash: it sources bash-completion
@@ -227,4 +296,5 @@ run_case bash-options case_bash_options
 run_case bash-option-values case_bash_option_values
 run_case bash-local-paths case_bash_local_paths
 run_case bash-remote-paths case_bash_remote_paths
+run_case zsh-completes case_zsh_completes
 finish
