@@ -106,7 +106,7 @@ wait_for DONE42
 print -r -- "$out" | grep -ao 'MATCH<<[^>]*>>' | sed 's/^MATCH<<//; s/>>$//' | sort -u
 zpty -d z
 EOF
-    (cd "$T/cwd" && HOME=$T/home timeout 30 zsh -f "$T/zdriver.zsh" "$T/fpath" "pcopy $1")
+    (cd "$T/cwd" && HOME=$T/home PATH=$T/bin:$PATH timeout 30 zsh -f "$T/zdriver.zsh" "$T/fpath" "pcopy $1")
 }
 
 # expect_zsh LINE WANT...: zsh completes `pcopy LINE` exactly to WANT.
@@ -135,6 +135,26 @@ case_zsh_completes() {
     # and not, which this wrapper cannot tell apart.)
     expect_zsh 'file' file.txt
     expect_zsh '--root da' data
+}
+
+# Remote paths through a stand-in ssh, as for bash.
+case_zsh_remote_paths() {
+    command -v zsh >/dev/null || fail "zsh is not installed (tools/install-deps installs it)"
+    bash_setup
+    cat >"$T/bin/ssh" <<EOF
+#!/bin/sh
+printf '%s\n' "\$@" >"$T/ssh.args"
+printf '%s\n' 'logs/' 'logs.tar*'
+EOF
+    chmod +x "$T/bin/ssh"
+    local got
+    got=$(zsh_complete 'server:lo') || fail "zsh completion of 'pcopy server:lo' failed"
+    [[ -f $T/ssh.args ]] || fail "zsh's remote completion did not run ssh"
+    grep -qx 'BatchMode=yes' "$T/ssh.args" || fail "ssh ran without -o BatchMode=yes: $(tr '\n' ' ' <"$T/ssh.args")"
+    grep -qx 'ConnectTimeout=5' "$T/ssh.args" || fail "ssh ran without a ConnectTimeout: $(tr '\n' ' ' <"$T/ssh.args")"
+    grep -qx 'server' "$T/ssh.args" || fail "ssh was not called for host 'server'"
+    grep -qx 'logs' <<<"$got" || fail "zsh's remote completion lacks the directory logs: $(tr '\n' ' ' <<<"$got")"
+    grep -qx 'logs.tar' <<<"$got" || fail "zsh's remote completion lacks logs.tar: $(tr '\n' ' ' <<<"$got")"
 }
 
 # The driver the bash cases run in a fresh bash: it sources bash-completion
@@ -297,4 +317,5 @@ run_case bash-option-values case_bash_option_values
 run_case bash-local-paths case_bash_local_paths
 run_case bash-remote-paths case_bash_remote_paths
 run_case zsh-completes case_zsh_completes
+run_case zsh-remote-paths case_zsh_remote_paths
 finish
