@@ -20,7 +20,8 @@ JOBS=${PCOPY_JOBS:-2}
 copy_source() {
     mkdir -p "$1"
     tar -C "$ROOT" --exclude='./build*' --exclude=./.git --exclude=./obj-* \
-        --exclude=./debian/.debhelper --exclude=./debian/pcopy -cf - . | tar -C "$1" -xf - ||
+        --exclude=./debian/.debhelper --exclude=./debian/pcopy --exclude=./debian/build \
+        -cf - . | tar -C "$1" -xf - ||
         fail "cannot copy the source tree into $1"
 }
 
