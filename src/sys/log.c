@@ -1,28 +1,66 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* log: leveled messages to stderr, one write(2) per message. */
+/* log: leveled messages to stderr, one write(2) per message, one line
+ * each. Under systemd, with stderr connected to the journal, each line
+ * starts with its syslog priority (<3> to <7>) for journald, instead of
+ * the prefix. No line carries a time stamp: the journal, or whatever reads
+ * stderr, adds its own. */
 #include "sys/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Written by log_setup before any thread starts, read-only afterwards. */
 static int log_threshold = LOG_WARN;
 static char log_prefix[64] = "pcopy";
 static bool log_notices; /* LOG_NOTICE shows even below LOG_WARN */
+static bool log_journal; /* stderr is the journal: <N> priorities, no prefix */
 
 void log_set_notices(bool on)
 {
 	log_notices = on;
 }
 
+/* Whether stderr is the stream systemd connected to the journal: then
+ * $JOURNAL_STREAM holds its DEV:INO (systemd.exec(5)). A service that sent
+ * its stderr elsewhere inherits the variable all the same, so it must match
+ * stderr itself. */
+static bool log_stderr_is_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char extra;
+
+	if (env == NULL || sscanf(env, "%llu:%llu%c", &dev, &ino, &extra) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) != 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void log_setup(int level, const char *prefix)
 {
 	log_threshold = level;
 	snprintf(log_prefix, sizeof(log_prefix), "%s", prefix != NULL ? prefix : "pcopy");
+	log_journal = log_stderr_is_journal();
+}
+
+/* The syslog priority journald reads from a line's "<N>" (sd-daemon(3)). */
+static int log_priority(int level)
+{
+	switch (level) {
+	case LOG_ERROR: return 3;
+	case LOG_WARN: return 4;
+	case LOG_NOTICE: return 5;
+	case LOG_INFO: return 6;
+	default: return 7;
+	}
 }
 
 int log_level(void)
@@ -148,7 +186,10 @@ void log_msg(int level, const char *fmt, ...)
 	if (n > 0 && text[n - 1] == '\n')
 		n--;
 
-	r = snprintf(line, sizeof(line), "%s: ", log_prefix);
+	if (log_journal)
+		r = snprintf(line, sizeof(line), "<%d>", log_priority(level));
+	else
+		r = snprintf(line, sizeof(line), "%s: ", log_prefix);
 	if (r < 0)
 		goto out;
 	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;

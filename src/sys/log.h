@@ -14,7 +14,9 @@
 enum log_level { LOG_QUIET = -1, LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3,
 		 LOG_NOTICE = 100 /* a warning that log_set_notices shows even when quiet */ };
 
-/* Sets the threshold and the prefix ("pcopy", "pcopy[server]"). Call before
+/* Sets the threshold and the prefix ("pcopy", "pcopy[server]"), and looks
+ * whether stderr is systemd's journal ($JOURNAL_STREAM): then lines start
+ * with their syslog priority ("<3>") instead of the prefix. Call before
  * starting threads. prefix is copied. */
 void log_setup(int level, const char *prefix);
 int log_level(void);

@@ -8,7 +8,12 @@
 
 #include "testutil.h"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "sys/log.h"
 
@@ -70,6 +75,76 @@ static void test_truncation(void **state)
 	assert_string_equal(out, "");
 }
 
+/* Runs log_setup(LOG_DEBUG, "pcopy") and one message of each level with
+ * stderr sent to a fresh file, JOURNAL_STREAM set to that file's DEV:INO
+ * when journal is true (as systemd sets it for a service whose stderr is
+ * the journal), or to another file's (a stderr the service redirected);
+ * copies what was written to out[cap]. */
+static void log_capture(bool journal, char *out, size_t cap)
+{
+	char path[] = "/tmp/pcopy-test-log.XXXXXX", other[] = "/tmp/pcopy-test-log.XXXXXX";
+	char env[64];
+	struct stat st;
+	int fd, ofd, saved;
+	ssize_t n;
+
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	ofd = mkstemp(other);
+	assert_true(ofd >= 0);
+	assert_int_equal(fstat(journal ? fd : ofd, &st), 0);
+	snprintf(env, sizeof(env), "%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	assert_int_equal(setenv("JOURNAL_STREAM", env, 1), 0);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_true(dup2(fd, STDERR_FILENO) >= 0);
+
+	log_setup(LOG_DEBUG, "pcopy");
+	log_error("error %d", 1);
+	log_warn("warning");
+	log_notice("notice");
+	log_info("info\n");
+	log_debug("debug");
+
+	assert_true(dup2(saved, STDERR_FILENO) >= 0);
+	close(saved);
+	assert_int_equal(unsetenv("JOURNAL_STREAM"), 0);
+	log_setup(LOG_WARN, "pcopy");
+	n = pread(fd, out, cap - 1, 0);
+	assert_true(n >= 0);
+	out[n] = '\0';
+	close(fd);
+	close(ofd);
+	unlink(path);
+	unlink(other);
+}
+
+/* Under systemd with stderr connected to the journal, each line starts
+ * with its syslog priority, <3> for an error to <7> for debugging, which
+ * journald reads as the entry's priority, and carries neither our prefix
+ * (the journal names the unit and the process) nor a time stamp. */
+static void test_journal_priorities(void **state)
+{
+	char out[512];
+
+	(void)state;
+	log_capture(true, out, sizeof(out));
+	assert_string_equal(out, "<3>error 1\n<4>warning\n<5>notice\n<6>info\n<7>debug\n");
+}
+
+/* JOURNAL_STREAM names another file than stderr (the service sent stderr
+ * elsewhere): plain lines, as on a terminal. */
+static void test_journal_stream_elsewhere(void **state)
+{
+	char out[512];
+
+	(void)state;
+	log_capture(false, out, sizeof(out));
+	assert_string_equal(out, "pcopy: error 1\npcopy: warning\npcopy: notice\npcopy: info\n"
+				 "pcopy: debug\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -77,6 +152,8 @@ int main(void)
 		cmocka_unit_test(test_controls),
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_journal_priorities),
+		cmocka_unit_test(test_journal_stream_elsewhere),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
