@@ -74,7 +74,7 @@ mutated() {
 }
 
 # case_evil_source: tests/e2e/evil_source (t_tree_hostile's hostile peer)
-# speaks protocol version 6 as the contract lays it out, checked by an
+# speaks protocol version 7 as the contract lays it out, checked by an
 # independent client written here in Python: the handshake (HELLO, KEY,
 # REQUEST; HELLO, READY), the data channels' MACs both ways (mac_l checked
 # with Python's own HMAC), every ENTRIES batch decoded field by field to
@@ -161,7 +161,7 @@ send(10, bytes(80))
 assert p.wait() == 0, "evil_source failed"
 print(" ".join(seen))
 EOF
-        ) || fail "evil_source $s does not speak version 6 as the contract says"
+        ) || fail "evil_source $s does not speak version 7 as the contract says"
         log "evil_source $s: $out"
         case $s in
         benign) [[ $out == "2:a 1:a/f 3:a/l 2:a/d 9:a/d 9:a" ]] ;;
