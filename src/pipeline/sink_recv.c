@@ -256,18 +256,24 @@ static void sink_handle(struct sink *s, struct writer *w, struct buf *b)
 	sink_release(s, b);
 }
 
-/* Takes the next buffer from q for writer w, accounting the wait as its
- * input's and the time since *t0 (the last block's work) as busy. */
-static struct buf *sink_writer_pop(struct writer *w, struct queue *q, uint64_t *t0)
+/* Takes the next buffer from q for writer w, accounting the wait as the
+ * write stage's waiting for input. */
+static struct buf *sink_writer_pop(struct writer *w, struct queue *q)
 {
-	uint64_t t1 = platform_now_ns();
+	uint64_t t0 = platform_now_ns();
 	struct buf *b = queue_pop(q);
-	uint64_t t2 = platform_now_ns();
 
-	w->write.busy_ns += t1 - *t0;
-	w->write.in_ns += t2 - t1;
-	*t0 = t2;
+	w->write.in_ns += platform_now_ns() - t0;
 	return b;
+}
+
+/* sink_handle, accounted as the write stage's work. */
+static void sink_writer_handle(struct sink *s, struct writer *w, struct buf *b)
+{
+	uint64_t t0 = platform_now_ns();
+
+	sink_handle(s, w, b);
+	w->write.busy_ns += platform_now_ns() - t0;
 }
 
 void *sink_writer(void *arg)
@@ -275,15 +281,13 @@ void *sink_writer(void *arg)
 	struct writer *w = arg;
 	struct sink *s = w->s;
 	struct buf *b;
-	uint64_t t;
 
 	stage_acc_begin(&w->write, platform_now_ns());
-	t = w->write.start_ns;
-	while ((b = sink_writer_pop(w, s->wq[w->idx], &t)) != NULL) {
+	while ((b = sink_writer_pop(w, s->wq[w->idx])) != NULL) {
 		if (xfer_aborted(s->x))
 			sink_release(s, b);
 		else
-			sink_handle(s, w, b);
+			sink_writer_handle(s, w, b);
 	}
 	stage_acc_end(&w->write, platform_now_ns());
 	return NULL;
@@ -295,18 +299,16 @@ void *sink_writer_ordered(void *arg)
 	struct writer *w = arg;
 	struct sink *s = w->s;
 	struct buf *b;
-	uint64_t t;
 
 	stage_acc_begin(&w->write, platform_now_ns());
-	t = w->write.start_ns;
-	for (uint64_t k = 0; (b = sink_writer_pop(w, s->wq[k % s->nq], &t)) != NULL; k++) {
+	for (uint64_t k = 0; (b = sink_writer_pop(w, s->wq[k % s->nq])) != NULL; k++) {
 		if (b->hdr.seq != k) {
 			sink_release(s, b);
 			xfer_fail(s->x, -PC_E_PROTO, "%s sent block %llu out of order", s->x->peer,
 				  (unsigned long long)b->hdr.seq);
 			break;
 		}
-		sink_handle(s, w, b);
+		sink_writer_handle(s, w, b);
 	}
 	stage_acc_end(&w->write, platform_now_ns());
 	return NULL;
