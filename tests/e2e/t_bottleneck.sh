@@ -68,7 +68,9 @@ expect_verdict() {
     grep -E '^pcopy: (stage|read|compress|send|network|receive|decode|write|bottleneck:) ' \
         "$LAST_STDERR" | sed 's/^pcopy:/  /' >&2 || true
     [[ $name == "the network" ]] && second="sink idle"
-    expect_stderr_matches "^pcopy: bottleneck: ${name//(/\\(} \(busy [0-9]+%, $second [0-9]+%\)\$"
+    local re=${name//(/\\(}
+    re=${re//)/\\)}
+    expect_stderr_matches "^pcopy: bottleneck: $re \(busy [0-9]+%, $second [0-9]+%\)\$"
     for row in "read +source" "compress +source" "send +source" "network +both" \
         "receive +sink" "decode +sink" "write +sink"; do
         expect_stderr_matches "^pcopy: $row +[0-9]+ +[0-9]+% +[0-9]+% +[0-9]+%\$"
