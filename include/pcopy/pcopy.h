@@ -115,7 +115,10 @@ enum pcopy_stage {
 	PCOPY_STAGES
 };
 
-/* One stage's share of its threads' time, each 0..1 (docs/DESIGN-NOTES.md,
+/* Where one stage's threads spent the copy: shares of threads * the copy's
+ * wall time (the longer of the two sides'), each 0..1, summing to at most 1
+ * (the rest: before the threads started and after they finished;
+ * docs/DESIGN-NOTES.md,
  * "Which link is the slow one"). NETWORK: busy is the time the senders
  * waited for room in the socket while the receivers waited for bytes;
  * blocked_in the time the senders had nothing to send; blocked_out the

@@ -522,8 +522,12 @@ void *source_sender(void *arg)
 		w->wire += wire;
 	}
 	if (ret == 0 && !xfer_aborted(x)) {
+		/* Behind the last blocks: with a slow sink or network, it waits
+		 * for room as long as they took to drain from the socket. */
 		struct proto_block end = { .type = PROTO_BLK_END };
+		uint64_t t0 = platform_now_ns();
 		ret = source_send(ch, &end, NULL, 0);
+		w->send.out_ns += platform_now_ns() - t0;
 	}
 	stage_acc_end(&w->send, platform_now_ns()); /* before senders_left publishes it */
 	/* The listener's proof has waited in the channel since the first

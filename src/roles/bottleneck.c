@@ -54,15 +54,22 @@ static double bn_frac(uint64_t part, uint64_t whole)
 	return whole > 0 ? (double)part / (double)whole : 0.0;
 }
 
+/* A stage's row: its times as shares of its threads' part of the copy's
+ * wall time (threads * wall_us), not of their own lifetimes: a stage that
+ * finished early (readers whose last blocks went into the pool and the
+ * socket buffers while a slow sink still wrote) was idle for the rest of
+ * the copy, and must not look busy. */
 static void bn_row(struct pcopy_stage_stats *row, const char *name, const char *side,
-		   const struct proto_stage *g)
+		   const struct proto_stage *g, uint64_t wall_us)
 {
+	uint64_t whole = (uint64_t)g->threads * wall_us;
+
 	snprintf(row->name, sizeof(row->name), "%s", name);
 	snprintf(row->side, sizeof(row->side), "%s", side);
 	row->threads = g->threads;
-	row->busy = bn_frac(g->busy_us, g->span_us);
-	row->blocked_in = bn_frac(g->in_us, g->span_us);
-	row->blocked_out = bn_frac(g->out_us, g->span_us);
+	row->busy = bn_frac(g->busy_us, whole);
+	row->blocked_in = bn_frac(g->in_us, whole);
+	row->blocked_out = bn_frac(g->out_us, whole);
 }
 
 static double bn_min(double a, double b)
@@ -83,16 +90,23 @@ static bool bn_has_stages(const struct proto_stats *st)
 	return false;
 }
 
-/* The table: the six measured stages and the network between them. */
+/* The table: the six measured stages and the network between them. All
+ * are shares of the copy's wall time, the longer of the two sides' (the
+ * sink's DONE comes last; a source's END may come long before, when its
+ * last blocks fit in the socket buffers): the same yardstick whichever
+ * side the client is. */
 static void bn_table(const struct proto_stats *src, const struct proto_stats *sink,
 		     struct pcopy_stage_stats *t)
 {
-	bn_row(&t[PCOPY_STAGE_READ], "read", "source", &src->stage[PROTO_STAGE_READ]);
-	bn_row(&t[PCOPY_STAGE_COMPRESS], "compress", "source", &src->stage[PROTO_STAGE_ENCODE]);
-	bn_row(&t[PCOPY_STAGE_SEND], "send", "source", &src->stage[PROTO_STAGE_SEND]);
-	bn_row(&t[PCOPY_STAGE_RECEIVE], "receive", "sink", &sink->stage[PROTO_STAGE_RECV]);
-	bn_row(&t[PCOPY_STAGE_DECODE], "decode", "sink", &sink->stage[PROTO_STAGE_DECODE]);
-	bn_row(&t[PCOPY_STAGE_WRITE], "write", "sink", &sink->stage[PROTO_STAGE_WRITE]);
+	uint64_t wall = src->wall_us > sink->wall_us ? src->wall_us : sink->wall_us;
+
+	bn_row(&t[PCOPY_STAGE_READ], "read", "source", &src->stage[PROTO_STAGE_READ], wall);
+	bn_row(&t[PCOPY_STAGE_COMPRESS], "compress", "source", &src->stage[PROTO_STAGE_ENCODE],
+	       wall);
+	bn_row(&t[PCOPY_STAGE_SEND], "send", "source", &src->stage[PROTO_STAGE_SEND], wall);
+	bn_row(&t[PCOPY_STAGE_RECEIVE], "receive", "sink", &sink->stage[PROTO_STAGE_RECV], wall);
+	bn_row(&t[PCOPY_STAGE_DECODE], "decode", "sink", &sink->stage[PROTO_STAGE_DECODE], wall);
+	bn_row(&t[PCOPY_STAGE_WRITE], "write", "sink", &sink->stage[PROTO_STAGE_WRITE], wall);
 	struct pcopy_stage_stats *n = &t[PCOPY_STAGE_NETWORK];
 	snprintf(n->name, sizeof(n->name), "network");
 	snprintf(n->side, sizeof(n->side), "both");

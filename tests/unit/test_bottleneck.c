@@ -190,6 +190,38 @@ static void test_table(void **state)
 		    r.stage[PCOPY_STAGE_NETWORK].blocked_out < 0.401);
 }
 
+/* A stage that finished early, busy most of its short life (readers
+ * whose last blocks went into the pool and the socket buffers while a slow
+ * sink went on writing), is scored by the wall time of its side: it was
+ * idle for the rest of the copy. */
+static void test_scored_by_wall(void **state)
+{
+	struct proto_stats src, sink;
+
+	(void)state;
+	calm(&src, &sink);
+	src.wall_us = sink.wall_us = 10000;
+	src.stage[PROTO_STAGE_READ] = (struct proto_stage){ 1, 1000, 800, 0, 200 };
+	sink.stage[PROTO_STAGE_WRITE] = (struct proto_stage){ 1, 10000, 9900, 100, 0 };
+	struct pcopy_result r = judge(&src, &sink);
+	assert_true(r.stage[PCOPY_STAGE_READ].busy > 0.079 && r.stage[PCOPY_STAGE_READ].busy < 0.081);
+	assert_true(r.stage[PCOPY_STAGE_READ].blocked_out > 0.019 &&
+		    r.stage[PCOPY_STAGE_READ].blocked_out < 0.021);
+	assert_int_equal(r.bottleneck.verdict, PCOPY_VERDICT_SINK_WRITE);
+	assert_true(r.bottleneck.busy > 0.989 && r.bottleneck.busy < 0.991);
+	/* Both sides by the copy's wall time, the longer of the two: a
+	 * source's END may come long before the sink's DONE. */
+	src.wall_us = 1000;
+	r = judge(&src, &sink);
+	assert_true(r.stage[PCOPY_STAGE_READ].busy > 0.079 && r.stage[PCOPY_STAGE_READ].busy < 0.081);
+	assert_int_equal(r.bottleneck.verdict, PCOPY_VERDICT_SINK_WRITE);
+	src.wall_us = 20000;
+	r = judge(&src, &sink);
+	assert_true(r.stage[PCOPY_STAGE_READ].busy > 0.039 && r.stage[PCOPY_STAGE_READ].busy < 0.041);
+	assert_true(r.bottleneck.busy > 0.494 && r.bottleneck.busy < 0.496); /* 9900 / 20000 */
+	assert_int_equal(r.bottleneck.verdict, PCOPY_VERDICT_NONE_CLEAR);
+}
+
 /* No stage times on a side (a copy that failed before END or DONE): no
  * table, no verdict. */
 static void test_unknown(void **state)
@@ -216,6 +248,7 @@ int main(void)
 		cmocka_unit_test(test_each_verdict),
 		cmocka_unit_test(test_network),
 		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_scored_by_wall),
 		cmocka_unit_test(test_unknown),
 	};
 
