@@ -129,7 +129,8 @@ static void cli_usage(FILE *out)
 	      "      --max-per-source N  with --serve: of those, from one address, 1 to\n"
 	      "                        4096 (default 32); beyond them a new one is closed\n"
 	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
-	      "  -v, --verbose         more messages (-vv: debug)\n"
+	      "  -v, --verbose         more messages, and the table of stages behind the\n"
+	      "                        summary's bottleneck line (-vv: debug)\n"
 	      "  -q, --quiet           no summary, only errors\n"
 	      "  -h, --help            show this help\n"
 	      "  -V, --version         show the version\n"
@@ -281,6 +282,35 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* The summary's last line: which link of the chain was the slow one. */
+static void cli_bottleneck(const struct pcopy_result *r)
+{
+	const struct pcopy_bottleneck *b = &r->bottleneck;
+
+	if (b->verdict == PCOPY_VERDICT_UNKNOWN)
+		return;
+	if (b->verdict == PCOPY_VERDICT_NONE_CLEAR)
+		fprintf(stderr, "pcopy: bottleneck: none clear (busiest: %s %.0f%%, %s %.0f%%)\n",
+			b->busiest, b->busy * 100, b->second_label, b->second * 100);
+	else
+		fprintf(stderr, "pcopy: bottleneck: %s (busy %.0f%%, %s %.0f%%)\n", b->name,
+			b->busy * 100, b->second_label, b->second * 100);
+}
+
+/* -v: where each stage's threads spent their time. */
+static void cli_stage_table(const struct pcopy_result *r)
+{
+	if (r->nstages == 0)
+		return;
+	fprintf(stderr, "pcopy: %-8s %-6s %7s %6s %10s %11s\n", "stage", "side", "threads",
+		"busy", "blocked-in", "blocked-out");
+	for (unsigned i = 0; i < r->nstages; i++) {
+		const struct pcopy_stage_stats *g = &r->stage[i];
+		fprintf(stderr, "pcopy: %-8s %-6s %7u %5.0f%% %9.0f%% %10.0f%%\n", g->name, g->side,
+			g->threads, g->busy * 100, g->blocked_in * 100, g->blocked_out * 100);
+	}
+}
+
 static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 {
 	double mbs = r->wall_s > 0 ? (double)r->sink.bytes / r->wall_s / 1e6 : 0;
@@ -303,6 +333,9 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 			(double)r->source.bytes / (double)r->source.wire_bytes,
 			r->source.codec_cpu_s, r->sink.codec_cpu_s);
 	fputc('\n', stderr);
+	if (c->o.verbosity >= 2)
+		cli_stage_table(r);
+	cli_bottleneck(r);
 	if (c->o.verbosity < 2)
 		return;
 	for (unsigned i = 0; i < r->nstream_stats; i++)

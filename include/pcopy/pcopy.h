@@ -102,6 +102,61 @@ struct pcopy_stream_stats {
 	uint64_t wire;           /* bytes on the wire, headers included */
 };
 
+/* The stages of the copy, for the summary's table (-v) and --json: the
+ * source's three, the network between, the sink's three. */
+enum pcopy_stage {
+	PCOPY_STAGE_READ,        /* source: reading files or a stream */
+	PCOPY_STAGE_COMPRESS,    /* source: checksumming and compressing */
+	PCOPY_STAGE_SEND,        /* source: writing the data channels (TLS: encrypting) */
+	PCOPY_STAGE_NETWORK,     /* between: derived from SEND and RECEIVE */
+	PCOPY_STAGE_RECEIVE,     /* sink: reading the data channels (TLS: decrypting) */
+	PCOPY_STAGE_DECODE,      /* sink: decompressing and verifying */
+	PCOPY_STAGE_WRITE,       /* sink: writing files or a stream */
+	PCOPY_STAGES
+};
+
+/* Where one stage's threads spent the copy: shares of threads * the copy's
+ * wall time (the longer of the two sides'), each 0..1, summing to at most 1
+ * (the rest: before the threads started and after they finished;
+ * docs/DESIGN-NOTES.md,
+ * "Which link is the slow one"). NETWORK: busy is the time the senders
+ * waited for room in the socket while the receivers waited for bytes;
+ * blocked_in the time the senders had nothing to send; blocked_out the
+ * time the receivers held on to what they had read. */
+struct pcopy_stage_stats {
+	char name[12];           /* "read", "compress", "send", "network", "receive",
+	                            "decode", "write" */
+	char side[8];            /* "source", "sink", or "both" (network) */
+	unsigned threads;        /* threads that did the stage's work */
+	double busy;             /* working */
+	double blocked_in;       /* waiting for input */
+	double blocked_out;      /* waiting to hand on */
+};
+
+/* pcopy_bottleneck.verdict: the slowest link of the copy */
+enum pcopy_verdict {
+	PCOPY_VERDICT_UNKNOWN = 0,   /* no stage times (the copy failed, or nothing moved) */
+	PCOPY_VERDICT_NONE_CLEAR,    /* no stage dominates */
+	PCOPY_VERDICT_SOURCE_READ,   /* "source disk reads" */
+	PCOPY_VERDICT_COMPRESSION,   /* "compression (CPU) on the source" */
+	PCOPY_VERDICT_ENCRYPTION,    /* "encryption" (TLS, either side) */
+	PCOPY_VERDICT_NETWORK,       /* "the network" */
+	PCOPY_VERDICT_DECOMPRESSION, /* "decompression (CPU) on the sink" */
+	PCOPY_VERDICT_SINK_WRITE,    /* "sink disk writes" */
+};
+
+/* The verdict and its two headline numbers, as the summary's line says
+ * them: "bottleneck: NAME (busy BUSY%, SECOND_LABEL SECOND%)". */
+struct pcopy_bottleneck {
+	int verdict;             /* enum pcopy_verdict */
+	char name[40];           /* "sink disk writes"; "none clear" */
+	char key[16];            /* the same for machines: "sink_write"; "none" */
+	double busy;             /* the named stage's score, 0..1; none clear: the busiest's */
+	char busiest[40];        /* none clear: the busiest stage's name; else "" */
+	char second_label[16];   /* "network idle" (the network: "sink idle") */
+	double second;           /* 0..1 */
+};
+
 struct pcopy_result {
 	int code;                /* 0 or a negative pcopy error code */
 	char msg[1024];          /* what went wrong, naming the file, host or option */
@@ -116,6 +171,9 @@ struct pcopy_result {
 	struct pcopy_side_stats source, sink;
 	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */
 	struct pcopy_stream_stats stream[64];
+	unsigned nstages;        /* entries in stage[]: PCOPY_STAGES, or 0 (verdict unknown) */
+	struct pcopy_stage_stats stage[PCOPY_STAGES]; /* by enum pcopy_stage */
+	struct pcopy_bottleneck bottleneck;
 };
 
 /* Sets up logging and signal handling for this process. Must run before

@@ -471,13 +471,19 @@ static void sink_stop(struct sink *s)
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		if (s->recv[i].started && pthread_join(s->recv[i].tid, NULL) != 0)
 			log_error("cannot join receiver thread");
+		if (s->recv[i].started) {
+			stage_sum_add(&s->stage[PROTO_STAGE_RECV], &s->recv[i].recv);
+			stage_sum_add(&s->stage[PROTO_STAGE_DECODE], &s->recv[i].decode);
+		}
 		if (s->recv[i].dec != NULL)
 			s->codec_cpu_ns += decoder_cpu_ns(s->recv[i].dec);
 		decoder_free(s->recv[i].dec);
 	}
-	for (unsigned i = 0; i < s->nwriters; i++)
+	for (unsigned i = 0; i < s->nwriters; i++) {
 		if (pthread_join(s->writers[i].tid, NULL) != 0)
 			log_error("cannot join writer thread");
+		stage_sum_add(&s->stage[PROTO_STAGE_WRITE], &s->writers[i].write);
+	}
 	xfer_unwatch(s->x);
 	if (s->job != NULL)
 		bufpool_release(s->pool, s->job);
@@ -507,6 +513,8 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	m.u.stats.dirs = atomic_load(&s->ndirs);
 	m.u.stats.links = atomic_load(&s->nlinks);
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
+	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
+		stage_sum_row(&s->stage[i], m.u.stats.wall_us, &m.u.stats.stage[i]);
 	r->self = m.u.stats;
 	ret = ctl_send(s->x->ctl, &m);
 	if (ret < 0)

@@ -16,6 +16,7 @@
 #include "pipeline/decoder.h"
 #include "pipeline/sink.h"
 #include "pipeline/sink_ent.h"
+#include "pipeline/stage.h"
 #include "pipeline/xfer.h"
 
 /* Writers work on different files at once: file creation, the cost of a
@@ -42,6 +43,10 @@ struct receiver {
 	struct decoder *dec;           /* this thread only */
 	pthread_t tid;
 	bool started;
+	/* This thread only; read after join: */
+	struct stage_acc recv;         /* busy decrypting; waiting for bytes or the entry;
+	                                  decoding or handing on */
+	struct stage_acc decode;       /* busy decoding; waiting for the block; handing on */
 };
 
 struct writer {
@@ -49,6 +54,7 @@ struct writer {
 	unsigned idx;                  /* writer index: its queue; immutable */
 	pthread_t tid;
 	struct proto_entry e;          /* this thread's scratch */
+	struct stage_acc write;        /* this thread only; read after join */
 };
 
 /* A LINKED file that arrived well: what a later HARDLINK may name. */
@@ -91,6 +97,7 @@ struct sink {
 	struct sink_link *linked;      /* sorted by id (they arrive in order) */
 	size_t nlinked, linked_cap;
 	uint64_t codec_cpu_ns;         /* summed from the receivers after join */
+	struct stage_sum stage[PROTO_STAGES]; /* summed from the threads after join */
 };
 
 /* For a receiver: waits until entry `last` is announced. Returns 1, 0 when

@@ -20,6 +20,7 @@
 #include "pipeline/sink_ent.h"
 #include "sys/fault.h"
 #include "sys/log.h"
+#include "sys/platform.h"
 #include "wire/pathsafe.h"
 #include "sys/sync.h"
 #include "transport/chan.h"
@@ -35,11 +36,58 @@ void sink_wake(void *arg)
 	sync_unlock(&s->lock);
 }
 
+/* chan_recv for a receiver, accounted: on a TLS channel the thread's CPU
+ * time in the call is the receive stage's work (decryption), the rest
+ * waiting for the network; in clear the whole call is waiting. For the
+ * decode stage it is all waiting for its input. */
+static int sink_recv_timed(struct receiver *r, struct chan *ch, void *buf, size_t len)
+{
+	bool tls = chan_encrypted(ch);
+	uint64_t t0 = platform_now_ns();
+	uint64_t c0 = tls ? platform_thread_cpu_ns() : 0;
+	int ret = chan_recv(ch, buf, len, NULL);
+	uint64_t wall = platform_now_ns() - t0;
+	uint64_t cpu = tls ? platform_thread_cpu_ns() - c0 : 0;
+
+	cpu = cpu < wall ? cpu : wall;
+	r->recv.busy_ns += cpu;
+	r->recv.in_ns += wall - cpu;
+	r->decode.in_ns += wall;
+	return ret;
+}
+
+/* What a receiver's stretch of time was spent on. */
+enum recv_lap {
+	RLAP_ENTRY,    /* waiting for input: the entry of a block to be announced */
+	RLAP_DECODE,   /* decoding and verifying */
+	RLAP_HANDOFF,  /* waiting for a buffer or room in a writer's queue */
+};
+
+/* Adds the time since *t0 to a receiver's stages as what, and moves *t0
+ * to now. */
+static void sink_recv_lap(struct receiver *r, uint64_t *t0, enum recv_lap what)
+{
+	uint64_t now = platform_now_ns();
+	uint64_t d = now - *t0;
+
+	*t0 = now;
+	if (what == RLAP_ENTRY) {
+		r->recv.in_ns += d;
+		r->decode.in_ns += d;
+	} else if (what == RLAP_DECODE) {
+		r->decode.busy_ns += d;
+		r->recv.out_ns += d;
+	} else {
+		r->recv.out_ns += d;
+		r->decode.out_ns += d;
+	}
+}
+
 /* Reads exactly the block's enc_len bytes of payload into b->data.
  * Returns 0 or chan_recv's negative code. */
 static int sink_read_payload(struct receiver *r, struct chan *ch, struct buf *b)
 {
-	int ret = chan_recv(ch, b->data, b->hdr.enc_len, NULL);
+	int ret = sink_recv_timed(r, ch, b->data, b->hdr.enc_len);
 
 	if (ret == 0)
 		atomic_fetch_add(&r->s->x->wire_bytes, b->hdr.enc_len);
@@ -91,9 +139,11 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 	struct proto_block h;
 	struct sink_ent *r;
 	struct buf *b;
+	uint64_t t;
 	int ret;
 
-	ret = chan_recv(ch, raw, sizeof(raw), NULL);
+	ret = sink_recv_timed(rc, ch, raw, sizeof(raw));
+	t = platform_now_ns();
 	if (ret < 0)
 		return sink_chan_failed(rc, ch, ret);
 	atomic_fetch_add(&x->wire_bytes, sizeof(raw));
@@ -104,11 +154,13 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 	if (h.type == PROTO_BLK_PACK && (x->ordered || s->t->to_stdout))
 		return xfer_fail(x, -PC_E_PROTO, "%s sent a pack of files to a stream", x->peer);
 	ret = sink_block_owner(s, &h, &r);
+	sink_recv_lap(rc, &t, RLAP_ENTRY);
 	if (ret < 0)
 		return xfer_fail(x, ret, "%s sent a block for entry %u, which %s", x->peer,
 				 (unsigned)h.file_id, s->end ? "it never announced"
 							  : "has no contents");
 	b = ret > 0 ? bufpool_acquire(s->pool) : NULL;
+	sink_recv_lap(rc, &t, RLAP_HANDOFF);
 	if (b == NULL) {
 		if (r != NULL)
 			sink_ent_put(r);
@@ -117,6 +169,7 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 	b->hdr = h;
 	b->ctx = r;
 	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, ch, b);
+	t = platform_now_ns();
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (r != NULL)
@@ -128,6 +181,7 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 		return 0;
 	}
 	ret = decoder_verify(rc->dec, b);
+	sink_recv_lap(rc, &t, RLAP_DECODE);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (ret == -PC_E_INTEGRITY && r != NULL) {
@@ -150,7 +204,9 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 				 pc_strerror(ret));
 	}
 	unsigned qi = x->ordered ? rc->idx : h.file_id % s->nq;
-	if (queue_push(s->wq[qi], b) < 0) {
+	ret = queue_push(s->wq[qi], b);
+	sink_recv_lap(rc, &t, RLAP_HANDOFF);
+	if (ret < 0) {
 		bufpool_release(s->pool, b);
 		if (r != NULL)
 			sink_ent_put(r);
@@ -165,8 +221,12 @@ void *sink_receiver(void *arg)
 	struct sink *s = r->s;
 	struct chan *ch = s->x->data[r->idx];
 
+	stage_acc_begin(&r->recv, platform_now_ns());
+	stage_acc_begin(&r->decode, r->recv.start_ns);
 	while (!xfer_aborted(s->x) && sink_receive_one(r, ch) == 0)
 		;
+	stage_acc_end(&r->recv, platform_now_ns());
+	r->decode.span_ns = r->recv.span_ns;
 	if (s->x->ordered)
 		queue_close(s->wq[r->idx]);
 	else
@@ -196,18 +256,40 @@ static void sink_handle(struct sink *s, struct writer *w, struct buf *b)
 	sink_release(s, b);
 }
 
+/* Takes the next buffer from q for writer w, accounting the wait as the
+ * write stage's waiting for input. */
+static struct buf *sink_writer_pop(struct writer *w, struct queue *q)
+{
+	uint64_t t0 = platform_now_ns();
+	struct buf *b = queue_pop(q);
+
+	w->write.in_ns += platform_now_ns() - t0;
+	return b;
+}
+
+/* sink_handle, accounted as the write stage's work. */
+static void sink_writer_handle(struct sink *s, struct writer *w, struct buf *b)
+{
+	uint64_t t0 = platform_now_ns();
+
+	sink_handle(s, w, b);
+	w->write.busy_ns += platform_now_ns() - t0;
+}
+
 void *sink_writer(void *arg)
 {
 	struct writer *w = arg;
 	struct sink *s = w->s;
 	struct buf *b;
 
-	while ((b = queue_pop(s->wq[w->idx])) != NULL) {
+	stage_acc_begin(&w->write, platform_now_ns());
+	while ((b = sink_writer_pop(w, s->wq[w->idx])) != NULL) {
 		if (xfer_aborted(s->x))
 			sink_release(s, b);
 		else
-			sink_handle(s, w, b);
+			sink_writer_handle(s, w, b);
 	}
+	stage_acc_end(&w->write, platform_now_ns());
 	return NULL;
 }
 
@@ -218,14 +300,16 @@ void *sink_writer_ordered(void *arg)
 	struct sink *s = w->s;
 	struct buf *b;
 
-	for (uint64_t k = 0; (b = queue_pop(s->wq[k % s->nq])) != NULL; k++) {
+	stage_acc_begin(&w->write, platform_now_ns());
+	for (uint64_t k = 0; (b = sink_writer_pop(w, s->wq[k % s->nq])) != NULL; k++) {
 		if (b->hdr.seq != k) {
 			sink_release(s, b);
 			xfer_fail(s->x, -PC_E_PROTO, "%s sent block %llu out of order", s->x->peer,
 				  (unsigned long long)b->hdr.seq);
 			break;
 		}
-		sink_handle(s, w, b);
+		sink_writer_handle(s, w, b);
 	}
+	stage_acc_end(&w->write, platform_now_ns());
 	return NULL;
 }

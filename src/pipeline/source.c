@@ -43,6 +43,25 @@ static uint64_t source_codec_cpu_ns(const struct source *s)
 	return ns;
 }
 
+/* This side's stage times, into s->stage (wire/proto.h) within wall_us.
+ * The readers closed the queues after their last write, and the senders
+ * wrote theirs before senders_left reached 0, which the caller saw. */
+static void source_stage_rows(struct source *s, uint64_t wall_us)
+{
+	struct stage_sum read = { 0 }, encode = { 0 }, send = { 0 };
+
+	for (unsigned i = 0; i < s->nreaders; i++) {
+		stage_sum_add(&read, &s->readers[i].read);
+		stage_sum_add(&encode, &s->readers[i].encode);
+	}
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		if (s->senders[i].started)
+			stage_sum_add(&send, &s->senders[i].send);
+	stage_sum_row(&read, wall_us, &s->stage[PROTO_STAGE_READ]);
+	stage_sum_row(&encode, wall_us, &s->stage[PROTO_STAGE_ENCODE]);
+	stage_sum_row(&send, wall_us, &s->stage[PROTO_STAGE_SEND]);
+}
+
 /* Every sender wrote its END block and confirmed its listener: send END
  * now, without waiting for the last acknowledgements, so that the sink's
  * DONE follows its last ACK at once instead of a round trip later. */
@@ -60,6 +79,8 @@ static int source_send_end(struct source *s)
 	m.u.stats.dirs = s->dirs;
 	m.u.stats.links = s->links;
 	m.u.stats.codec_cpu_us = source_codec_cpu_ns(s) / 1000u;
+	source_stage_rows(s, m.u.stats.wall_us);
+	memcpy(m.u.stats.stage, s->stage, sizeof(s->stage));
 	if (ctl_send(x->ctl, &m) < 0)
 		return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
 	s->end_sent = true;
@@ -287,6 +308,7 @@ static int source_finish(struct source *s, struct source_result *r)
 	r->self.dirs = s->dirs;
 	r->self.links = s->links;
 	r->self.codec_cpu_us = s->codec_cpu_us;
+	memcpy(r->self.stage, s->stage, sizeof(s->stage)); /* as END carried them */
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "pipeline/plan.h"
 #include "pipeline/source.h"
 #include "pipeline/srcrec.h"
+#include "pipeline/stage.h"
 #include "pipeline/xfer.h"
 
 
@@ -39,6 +40,7 @@ struct sender {
 	bool started;              /* control thread: tid is a thread to join */
 	uint64_t raw, wire;        /* this thread only; read after join */
 	struct encoder *enc;       /* -c auto only: this thread's, for late compression */
+	struct stage_acc send;     /* this thread only; read once senders_left is 0 */
 };
 
 struct reader {
@@ -46,6 +48,11 @@ struct reader {
 	struct encoder *enc;       /* this thread only */
 	pthread_t tid;
 	struct src_rec *recs[PLAN_PACK_MAX_RECS]; /* this thread only: a pack claim's files */
+	/* This thread only; read once the senders are done (it closed the
+	 * queues after its last write): */
+	struct stage_acc read;     /* busy reading; waiting for a claim; encoding or handing on */
+	struct stage_acc encode;   /* busy encoding; waiting for a claim or the read; handing on */
+	uint64_t lap_ns;           /* the clock at the end of the last stretch accounted */
 };
 
 /* -c auto climbs and descends this ladder (docs/DESIGN-NOTES.md). */
@@ -109,6 +116,7 @@ struct source {
 	unsigned failed, skipped;
 	uint64_t files, dirs, links;
 	uint64_t codec_cpu_us;     /* summed from the readers after join */
+	struct proto_stage stage[PROTO_STAGES]; /* this side's stage times, as END carried them */
 };
 
 void *source_reader(void *arg);

@@ -25,6 +25,39 @@
 #include "pipeline/srcrec.h"
 #include "sys/platform.h"
 
+/* What a reader's stretch of time was spent on (struct reader). */
+enum reader_lap { LAP_CLAIM, LAP_READ, LAP_ENCODE, LAP_HANDOFF };
+
+/* Accounts the time since the last lap to what the reader was doing: its
+ * read stage is busy reading and waits on the claim before and on the
+ * encoding and handing on after; its encode stage is busy encoding and
+ * waits on the claim and the read before and on the handing on after. */
+static void reader_lap(struct reader *r, enum reader_lap what)
+{
+	uint64_t now = platform_now_ns();
+	uint64_t d = now - r->lap_ns;
+
+	r->lap_ns = now;
+	switch (what) {
+	case LAP_CLAIM:
+		r->read.in_ns += d;
+		r->encode.in_ns += d;
+		break;
+	case LAP_READ:
+		r->read.busy_ns += d;
+		r->encode.in_ns += d;
+		break;
+	case LAP_ENCODE:
+		r->encode.busy_ns += d;
+		r->read.out_ns += d;
+		break;
+	case LAP_HANDOFF:
+		r->read.out_ns += d;
+		r->encode.out_ns += d;
+		break;
+	}
+}
+
 /* Gives up on f, once, and reports it here if we are the client. With
  * tell, tells the sink (FILE_FAIL), which drops it and answers with
  * FILE_DONE; without, the caller tells it (a PACK status). The session
@@ -320,10 +353,12 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 		ret = c->kind == PLAN_STREAM ? source_read_stream(s, c, b)
 					     : source_read_block(s, c, b);
 	}
+	reader_lap(r, LAP_READ);
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
 	b->hdr.checksum = proto_checksum(b->data, b->len);
 	ret = source_encode(s, r->enc, b, choice);
+	reader_lap(r, LAP_ENCODE);
 	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);
 	if (ret < 0)
 		return ret;
@@ -355,7 +390,9 @@ static int source_claim(struct reader *r, struct plan_claim *c)
 		src_rec_put(f);
 		return 0;
 	}
+	reader_lap(r, LAP_READ); /* opening the file */
 	struct buf *b = bufpool_acquire(s->pool);
+	reader_lap(r, LAP_HANDOFF);
 	if (b == NULL) {
 		if (c->kind == PLAN_STREAM)
 			plan_stream_done(s->plan, c, 0, true);
@@ -376,6 +413,7 @@ static int source_claim(struct reader *r, struct plan_claim *c)
 		return ret;
 	}
 	ret = queue_push(s->q[qi], b);
+	reader_lap(r, LAP_HANDOFF);
 	if (ret < 0)
 		source_release(s, b);
 	return ret;
@@ -387,9 +425,16 @@ void *source_reader(void *arg)
 	struct source *s = r->s;
 	struct plan_claim c = { .recs = r->recs };
 
-	while (!xfer_aborted(s->x) && plan_next(s->plan, &c) == 1)
+	r->lap_ns = platform_now_ns();
+	stage_acc_begin(&r->read, r->lap_ns);
+	stage_acc_begin(&r->encode, r->lap_ns);
+	while (!xfer_aborted(s->x) && plan_next(s->plan, &c) == 1) {
+		reader_lap(r, LAP_CLAIM);
 		if (source_claim(r, &c) < 0)
 			break;
+	}
+	stage_acc_end(&r->read, platform_now_ns());
+	r->encode.span_ns = r->read.span_ns;
 	for (unsigned i = 0; i < s->nq; i++)
 		queue_close(s->q[i]);
 	return NULL;
@@ -407,6 +452,27 @@ static int source_send(struct chan *ch, const struct proto_block *h, const void 
 	return chan_send(ch, iov, len ? 2 : 1);
 }
 
+/* source_send for a sender, accounted: on a TLS channel the thread's CPU
+ * time in the call is the stage's work (encryption), the rest waiting for
+ * room in the socket; in clear the whole call is waiting for the network
+ * (copying into the socket is the network stack's work). What the sender
+ * did since its wait for the block ended at since_ns (a late compression)
+ * is work too. */
+static int source_send_timed(struct sender *w, struct chan *ch, bool tls, struct buf *b,
+			     uint64_t since_ns)
+{
+	uint64_t t0 = platform_now_ns();
+	uint64_t c0 = tls ? platform_thread_cpu_ns() : 0;
+	int ret = source_send(ch, &b->hdr, b->data, b->len);
+	uint64_t wall = platform_now_ns() - t0;
+	uint64_t cpu = tls ? platform_thread_cpu_ns() - c0 : 0;
+
+	cpu = cpu < wall ? cpu : wall;
+	w->send.busy_ns += t0 - since_ns + cpu;
+	w->send.out_ns += wall - cpu;
+	return ret;
+}
+
 void *source_sender(void *arg)
 {
 	struct sender *w = arg;
@@ -414,14 +480,17 @@ void *source_sender(void *arg)
 	struct xfer *x = s->x;
 	struct queue *q = s->q[s->per_stream ? w->idx : 0];
 	struct chan *ch = x->data[w->idx];
+	bool tls = chan_encrypted(ch);
 	int ret = 0;
 	struct buf *b;
 
+	stage_acc_begin(&w->send, platform_now_ns());
 	for (;;) {
 		uint64_t t0 = platform_now_ns();
 		b = queue_pop(q);
-		atomic_fetch_add_explicit(&s->send_idle_ns, platform_now_ns() - t0,
-					  memory_order_relaxed);
+		uint64_t t1 = platform_now_ns();
+		atomic_fetch_add_explicit(&s->send_idle_ns, t1 - t0, memory_order_relaxed);
+		w->send.in_ns += t1 - t0;
 		if (b == NULL)
 			break;
 		struct src_rec *f = b->ctx; /* NULL for a PACK */
@@ -440,7 +509,7 @@ void *source_sender(void *arg)
 			source_release(s, b);
 			return NULL;
 		}
-		ret = source_send(ch, &b->hdr, b->data, b->len);
+		ret = source_send_timed(w, ch, tls, b, t1);
 		uint64_t raw = b->hdr.type == PROTO_BLK_PACK ? b->hdr.raw_len - 4 * b->hdr.offset
 							      : b->hdr.raw_len;
 		uint64_t wire = PROTO_BLOCK_HDR_LEN + b->len;
@@ -453,9 +522,14 @@ void *source_sender(void *arg)
 		w->wire += wire;
 	}
 	if (ret == 0 && !xfer_aborted(x)) {
+		/* Behind the last blocks: with a slow sink or network, it waits
+		 * for room as long as they took to drain from the socket. */
 		struct proto_block end = { .type = PROTO_BLK_END };
+		uint64_t t0 = platform_now_ns();
 		ret = source_send(ch, &end, NULL, 0);
+		w->send.out_ns += platform_now_ns() - t0;
 	}
+	stage_acc_end(&w->send, platform_now_ns()); /* before senders_left publishes it */
 	/* The listener's proof has waited in the channel since the first
 	 * round trip; the stream is not done until it is checked. */
 	if (ret == 0 && !xfer_aborted(x) && x->data_confirm != NULL) {

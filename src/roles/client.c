@@ -19,6 +19,7 @@
 
 #include "wire/acceptor.h"
 #include "roles/api.h"
+#include "roles/bottleneck.h"
 #include "codec/codec.h"
 #include "sys/crypto.h"
 #include "wire/auth.h"
@@ -961,6 +962,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 	if (c->mode == CLIENT_THIRD) {
 		client_side_stats(&c->relay.src, &r->source);
 		client_side_stats(&c->relay.sink, &r->sink);
+		bottleneck_judge(&c->relay.src, &c->relay.sink, r);
 		r->files_failed = c->relay.failed;
 		r->xfer_s = (double)c->relay.sink.wall_us / 1e6; /* DONE comes last */
 		return;
@@ -969,6 +971,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 	r->xfer_s = (double)run->self.wall_us / 1e6; /* ours ends after the other's */
 	client_side_stats(source ? &run->self : &run->other, &r->source);
 	client_side_stats(source ? &run->other : &run->self, &r->sink);
+	bottleneck_judge(source ? &run->self : &run->other, source ? &run->other : &run->self, r);
 	r->files_failed = run->failed;
 	if (!source || run->req == NULL)
 		return;

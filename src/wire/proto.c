@@ -834,6 +834,13 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 	put_u64(w, s->codec_cpu_us);
 	put_u64(w, s->dirs);
 	put_u64(w, s->links);
+	for (unsigned i = 0; i < PROTO_STAGES; i++) {
+		put_u32(w, s->stage[i].threads);
+		put_u64(w, s->stage[i].span_us);
+		put_u64(w, s->stage[i].busy_us);
+		put_u64(w, s->stage[i].in_us);
+		put_u64(w, s->stage[i].out_us);
+	}
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -850,6 +857,41 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 	s->codec_cpu_us = get_u64(r);
 	s->dirs = get_u64(r);
 	s->links = get_u64(r);
+	for (unsigned i = 0; i < PROTO_STAGES; i++) {
+		s->stage[i].threads = get_u32(r);
+		s->stage[i].span_us = get_u64(r);
+		s->stage[i].busy_us = get_u64(r);
+		s->stage[i].in_us = get_u64(r);
+		s->stage[i].out_us = get_u64(r);
+	}
+}
+
+/* One stage's times are possible: within its threads' lifetimes, which lie
+ * within the transfer's wall time; mine says whether this side runs it. */
+static bool check_stage(const struct proto_stage *g, uint64_t wall_us, bool mine)
+{
+	if (g->threads == 0 || !mine)
+		return g->threads == 0 && g->span_us == 0 && g->busy_us == 0 && g->in_us == 0 &&
+		       g->out_us == 0;
+	if (g->threads > PROTO_STAGE_MAX_THREADS || g->span_us / g->threads > wall_us)
+		return false;
+	/* Each part first, so that the sum cannot wrap. */
+	if (g->busy_us > g->span_us || g->in_us > g->span_us || g->out_us > g->span_us)
+		return false;
+	return g->busy_us + g->in_us + g->out_us <= g->span_us;
+}
+
+/* END carries the source's stages, DONE the sink's (proto_stage_id). */
+static bool check_stats(const struct proto_msg *m)
+{
+	const struct proto_stats *s = &m->u.stats;
+
+	for (unsigned i = 0; i < PROTO_STAGES; i++) {
+		bool source = i <= PROTO_STAGE_SEND;
+		if (!check_stage(&s->stage[i], s->wall_us, source == (m->type == PROTO_END)))
+			return false;
+	}
+	return true;
 }
 
 static void put_error(struct wbuf *w, const struct proto_msg *m)
@@ -907,8 +949,8 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_ENTRIES] = { "ENTRIES", put_entries, get_entries, check_entries },
 	[PROTO_FILE_END] = { "FILE_END", put_file_end, get_file_end, NULL },
 	[PROTO_FILE_DONE] = { "FILE_DONE", put_file_done, get_file_done, check_file_done },
-	[PROTO_END] = { "END", put_stats, get_stats, NULL },
-	[PROTO_DONE] = { "DONE", put_stats, get_stats, NULL },
+	[PROTO_END] = { "END", put_stats, get_stats, check_stats },
+	[PROTO_DONE] = { "DONE", put_stats, get_stats, check_stats },
 	[PROTO_ERROR] = { "ERROR", put_error, get_error, check_error },
 	[PROTO_SKIP] = { "SKIP", put_skip, get_skip, check_skip },
 	[PROTO_FILE_FAIL] = { "FILE_FAIL", put_file_fail, get_file_fail, check_file_fail },

@@ -20,10 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 6u
-#define PROTO_MIN_VERSION 6u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 7u
+#define PROTO_MIN_VERSION 7u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
-                                  connections through ssh */
+                                  connections through ssh; 6 had no stage times in
+                                  END and DONE */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -247,6 +248,31 @@ struct proto_ack {
 };
 
 /* Per-side totals carried by END and DONE. */
+/* The stages of the pipeline whose times END (the source's three) and DONE
+ * (the sink's three) carry, in wire order (docs/PROTOCOL.md, 4.9). */
+enum proto_stage_id {
+	PROTO_STAGE_READ,       /* source: readers reading files or a stream */
+	PROTO_STAGE_ENCODE,     /* source: readers checksumming and compressing */
+	PROTO_STAGE_SEND,       /* source: senders writing the data channels */
+	PROTO_STAGE_RECV,       /* sink: receivers reading the data channels */
+	PROTO_STAGE_DECODE,     /* sink: receivers decompressing and verifying */
+	PROTO_STAGE_WRITE,      /* sink: writers writing files */
+	PROTO_STAGES
+};
+#define PROTO_STAGE_MAX_THREADS 256u  /* threads one stage may report */
+
+/* One stage's times, added up over the threads that did its work. Bounds
+ * (a decoder refuses, an encoder too): threads <= PROTO_STAGE_MAX_THREADS;
+ * no thread, no time; span_us <= threads * wall_us; busy_us + in_us +
+ * out_us <= span_us; END carries only source stages, DONE only sink ones. */
+struct proto_stage {
+	uint32_t threads;       /* threads that did some of the stage's work */
+	uint64_t span_us;       /* their lifetimes, added up */
+	uint64_t busy_us;       /* working: reading, compressing, encrypting, writing */
+	uint64_t in_us;         /* waiting for input (the stage before it) */
+	uint64_t out_us;        /* waiting to hand on (the stage after it) */
+};
+
 struct proto_stats {
 	uint64_t bytes;         /* payload bytes read (source) or written (sink) */
 	uint64_t wire_bytes;    /* bytes sent or received on data channels */
@@ -258,6 +284,7 @@ struct proto_stats {
 	uint64_t codec_cpu_us;  /* CPU spent compressing (source) or decompressing (sink) */
 	uint64_t dirs;          /* directories sent (source) or created (sink) */
 	uint64_t links;         /* symlinks and hard links sent or created */
+	struct proto_stage stage[PROTO_STAGES]; /* this side's stages; the other's are 0 */
 };
 
 /* A source of the REQUEST (or an entry inside its tree) that the server, as

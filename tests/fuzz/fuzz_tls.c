@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target for what a daemon and a data listener parse before
- * anyone has proved a key, in protocol version 6 (as in 4 and 5): a TLS ClientHello (parsed
+ * anyone has proved a key, in protocol version 7 (as in 4, 5 and 6): a TLS ClientHello (parsed
  * by OpenSSL), and in it the PSK identity, which pcopy's lookup
  * (auth_find_psk in wire/auth.c, through proto_psk_id_decode) reads to
  * choose a key.

@@ -226,6 +226,12 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.stats.wall_us = 1000;
 		m->u.stats.dirs = 1;
 		m->u.stats.links = 2;
+		/* Version 7: this side's three stages, within the bounds. */
+		for (unsigned i = 0; i < 3; i++) {
+			struct proto_stage *g = &m->u.stats.stage[type == PROTO_END ? i : 3 + i];
+			*g = (struct proto_stage){ .threads = 1 + i, .span_us = 900u * (1 + i),
+						   .busy_us = 300, .in_us = 200, .out_us = 100 * i };
+		}
 		break;
 	default:
 		m->u.error.code = -1005;

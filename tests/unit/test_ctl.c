@@ -943,7 +943,7 @@ static void test_deadline(void **state)
 static struct ctl *held_ctl(int sv[2])
 {
 	struct proto_msg m = { .type = PROTO_ERROR };
-	uint8_t frames[2 * 128];
+	uint8_t frames[2 * 512];
 	int n1, n2;
 
 	m.u.error.code = -PC_E_FILEIO;

@@ -75,6 +75,21 @@ static void fill_pattern(uint8_t *p, size_t n, uint8_t start)
 
 /* A valid message of each type, with values that exercise every byte.
  * Fields are set one by one so that padding stays zero for memcmp. */
+#define STAGE_LEN 36u  /* threads u32, span, busy, in, out u64 */
+#define STAGE_OFF(i) (80u + (i) * STAGE_LEN)
+#define SAMPLE_WALL 987654321ull
+
+/* A stage whose times fill its span exactly, and the span its threads'
+ * share of the wall time exactly: every bound at its limit. */
+static void sample_stage(struct proto_stage *g, uint32_t threads, uint64_t wall_us)
+{
+	g->threads = threads;
+	g->span_us = wall_us * threads;
+	g->busy_us = g->span_us / 2;
+	g->in_us = g->span_us / 4;
+	g->out_us = g->span_us - g->busy_us - g->in_us;
+}
+
 static void sample(uint8_t type, struct proto_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -156,10 +171,15 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.stats.cpu_user_us = 0x7fffffffffffffffull;
 		m->u.stats.cpu_sys_us = 0x8000000000000001ull;
 		m->u.stats.maxrss_kb = 65536;
-		m->u.stats.wall_us = 987654321;
+		m->u.stats.wall_us = SAMPLE_WALL;
 		m->u.stats.codec_cpu_us = 0x0102030405060708ull;
 		m->u.stats.dirs = 0x1112131415161718ull;
 		m->u.stats.links = 0xf1f2f3f4f5f6f7f8ull;
+		/* Version 7: the sender's three stages, each at its bounds:
+		 * a span of threads * wall, filled exactly. */
+		for (unsigned i = 0; i < 3; i++)
+			sample_stage(&m->u.stats.stage[type == PROTO_END ? i : 3 + i], 2 + i,
+				     m->u.stats.wall_us);
 		break;
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
@@ -199,7 +219,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 80;
+	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
@@ -359,16 +379,33 @@ static void test_layout_entries(void **state)
 	assert_memory_equal(p + 78, "\x00\x00\x00\x05" "alice\x00\x05" "staff", 16);
 }
 
-/* END/DONE: the two version 3 fields come last. */
+/* END/DONE: the two version 3 fields, then the six stages of version 7,
+ * each threads, span, busy, in, out; END fills the first three, DONE the
+ * last three. */
 static void test_layout_stats(void **state)
 {
 	struct proto_msg m;
 
 	(void)state;
 	sample(PROTO_END, &m);
-	assert_int_equal(encode_ok(&m), 80);
+	m.u.stats.stage[PROTO_STAGE_SEND] = (struct proto_stage){ 0xfe, 0x7071727374757677ull,
+		0x1011121314151617ull, 0x2021222324252627ull, 0x3031323334353637ull };
+	m.u.stats.wall_us = UINT64_MAX;
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36);
 	assert_memory_equal(payload() + 64, "\x11\x12\x13\x14\x15\x16\x17\x18", 8);
 	assert_memory_equal(payload() + 72, "\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8", 8);
+	assert_memory_equal(payload() + 80, "\0\0\0\x02" "\0\0\0\0\x75\xbc\xd1\x62", 12);
+	assert_memory_equal(payload() + 80 + 2 * 36,
+			    "\0\0\0\xfe" "\x70\x71\x72\x73\x74\x75\x76\x77"
+			    "\x10\x11\x12\x13\x14\x15\x16\x17" "\x20\x21\x22\x23\x24\x25\x26\x27"
+			    "\x30\x31\x32\x33\x34\x35\x36\x37", 36);
+	for (size_t i = 80 + 3 * 36; i < 80 + 6 * 36; i++)
+		assert_int_equal(payload()[i], 0); /* the sink's stages */
+	sample(PROTO_DONE, &m);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36);
+	for (size_t i = 80; i < 80 + 3 * 36; i++)
+		assert_int_equal(payload()[i], 0); /* the source's stages */
+	assert_memory_equal(payload() + 80 + 3 * 36, "\0\0\0\x02", 4);
 }
 
 static void test_truncation_rejected(void **state)
@@ -772,6 +809,35 @@ static const struct range_case range_cases[] = {
 	{ PROTO_SKIP, 4, 4, 0x7fffffff, -PC_E_PROTO },
 	{ PROTO_SKIP, 4, 4, 0x80000000, 0 },
 	{ PROTO_SKIP, 4, 4, 0xffffffff, 0 },
+	/* END, DONE (version 7): the stage times. The sample's READ stage has
+	 * 2 threads, a span of 2 * wall_us, busy + in + out == span. */
+	{ PROTO_END, 48, 8, 0, -PC_E_PROTO },                  /* wall 0, stages not */
+	{ PROTO_END, 48, 8, SAMPLE_WALL * 2, 0 },
+	{ PROTO_END, STAGE_OFF(0), 4, 0, -PC_E_PROTO },        /* no thread, some time */
+	{ PROTO_END, STAGE_OFF(0), 4, 1, -PC_E_PROTO },        /* span > 1 * wall */
+	{ PROTO_END, STAGE_OFF(0), 4, PROTO_STAGE_MAX_THREADS, 0 },
+	{ PROTO_END, STAGE_OFF(0), 4, PROTO_STAGE_MAX_THREADS + 1, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0), 4, 0xffffffff, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0) + 4, 8, SAMPLE_WALL * 2 + 1, 0 }, /* span / threads <= wall */
+	{ PROTO_END, STAGE_OFF(0) + 4, 8, SAMPLE_WALL * 2 + 2, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0) + 4, 8, SAMPLE_WALL * 2 - 1, -PC_E_PROTO }, /* parts > span */
+	{ PROTO_END, STAGE_OFF(0) + 4, 8, UINT64_MAX, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0) + 12, 8, SAMPLE_WALL - 1, 0 }, /* busy: less is fine */
+	{ PROTO_END, STAGE_OFF(0) + 12, 8, SAMPLE_WALL + 1, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0) + 12, 8, UINT64_MAX, -PC_E_PROTO }, /* no wrap of the sum */
+	{ PROTO_END, STAGE_OFF(0) + 20, 8, SAMPLE_WALL / 2 + 1, -PC_E_PROTO }, /* in */
+	{ PROTO_END, STAGE_OFF(0) + 20, 8, 0x8000000000000000ull, -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(0) + 28, 8, 0, 0 },             /* out */
+	{ PROTO_END, STAGE_OFF(0) + 28, 8, SAMPLE_WALL * 2 - SAMPLE_WALL - SAMPLE_WALL / 2 + 1,
+	  -PC_E_PROTO },
+	{ PROTO_END, STAGE_OFF(2), 4, 0, -PC_E_PROTO },        /* SEND: 4 threads */
+	{ PROTO_END, STAGE_OFF(3), 4, 1, -PC_E_PROTO },        /* a sink stage in END */
+	{ PROTO_END, STAGE_OFF(5) + 28, 8, 1, -PC_E_PROTO },
+	{ PROTO_DONE, STAGE_OFF(0), 4, 1, -PC_E_PROTO },       /* a source stage in DONE */
+	{ PROTO_DONE, STAGE_OFF(2) + 4, 8, 1, -PC_E_PROTO },
+	{ PROTO_DONE, STAGE_OFF(3), 4, 1, -PC_E_PROTO },       /* RECV: span > 1 * wall */
+	{ PROTO_DONE, STAGE_OFF(3), 4, 3, 0 },
+	{ PROTO_DONE, STAGE_OFF(5) + 28, 8, SAMPLE_WALL + 1, -PC_E_PROTO }, /* WRITE: out */
 };
 
 static void test_range_checks(void **state)
@@ -864,6 +930,12 @@ static void test_encode_rejects_invalid(void **state)
 	sample(PROTO_ERROR, &m);
 	m.u.error.code = PC_E_PROTO;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_END, &m); /* stage times that do not fit the wall time */
+	m.u.stats.wall_us--;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	sample(PROTO_DONE, &m);
+	m.u.stats.stage[PROTO_STAGE_WRITE].busy_us++;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 	sample(PROTO_SKIP, &m);
 	m.u.skip.status = PC_E_PARTIAL;
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
@@ -880,7 +952,7 @@ static void test_encode_small_buffer(void **state)
 	(void)state;
 	for (uint8_t t = PROTO_HELLO; t < PROTO_TYPE_MAX; t++) {
 		struct proto_msg m;
-		uint8_t buf[256];
+		uint8_t buf[512];
 
 		sample(t, &m);
 		size_t n = PROTO_FRAME_HDR_LEN + sample_payload_len(t);
@@ -1657,7 +1729,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x06\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x07\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -1750,7 +1822,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x06\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x07\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -1774,7 +1846,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x06\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x07\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
