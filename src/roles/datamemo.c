@@ -176,8 +176,10 @@ void datamemo_note(const char *key, bool failed, uint64_t now)
 	FILE *f;
 	int fd, ret = 0;
 
-	if (!datamemo_path(path, sizeof(path), true) || !datamemo_id(key, id)) {
-		log_debug("no place to remember whether direct data connections work");
+	/* Only something to remember makes the directories. */
+	if (!datamemo_path(path, sizeof(path), failed) || !datamemo_id(key, id)) {
+		if (failed)
+			log_debug("no place to remember whether direct data connections work");
 		return;
 	}
 	text = datamemo_read(path);

@@ -55,9 +55,10 @@ mkdir -p "$T"
 chmod 0755 "$T"
 _LIB_STATE=$T/.lib
 # pcopy's per-user cache (the hosts whose direct data connections failed,
-# roles/datamemo.h) stays in the scratch directory, one per case (run_case):
-# never the caller's home, and no case depends on another's copies.
-export XDG_CACHE_HOME=$T/.cache
+# roles/datamemo.h) stays in the scratch directory, one per case (run_case),
+# beside the cases' directories rather than in them: never the caller's
+# home, and no case depends on another's copies.
+export XDG_CACHE_HOME=$_LIB_STATE/cache
 mkdir -p "$_LIB_STATE"
 : >"$_LIB_STATE/pids"
 : >"$_LIB_STATE/daemons"
@@ -791,7 +792,7 @@ run_case() {
         T=$T/$name
         mkdir -p "$T"
         chmod 0755 "$T"
-        export XDG_CACHE_HOME=$T/.cache
+        export XDG_CACHE_HOME=$_LIB_STATE/cache.$name
         "$@"
     )
     rc=$?

@@ -104,6 +104,14 @@ static void test_note_recall_forget(void **state)
 	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW + 2));
 	assert_true(datamemo_recall("host-b\n10.0.0.2:22", NOW + 2));
 	assert_int_equal(lines_of(file), 1);
+	/* Forgetting a host makes no directory. */
+	struct stat st2;
+	char other[96];
+	snprintf(other, sizeof(other), "%s/elsewhere", dir);
+	assert_int_equal(setenv("XDG_CACHE_HOME", other, 1), 0);
+	datamemo_note("host-c", false, NOW);
+	assert_int_not_equal(stat(other, &st2), 0);
+	assert_int_equal(setenv("XDG_CACHE_HOME", dir, 1), 0);
 	/* Noting again replaces the line, it does not add one. */
 	datamemo_note("host-b\n10.0.0.2:22", true, NOW + 3);
 	assert_int_equal(lines_of(file), 1);
