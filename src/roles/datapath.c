@@ -227,6 +227,9 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 			 (double)race_ms(&r) / 1000.0);
 	log_notice("no direct data connection to %s port %u (%s); the data goes through ssh",
 		 cfg_host, (unsigned)cfg->port, why);
+	if (cfg->why != NULL && cfg->why_cap > 0)
+		snprintf(cfg->why, cfg->why_cap, "no direct data connection to %s port %u (%s)",
+			 cfg_host, (unsigned)cfg->port, why);
 	ret = sshdata_finish(r.sd, cfg->req, chans, e);
 	if (ret < 0) {
 		sshdata_end(r.sd, true);

@@ -37,6 +37,9 @@ struct datapath_cfg {
 	const uint8_t *k;                 /* [PROTO_KEY_LEN]: the data key */
 	uint8_t (*pending)[PROTO_MAC_LEN]; /* as session_connect_data */
 	const struct sshdata_cfg *ssh;    /* the same streams through ssh */
+	char *why;                        /* [why_cap]: receives why direct TCP lost when the
+	                                     streams go through ssh; NULL: not wanted */
+	size_t why_cap;
 };
 
 /* Opens req->streams data channels by whichever way wins (above), and says
