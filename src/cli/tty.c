@@ -81,6 +81,10 @@ void tty_update(struct tty_bar *t, const struct pcopy_progress *p)
 		width = ws.ws_col;
 	if (width > 512)
 		width = 512;
+	/* Two more columns free (bar_format keeps one): the terminal echoes
+	 * a Ctrl-C as "^C" after the bar, and must not wrap it to a new line
+	 * that our clearing would not reach. */
+	width = width > 2 ? width - 2 : 0;
 	tty_lock(t);
 	if (p->elapsed_s > t->last_s) {
 		uint64_t db = p->bytes >= t->last_bytes ? p->bytes - t->last_bytes : 0;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /* tty: the progress bar on a terminal: one line on stderr, redrawn in
  * place ("\r", the text, erase to the end of the line) and fitted to the
- * terminal's width, asked for at each redraw (TIOCGWINSZ), so that a
+ * terminal's width less three columns (the last one, so that the terminal
+ * never wraps, and room for the "^C" it echoes on a Ctrl-C), asked for at
+ * each redraw (TIOCGWINSZ), so that a
  * resize is followed at the next one without a SIGWINCH handler (pcopy's
  * signals are taken by a signalfd; see src/sys/platform.c).
  *
