@@ -16,15 +16,16 @@ source "$PCOPY_TEST_LIB"
 needs_root "it mounts a small tmpfs"
 command -v tmux >/dev/null || fail "tmux is needed (tools/install-deps installs it)"
 
-# Each terminal gets its own tmux server (a socket name of its own): a new
-# session on a server that is still going away fails.
+# Each terminal gets its own tmux server, with its socket in the scratch
+# directory (a new session on a server that is still going away fails).
 SOCK=
-tm() { tmux -L "$SOCK" "$@"; }
+tm() { tmux -S "$SOCK" "$@"; }
 cleanup_tmux() {
     local s
     [[ -f $_LIB_STATE/tmux ]] || return 0
     while read -r s; do
-        tmux -L "$s" kill-server 2>/dev/null || true
+        tmux -S "$s" kill-server 2>/dev/null || true
+        rm -f "$s"
     done <"$_LIB_STATE/tmux"
 }
 # lib.sh's EXIT trap runs too, with the test's exit status.
@@ -50,7 +51,7 @@ PY
 # running a plain bash.
 start_term() {
     [[ -z $SOCK ]] || tm kill-server 2>/dev/null || true
-    SOCK=pcopy-t-progress.$$.$BASHPID.$RANDOM
+    SOCK=$_LIB_STATE/tmux.$BASHPID.$RANDOM
     echo "$SOCK" >>"$_LIB_STATE/tmux"
     tm new-session -d -s pc -x "${1:-200}" -y 24 "env -i PATH=$PATH HOME=/root TERM=xterm PS1='$ ' bash --norc --noprofile"
     wait_until 10 screen_has '^\$' || fail "the shell in tmux did not start"
@@ -66,9 +67,10 @@ type_cmd() {
     tm send-keys -t pc "clear; bash $1" Enter
 }
 
-# wait_screen REGEX SECS: the screen shows REGEX within SECS (times SLOW).
+# wait_screen REGEX SECS: the screen shows REGEX within SECS (times SLOW,
+# as every wait_until).
 wait_screen() {
-    wait_until "$(($2 * SLOW))" screen_has "$1" || {
+    wait_until "$2" screen_has "$1" || {
         screen | sed 's/^/  screen: /' >&2
         fail "the screen did not show /$1/"
     }
