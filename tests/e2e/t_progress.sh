@@ -12,9 +12,14 @@
 #              the error stands on a clean line
 #   plain      --no-progress, -q, -P and a stderr that is not a terminal:
 #              no bar (-P: the plain progress lines; -q: nothing at all)
+#   remote     the same bar through ssh (a pull into a slow reader: percent
+#              and ETA), from a third party (a tree: entries) and to a
+#              daemon (a slow stdin: bytes and rates), each ending clean
 source "$PCOPY_TEST_LIB"
-needs_root "it mounts a small tmpfs"
+needs_root "it mounts a small tmpfs and runs an sshd"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 command -v tmux >/dev/null || fail "tmux is needed (tools/install-deps installs it)"
+sshd_start
 
 # Each terminal gets its own tmux server, with its socket in the scratch
 # directory (a new session on a server that is still going away fails).
@@ -127,13 +132,18 @@ case_local() {
     clean_end '^pcopy: 209715200 bytes in 1 file, '
 }
 
-case_tree() {
+# text_tree DIR: 24 files of 2 MB of text in DIR/d, which bz2 compresses,
+# slowly: about 5 s here (more with sanitizers).
+text_tree() {
     local i
-    mkdir -p "$T/src/d"
-    # Text that bz2 compresses, slowly: about 5 s here (more with sanitizers).
+    mkdir -p "$1/d"
     for ((i = 0; i < 24; i++)); do
-        head -c 1500000 /dev/urandom | base64 -w 100 >"$T/src/d/f$i"
+        head -c 1500000 /dev/urandom | base64 -w 100 >"$1/d/f$i"
     done
+}
+
+case_tree() {
+    text_tree "$T/src"
     printf '%q -r -c bz2:9 %q %q\necho "DONE RC=$?"\n' "$PCOPY" "$T/src" "$T/dst" >"$T/run.sh"
     start_term
     type_cmd "$T/run.sh"
@@ -214,10 +224,60 @@ case_plain() {
     expect_summary 209715200 1 4
 }
 
+case_remote() {
+    local line
+    mkfile "$T/big" 200M
+    # The terminal's shell starts with an empty environment: say how to
+    # reach the test's sshd in the script.
+    {
+        printf 'export PCOPY_RSH=%q\n' "$PCOPY_RSH"
+        printf '%q %q - | /usr/bin/python3 %q >/dev/null\n' "$PCOPY" "pctest:$T/big" "$SLOWREAD"
+        printf 'echo "DONE RC=${PIPESTATUS[0]}"\n'
+    } >"$T/pull.sh"
+    start_term
+    type_cmd "$T/pull.sh"
+    wait_screen ' [1-9][0-9]?% .*ETA [0-9]+:[0-9]{2}' 30
+    log "pull: '$(bar_line)'"
+    wait_screen '^DONE RC=0' 60
+    clean_end '^pcopy: 209715200 bytes in 1 file, .*encrypted \(TLS 1.3'
+
+    text_tree "$T/src"
+    mkdir -p "$T/third"
+    {
+        printf 'export PCOPY_RSH=%q\n' "$PCOPY_RSH"
+        printf '%q -r -c bz2:9 %q %q\n' "$PCOPY" "h1:$T/src" "h2:$T/third/"
+        printf 'echo "DONE RC=$?"\n'
+    } >"$T/third.sh"
+    start_term
+    type_cmd "$T/third.sh"
+    wait_screen '[0-9]+/[0-9]+\+? entries' 30
+    log "third party: '$(bar_line)'"
+    wait_screen '^DONE RC=0' 120
+    clean_end '^pcopy: [0-9]+ bytes in 24 files, 2 directories'
+    diff -r "$T/src" "$T/third/src" || fail "the third-party copy is not whole"
+
+    mkdir -p "$T/root"
+    start_daemon "$T/root"
+    slow_producer "$T/fifo" 3000000 4
+    {
+        printf '%q --key-file %q - %q <%q\n' "$PCOPY" "$DAEMON_KEY" "$DAEMON_URL/s" "$T/fifo"
+        printf 'echo "DONE RC=$?"\n'
+    } >"$T/daemon.sh"
+    start_term
+    type_cmd "$T/daemon.sh"
+    wait_screen 'avg [0-9.]+ MB/s' 15
+    line=$(bar_line)
+    log "daemon push of a stream: '$line'"
+    [[ ! $line =~ %|ETA ]] || fail "a stream of unknown length shows a percent or an ETA: '$line'"
+    wait_screen '^DONE RC=0' 30
+    clean_end '^pcopy: 3000000 bytes in 1 file, '
+}
+
 run_case local case_local
 run_case tree case_tree
 run_case interrupt case_interrupt
 run_case full case_full
 run_case stream case_stream
 run_case plain case_plain
+run_case remote case_remote
 finish
