@@ -241,6 +241,49 @@ static void test_ack_going_back(void **state)
 	expect_refused(f, f->h2, 1, "up to id 0");
 }
 
+/* What the hooks were told. */
+struct told {
+	unsigned failed, skipped;
+	char reasons[2][128];
+};
+
+static void told_failed(void *arg, const char *path, const char *reason, bool skipped)
+{
+	struct told *t = arg;
+
+	assert_null(path); /* the relay keeps no names: the reason gives it */
+	if (t->failed < 2)
+		snprintf(t->reasons[t->failed], sizeof(t->reasons[0]), "%s", reason);
+	t->failed++;
+	t->skipped += skipped;
+}
+
+/* The client's hooks hear of each entry not copied, the source's SKIP
+ * (skipped) and the sink's FILE_DONE (failed), with the host's name. */
+static void test_hooks_told(void **state)
+{
+	struct fixture *f = *state;
+	struct told t = { 0 };
+	struct pcopy_hooks h = { .failed = told_failed, .arg = &t };
+	struct relay_report rep = { .hooks = &h };
+
+	/* ENTRIES first: the relay takes one message from each side per round,
+	 * and the sink's FILE_DONE must find its entry announced. */
+	send_entries(f->h1, 0);
+	send_skip(f->h1, 0);
+	send_type(f->h1, PROTO_END);
+	send_file_done(f->h2, 0);
+	send_ack(f->h2, 1);
+	send_type(f->h2, PROTO_DONE);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &rep, 2, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(f->r.failed, 2);
+	assert_int_equal(t.failed, 2);
+	assert_int_equal(t.skipped, 1);
+	/* In the order the relay read them: FILE_DONE in the first round. */
+	assert_non_null(strstr(t.reasons[0], "cannot write 'b'"));
+	assert_non_null(strstr(t.reasons[1], "cannot open source 'p0'"));
+}
+
 /* A FILE_DONE must name an entry announced and not yet acknowledged. */
 static void test_file_done_unknown(void **state)
 {
@@ -435,6 +478,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ack_going_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_done_unknown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_and_ack_forwarded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hooks_told, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ack_from_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_from_sink, setup, teardown),
