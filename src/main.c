@@ -434,8 +434,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	bool copy = c.action == CLI_COPY && argc - optind >= 2;
-	if (copy && cli_report_open(&c, argc - optind, argv + optind, &rep) < 0)
+	if (copy && cli_report_open(&c, argc - optind, argv + optind, &rep) < 0) {
+		pcopy_finish();
 		return 1;
+	}
 	ret = cli_run(&c, argc - optind, argv + optind, &r);
 	pcopy_finish();
 	if (copy)

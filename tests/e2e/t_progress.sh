@@ -33,12 +33,17 @@ cleanup_tmux() {
         rm -f "$s"
     done <"$_LIB_STATE/tmux"
 }
-# lib.sh's EXIT trap runs too, with the test's exit status.
+# The EXIT trap is chained, as sshd.sh does: the one before (sshd.sh's,
+# then lib.sh's) runs after the tmux servers are gone, with the test's
+# exit status.
+eval "_prev_exit=($(trap -p EXIT))"
+PREV_EXIT=${_prev_exit[2]:-}
+unset _prev_exit
 end_all() {
     local rc=$?
     cleanup_tmux
     (exit "$rc")
-    _lib_cleanup
+    eval "$PREV_EXIT"
 }
 trap end_all EXIT
 
