@@ -7,6 +7,10 @@
 #              resize to 50 columns it fits them; at the end the screen
 #              holds the summary line and no piece of the bar
 #   tree       -r, slowed by bz2 compression: entries done / announced
+#   partial    a tree whose 12th file cannot be opened (fault injection:
+#              EACCES, as for an unreadable file, well into the copy): its
+#              message, from a reader thread while the bar runs, stands on
+#              a line of its own, and the copy goes on to exit status 3
 #   interrupt  Ctrl-C: the bar is gone, "interrupted" stands on a clean line
 #   full       stdin into a full file system: no percent for a stream, and
 #              the error stands on a clean line
@@ -159,6 +163,43 @@ case_tree() {
     diff -r "$T/src" "$T/dst" || fail "the tree was not copied whole"
 }
 
+# bar_shown_after_error: a bar stands on a line after the error's.
+bar_shown_after_error() {
+    screen | grep -A1 'Permission denied' | tail -n 1 | grep -qE 'avg [0-9.]+ MB/s'
+}
+
+case_partial() {
+    text_tree "$T/src"
+    printf 'PCOPY_TEST_FAULT=source_open:12 %q -r -c bz2:9 %q %q\necho "DONE RC=$?"\n' \
+        "$PCOPY" "$T/src" "$T/dst" >"$T/run.sh"
+    start_term
+    type_cmd "$T/run.sh"
+    wait_screen 'Permission denied' 60
+    # The bar comes back under the message at its next redraw (the copy
+    # has half of its files to go).
+    wait_until 5 bar_shown_after_error || {
+        screen | sed 's/^/  screen: /' >&2
+        fail "the bar did not come back under the message"
+    }
+    log "after the failure: $(screen | grep -v '^$' | tr '\n' '|')"
+    wait_screen '^DONE RC=' 120
+    local s
+    s=$(screen)
+    grep -qE '^pcopy: .*/d/f[0-9]+.*Permission denied' <<<"$s" || {
+        sed 's/^/  screen: /' <<<"$s" >&2
+        fail "the unreadable file's message does not stand on a line of its own"
+    }
+    grep -qE '^DONE RC=3$' <<<"$s" || { sed 's/^/  screen: /' <<<"$s" >&2; fail "exit status is not 3"; }
+    if grep -qE 'ETA|avg [0-9]|entries|\[#' <<<"$s"; then
+        sed 's/^/  screen: /' <<<"$s" >&2
+        fail "a piece of the bar is left on the screen"
+    fi
+    [[ $(grep -c '^pcopy: [0-9]* bytes in 23 files' <<<"$s") -eq 1 ]] || {
+        sed 's/^/  screen: /' <<<"$s" >&2
+        fail "no single summary line"
+    }
+}
+
 case_interrupt() {
     mkfile "$T/big" 200M
     printf '%q %q - | /usr/bin/python3 %q >/dev/null\necho "DONE RC=${PIPESTATUS[0]}"\n' \
@@ -280,6 +321,7 @@ case_remote() {
 
 run_case local case_local
 run_case tree case_tree
+run_case partial case_partial
 run_case interrupt case_interrupt
 run_case full case_full
 run_case stream case_stream
