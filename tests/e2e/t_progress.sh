@@ -45,6 +45,7 @@ PREV_EXIT=${_prev_exit[2]:-}
 unset _prev_exit
 end_all() {
     local rc=$?
+    set +e # else the (exit "$rc") below would end the handler when rc != 0
     cleanup_tmux
     (exit "$rc")
     eval "$PREV_EXIT"
