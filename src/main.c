@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli/report.h"
+#include "cli/tty.h"
 #include "sys/platform.h"
 
 enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_SSH_DIAL, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
@@ -20,13 +23,17 @@ struct cli {
 	enum cli_action action;
 	const char *gen_key;
 	const char *bad_arg;     /* the argument getopt choked on, for the message */
+	bool no_progress;        /* --no-progress: no bar on a terminal */
+	bool json;               /* --json[=FILE] */
+	const char *json_path;   /* FILE; NULL = standard output */
 };
 
 enum {
 	OPT_KEY_FILE = 256, OPT_TIMEOUT, OPT_SERVE, OPT_ROOT, OPT_GEN_KEY, OPT_SERVER,
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
-	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL,
+	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
+	OPT_JSON,
 };
 
 static const struct option cli_longopts[] = {
@@ -40,6 +47,8 @@ static const struct option cli_longopts[] = {
 	{ "block-size", required_argument, NULL, 'B' },
 	{ "compress", required_argument, NULL, 'c' },
 	{ "progress", required_argument, NULL, 'P' },
+	{ "no-progress", no_argument, NULL, OPT_NO_PROGRESS },
+	{ "json", optional_argument, NULL, OPT_JSON },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "quiet", no_argument, NULL, 'q' },
 	{ "help", no_argument, NULL, 'h' },
@@ -98,7 +107,12 @@ static void cli_usage(FILE *out)
 	      "  -c, --compress SPEC   compress: 0-9 (zlib level; 0 = off), zlib[:1-9],\n"
 	      "                        lz4[:1-12], bz2[:1-9], none, auto, or one per\n"
 	      "                        stream: 1,1,6,6 (default: none)\n"
-	      "  -P, --progress SEC    print progress every SEC seconds to stderr\n"
+	      "  -P, --progress SEC    print a progress line every SEC seconds to stderr\n"
+	      "                        (for logs; instead of the bar), and with --json a\n"
+	      "                        progress event\n"
+	      "      --no-progress     no progress bar (shown by default on a terminal)\n"
+	      "      --json[=FILE]     the summary as one JSON object on standard output\n"
+	      "                        (or in FILE); see pcopy(1), JSON OUTPUT\n"
 	      "      --timeout SEC     fail when the data streams are idle SEC seconds\n"
 	      "                        (default 120; 0 = never)\n"
 	      "      --key-file KEY    key shared with a daemon (or PCOPY_KEY_FILE)\n"
@@ -214,6 +228,13 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_ATTACH: o->attach_id = arg; c->action = CLI_ATTACH; return 0;
 	case OPT_NOTICES: o->notices = true; return 0;
 	case OPT_SSH_DIAL: c->action = CLI_SSH_DIAL; return 0;
+	case OPT_NO_PROGRESS: c->no_progress = true; return 0;
+	case OPT_JSON:
+		if (arg != NULL && arg[0] == '\0')
+			return cli_bad("--json", arg, "a file name");
+		c->json = true;
+		c->json_path = arg;
+		return 0;
 	case OPT_DATA_VIA:
 		if (strcmp(arg, "auto") == 0)
 			o->data_via = PCOPY_DATA_VIA_AUTO;
@@ -269,6 +290,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 {
 	int ch;
 
+	memset(c, 0, sizeof(*c));
 	pcopy_opts_defaults(&c->o);
 	c->o.key_file = getenv("PCOPY_KEY_FILE");
 	c->o.rsh = getenv("PCOPY_RSH");
@@ -378,9 +400,62 @@ static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r
 	}
 }
 
+/* A copy's report: the bar when stderr is a terminal (unless -q, -P or
+ * --no-progress), --json's stream. Returns 0, or -1 after saying why. */
+static int cli_report_open(struct cli *c, int nargs, char **args, struct report *rep)
+{
+	bool bar = !c->no_progress && c->o.verbosity >= 1 && c->o.progress_s == 0 &&
+		   tty_wanted(STDERR_FILENO);
+	FILE *json = NULL;
+	int ret;
+
+	if (c->json && c->json_path == NULL && nargs >= 2 && strcmp(args[nargs - 1], "-") == 0) {
+		fputs("pcopy: --json writes to standard output, and so does the destination '-': "
+		      "use --json=FILE\nTry 'pcopy --help'.\n", stderr);
+		return -1;
+	}
+	if (c->json) {
+		json = c->json_path != NULL ? fopen(c->json_path, "w") : stdout;
+		if (json == NULL) {
+			fprintf(stderr, "pcopy: --json: cannot open '%s': %s\n", c->json_path,
+				strerror(errno));
+			return -1;
+		}
+	}
+	ret = report_init(rep, STDERR_FILENO, bar, c->o.recursive, json, c->json_path != NULL,
+			  c->o.progress_s);
+	if (ret < 0) {
+		fprintf(stderr, "pcopy: cannot set up the progress report: %s\n", strerror(-ret));
+		if (c->json_path != NULL)
+			fclose(json);
+		return -1;
+	}
+	c->o.hooks = &rep->hooks;
+	if (bar)
+		pcopy_log_hooks(tty_log_before, tty_log_after, &rep->bar);
+	return 0;
+}
+
+/* Ends a copy's report: the JSON summary for exit status code. Returns
+ * code, or 11 (file I/O) when a copy that went well could not write its
+ * JSON. */
+static int cli_report_close(struct cli *c, struct report *rep, const struct pcopy_result *r,
+			    int ret, int code)
+{
+	pcopy_log_hooks(NULL, NULL, NULL);
+	int bad = report_summary(rep, &c->o, r, ret, code);
+	if (report_free(rep) < 0 || bad < 0) {
+		fprintf(stderr, "pcopy: --json: cannot write %s: %s\n",
+			c->json_path != NULL ? c->json_path : "to standard output", strerror(errno));
+		return code == 0 ? pcopy_exit_code(-EIO) : code;
+	}
+	return code;
+}
+
 int main(int argc, char **argv)
 {
 	struct pcopy_result r;
+	struct report rep;
 	struct cli c;
 	int ret;
 
@@ -401,13 +476,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pcopy: cannot set up signal handling: %s\n", strerror(-ret));
 		return 1;
 	}
+	bool copy = c.action == CLI_COPY && argc - optind >= 2;
+	if (copy && cli_report_open(&c, argc - optind, argv + optind, &rep) < 0) {
+		pcopy_finish();
+		return 1;
+	}
 	ret = cli_run(&c, argc - optind, argv + optind, &r);
 	pcopy_finish();
+	if (copy)
+		report_bar_clear(&rep); /* the summary or the error takes its line */
 	if (ret == 1 && r.code == -1)
 		return 1; /* usage, already explained */
 	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))
 		cli_summary(&c, &r);
 	if (ret < 0 && c.action != CLI_SERVER)
 		fprintf(stderr, "pcopy: %s\n", r.msg);
-	return pcopy_exit_code(ret);
+	return copy ? cli_report_close(&c, &rep, &r, ret, pcopy_exit_code(ret))
+		    : pcopy_exit_code(ret);
 }

@@ -24,6 +24,8 @@
 #define PCOPY_DEFAULT_MAX_PER_SOURCE 32u
 #define PCOPY_MAX_MAX_PER_SOURCE 4096u
 
+struct pcopy_hooks;
+
 struct pcopy_opts {
 	unsigned streams;        /* -s: 1..64 */
 	uint64_t window;         /* -w: socket buffer bytes; 0 = kernel autotuning */
@@ -68,6 +70,47 @@ struct pcopy_opts {
 	const char *cipher;      /* --cipher: "auto", "aes128-gcm", "chacha20-poly1305";
 	                            NULL = auto */
 	bool allow_unencrypted;  /* --serve --allow-unencrypted: accept --no-encrypt clients */
+	const struct pcopy_hooks *hooks; /* pcopy_copy: progress and failure reports for the
+	                                    caller to show; NULL = none. Borrowed. */
+};
+
+/* A snapshot of a copy in progress, as the client knows it. A pull or a
+ * third-party copy learns its entries as the source walks, so total and
+ * entries_total grow until total_final. */
+struct pcopy_progress {
+	double elapsed_s;        /* since the transfer started (set-up excluded) */
+	uint64_t bytes;          /* payload bytes done: read (the client is the source) or
+	                            written (the client is the sink); third party: bytes of
+	                            finished files */
+	uint64_t total;          /* bytes of the entries announced so far */
+	bool total_final;        /* every entry is announced and every size known: total
+	                            is the copy's; false while a tree is walked or a stream
+	                            of unknown length (stdin) is in flight */
+	uint64_t entries_done;   /* entries (files, directories, links) finished */
+	uint64_t entries_total;  /* entries announced so far */
+	const char *current;     /* the oldest file still in flight, for display (may be
+	                            a peer's name: not escaped); NULL = none known. Valid
+	                            during the callback only */
+	uint64_t current_size;   /* its size; 0 when not known */
+	unsigned streams;
+};
+
+/* What pcopy_copy reports to its caller as it goes. Each pointer may be
+ * NULL. The callbacks must return quickly and must not call libpcopy. */
+struct pcopy_hooks {
+	/* On the thread that called pcopy_copy, at most every interval_ms
+	 * (at least 50) while data moves. */
+	void (*progress)(void *arg, const struct pcopy_progress *p);
+	unsigned interval_ms;
+	/* One entry was not copied: path names it where this side knows it
+	 * (NULL otherwise: the reason names it), reason says why, as the
+	 * log line that reported it; skipped: the source could not read it
+	 * and never sent it (else it was sent and failed on the way or at
+	 * the sink). Each entry counted in pcopy_result.files_failed is
+	 * reported once. Any thread, possibly several at once: the callback
+	 * does its own locking. Strings valid during the call. */
+	void (*failed)(void *arg, const char *path, const char *reason, bool skipped);
+	void *arg;               /* passed to each callback */
 };
 
 /* pcopy_opts.data_via: how a copy through ssh carries its data streams */
@@ -75,6 +118,17 @@ enum {
 	PCOPY_DATA_VIA_AUTO = 0,   /* direct TCP, and through ssh when that cannot connect */
 	PCOPY_DATA_VIA_DIRECT,     /* direct TCP connections only */
 	PCOPY_DATA_VIA_SSH,        /* each stream its own ssh connection */
+};
+
+/* pcopy_result.data_via */
+enum {
+	PCOPY_VIA_NONE = 0,        /* no data connection was made */
+	PCOPY_VIA_LOCAL,           /* sockets to our own child process */
+	PCOPY_VIA_DIRECT,          /* direct TCP connections */
+	PCOPY_VIA_SSH,             /* each stream inside its own ssh connection */
+	PCOPY_VIA_RELAY,           /* -3: through this host */
+	PCOPY_VIA_HOSTS,           /* third party, --data-via auto: the hosts chose direct
+	                              TCP or ssh and do not tell the client which */
 };
 
 /* pcopy_opts.encrypt */
@@ -167,6 +221,9 @@ struct pcopy_result {
 	unsigned streams;
 	char security[96];       /* how the data travelled: "TLS 1.3, TLS_AES_128_GCM_SHA256"
 	                            or "clear" */
+	int data_via;            /* PCOPY_VIA_*: the path the data streams took */
+	char via_reason[256];    /* why the data went through ssh though direct TCP was
+	                            tried (the automatic fallback); "" otherwise */
 	unsigned files_failed;   /* entries not copied: failed, or skipped by the source */
 	struct pcopy_side_stats source, sink;
 	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */
@@ -183,6 +240,12 @@ struct pcopy_result {
  * (signal set-up failed), or a usage error (exit code 1) for a malformed
  * PCOPY_TEST_FAULT, which it has logged. */
 int pcopy_init(int verbosity, const char *prefix);
+
+/* Calls before(arg) ahead of every line this process logs to stderr and
+ * after(arg) once it is written, on the logging thread (any thread): a
+ * caller drawing on the terminal clears its line in before and holds its
+ * lock until after. Call after pcopy_init, before pcopy_copy. */
+void pcopy_log_hooks(void (*before)(void *arg), void (*after)(void *arg), void *arg);
 
 /* pcopy_init's counterpart, for when no call is left to make: from now on
  * the stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) are ignored, and one

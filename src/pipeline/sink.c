@@ -87,6 +87,9 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	sync_broadcast(&s->cond);
 	sync_unlock(&s->lock);
 	atomic_fetch_add(&x->total, e->size);
+	x->entries_total = s->announced;
+	if (e->type == PROTO_ENT_REG && (e->flags & PROTO_ENT_SIZE_UNKNOWN))
+		atomic_fetch_add(&x->unsized, 1);
 	switch (e->type) {
 	case PROTO_ENT_DIR:
 		pc_err_init(&err);
@@ -165,6 +168,7 @@ static int sink_on_file_end(struct sink *s, const struct proto_file_end *m)
 	}
 	sync_unlock(&r->lock);
 	atomic_fetch_add(&s->x->total, m->size);
+	atomic_fetch_sub(&s->x->unsized, 1);
 	if (next > 0)
 		sink_data_commit(s, s->scratch, r);
 	else if (next < 0)
@@ -218,9 +222,13 @@ static int sink_on_skip(struct sink *s, const struct proto_skip *k)
 				 "range (%u sources)", x->peer, (unsigned)k->index,
 				 (unsigned)x->skip_paths);
 	s->skipped++;
-	if (x->report)
-		log_error("%s%s%s", x->peer_local ? "" : x->peer, x->peer_local ? "" : ": ",
-			  k->msg[0] ? k->msg : pc_strerror(k->status));
+	if (x->report) {
+		char why[PROTO_MAX_MSG + 300];
+		snprintf(why, sizeof(why), "%s%s%s", x->peer_local ? "" : x->peer,
+			 x->peer_local ? "" : ": ", k->msg[0] ? k->msg : pc_strerror(k->status));
+		log_error("%s", why);
+		xfer_failed(x, NULL, why, true); /* the message names the source */
+	}
 	return 0;
 }
 
@@ -307,6 +315,7 @@ static int sink_advance(struct sink *s, bool flush)
 		atomic_fetch_and(&s->done[(id % SINK_TABLE) / 64], ~(1ull << (id % 64)));
 		s->low = id + 1;
 		sync_unlock(&s->lock);
+		s->x->entries_done = s->low;
 		sink_ent_put(r);
 	}
 	if (s->low != s->acked && !xfer_aborted(s->x) &&
@@ -347,6 +356,7 @@ static int sink_on_message(struct sink *s, struct sink_result *res)
 	case PROTO_END:
 		sync_lock(&s->lock);
 		s->end = true;
+		s->x->walk_done = true;
 		sync_broadcast(&s->cond);
 		sync_unlock(&s->lock);
 		res->peer = m.u.stats;
@@ -523,6 +533,24 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	return 0;
 }
 
+/* xfer's current: the oldest entry not finished, the one that holds the
+ * watermark back, if it has contents. Control thread. */
+static void sink_current(void *owner, char *buf, size_t cap, uint64_t *size)
+{
+	struct sink *s = owner;
+	struct sink_ent *r;
+
+	sync_lock(&s->lock);
+	r = s->low < s->announced ? s->table[s->low % SINK_TABLE] : NULL;
+	sync_unlock(&s->lock);
+	buf[0] = '\0';
+	*size = 0;
+	if (r == NULL || r->type != PROTO_ENT_REG || !r->data)
+		return;
+	sink_display(s, r, buf, cap);
+	*size = r->size_known ? r->size : 0;
+}
+
 int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	     struct sink_result *r)
 {
@@ -564,9 +592,12 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	bool cond = pthread_cond_init(&s->cond, NULL) == 0;
 	if (!cond)
 		xfer_fail(x, -ENOMEM, "out of memory");
-	else if (sink_start(s) == 0)
+	x->current = sink_current;
+	x->owner = s;
+	if (cond && sink_start(s) == 0)
 		sink_control(s, r);
 	sink_stop(s);
+	x->current = NULL;
 	if (xfer_aborted(x)) {
 		xfer_await_peer_error(x);
 		ret = pc_err_get(x->err, NULL, 0);

@@ -64,8 +64,12 @@ void sink_finished(struct sink *s, struct sink_ent *r, int code, const char *msg
 		m.u.file_done.status = code;
 		m.u.file_done.bytes = r->bytes;
 		snprintf(m.u.file_done.msg, sizeof(m.u.file_done.msg), "%s", msg);
-		if (s->x->report)
+		if (s->x->report) {
+			char name[PROTO_MAX_PATH + 64];
+			sink_display(s, r, name, sizeof(name));
 			log_error("%s", m.u.file_done.msg);
+			xfer_failed(s->x, name, m.u.file_done.msg, false);
+		}
 		atomic_fetch_add(&s->failed, 1);
 		if (ctl_send(s->x->ctl, &m) < 0)
 			xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);

@@ -312,6 +312,17 @@ static int source_finish(struct source *s, struct source_result *r)
 	return 0;
 }
 
+/* xfer's current: the oldest file in the window, the one the sink will
+ * finish next. Control thread. */
+static void source_current(void *owner, char *buf, size_t cap, uint64_t *size)
+{
+	const struct source *s = owner;
+	const struct src_rec *f = s->win_head;
+
+	snprintf(buf, cap, "%s", f != NULL ? f->display : "");
+	*size = f != NULL && !f->stream ? f->size : 0;
+}
+
 int source_run(struct xfer *x, const struct source_input *in, struct source_result *r)
 {
 	struct source *s = calloc(1, sizeof(*s));
@@ -321,6 +332,8 @@ int source_run(struct xfer *x, const struct source_input *in, struct source_resu
 	if (s == NULL)
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	s->x = x;
+	x->current = source_current;
+	x->owner = s;
 	s->in = in;
 	s->efd = -1;
 	atomic_init(&s->local_failed, 0);
@@ -343,6 +356,7 @@ int source_run(struct xfer *x, const struct source_input *in, struct source_resu
 	r->files = s->files;
 	r->dirs = s->dirs;
 	r->links = s->links;
+	x->current = NULL;
 	free(s);
 	if (ret == 0 && (r->failed > 0 || r->skipped > 0))
 		ret = -PC_E_PARTIAL;

@@ -37,6 +37,7 @@ static int source_skip(struct source *s, const struct walk_skip *k)
 	s->skipped++;
 	if (s->x->report) {
 		log_error("%s", k->msg);
+		xfer_failed(s->x, NULL, k->msg, true); /* the message names the path */
 		return 0;
 	}
 	m.u.skip.index = k->src_index;
@@ -191,6 +192,9 @@ static int source_announce(struct source *s)
 	s->files += e->type == PROTO_ENT_REG;
 	s->dirs += e->type == PROTO_ENT_DIR;
 	s->links += e->type == PROTO_ENT_SYMLINK || e->type == PROTO_ENT_HARDLINK;
+	s->x->entries_total = s->next_id;
+	if (e->type == PROTO_ENT_REG && (e->flags & PROTO_ENT_SIZE_UNKNOWN))
+		atomic_fetch_add(&s->x->unsized, 1);
 	if (e->type != PROTO_ENT_REG || (e->size == 0 && !(e->flags & PROTO_ENT_SIZE_UNKNOWN)))
 		return 0;
 	struct src_rec *f = src_rec_new(e->id, e->size, it->base_fd,
@@ -232,6 +236,7 @@ int source_fill_window(struct source *s)
 			return ret;
 	}
 	ret = source_flush(s);
+	s->x->walk_done = s->walk_done;
 	if (ret == 0 && s->walk_done && !s->plan_finished) {
 		plan_finish(s->plan);
 		s->plan_finished = true;
@@ -266,6 +271,7 @@ static int source_on_ack(struct source *s, uint32_t upto)
 		s->inflight_bytes -= s->win_bytes[id % SOURCE_WINDOW];
 	}
 	s->acked = upto;
+	x->entries_done = upto;
 	while (s->win_head != NULL && s->win_head->id < upto) {
 		struct src_rec *f = s->win_head;
 		s->win_head = f->wnext;
@@ -289,8 +295,11 @@ static int source_on_file_done(struct source *s, const struct proto_file_done *d
 		f = f->wnext;
 	/* A file we gave up on ourselves has been reported already. */
 	bool ours = f != NULL && f->id == d->id && atomic_exchange(&f->failed, true);
-	if (x->report && !ours)
-		log_error("%s", d->msg[0] ? d->msg : pc_strerror(d->status));
+	if (x->report && !ours) {
+		const char *why = d->msg[0] ? d->msg : pc_strerror(d->status);
+		log_error("%s", why);
+		xfer_failed(x, f != NULL && f->id == d->id ? f->display : NULL, why, false);
+	}
 	return 0;
 }
 

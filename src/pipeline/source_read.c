@@ -79,8 +79,10 @@ static void source_give_up(struct source *s, struct src_rec *f, bool tell, int c
 	va_start(ap, fmt);
 	vsnprintf(m.u.file_fail.msg, sizeof(m.u.file_fail.msg), fmt, ap);
 	va_end(ap);
-	if (s->x->report)
+	if (s->x->report) {
 		log_error("%s", m.u.file_fail.msg);
+		xfer_failed(s->x, f->display, m.u.file_fail.msg, false);
+	}
 	if (tell && ctl_send(s->x->ctl, &m) < 0)
 		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
 }
@@ -225,6 +227,8 @@ static int source_read_stream(struct source *s, const struct plan_claim *c, stru
 		int ret = ctl_send(s->x->ctl, &m);
 		if (ret < 0)
 			return xfer_fail(s->x, ret, "lost control connection to %s", s->x->peer);
+		atomic_fetch_add(&s->x->total, m.u.file_end.size);
+		atomic_fetch_sub(&s->x->unsized, 1);
 	}
 	b->len = got;
 	b->hdr.raw_len = (uint32_t)got;

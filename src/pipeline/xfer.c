@@ -15,6 +15,14 @@
 #include "sys/sync.h"
 #include "sys/platform.h"
 
+/* The hooks' progress interval, at least 50 ms; 0 without a callback. */
+static uint64_t xfer_hook_interval_ns(const struct xfer *x)
+{
+	if (!x->report || x->hooks == NULL || x->hooks->progress == NULL)
+		return 0;
+	return (uint64_t)(x->hooks->interval_ms < 50 ? 50 : x->hooks->interval_ms) * 1000000u;
+}
+
 int xfer_init(struct xfer *x)
 {
 	if (pthread_mutex_init(&x->lock, NULL) != 0)
@@ -23,6 +31,9 @@ int xfer_init(struct xfer *x)
 	atomic_init(&x->bytes, 0);
 	atomic_init(&x->wire_bytes, 0);
 	atomic_init(&x->total, 0);
+	atomic_init(&x->unsized, 0);
+	x->entries_total = x->entries_done = 0;
+	x->walk_done = false;
 	x->nwakers = 0;
 	x->abort_efd = platform_event_new();
 	if (x->abort_efd < 0) {
@@ -31,6 +42,7 @@ int xfer_init(struct xfer *x)
 	}
 	x->start_ns = platform_now_ns();
 	x->next_progress_ns = x->start_ns + (uint64_t)x->progress_s * 1000000000u;
+	x->next_hook_ns = x->start_ns + xfer_hook_interval_ns(x);
 	return 0;
 }
 
@@ -187,16 +199,44 @@ void xfer_await_peer_error(struct xfer *x)
 	}
 }
 
+/* Milliseconds from now to due (0 if past). */
+static int xfer_ms_until(uint64_t now, uint64_t due)
+{
+	return now >= due ? 0 : (int)((due - now) / 1000000u) + 1;
+}
+
 int xfer_poll_timeout(struct xfer *x)
 {
-	uint64_t now;
+	uint64_t now = platform_now_ns();
+	int t = -1;
 
-	if (!x->report || x->progress_s == 0)
-		return -1;
-	now = platform_now_ns();
-	if (now >= x->next_progress_ns)
-		return 0;
-	return (int)((x->next_progress_ns - now) / 1000000u) + 1;
+	if (x->report && x->progress_s > 0)
+		t = xfer_ms_until(now, x->next_progress_ns);
+	if (xfer_hook_interval_ns(x) > 0) {
+		int h = xfer_ms_until(now, x->next_hook_ns);
+		t = t < 0 || h < t ? h : t;
+	}
+	return t;
+}
+
+/* The hooks' snapshot. */
+static void xfer_hook(struct xfer *x, uint64_t now)
+{
+	char cur[PROTO_MAX_PATH + 64] = "";
+	struct pcopy_progress p = {
+		.elapsed_s = (double)(now - x->start_ns) / 1e9,
+		.bytes = atomic_load(&x->bytes),
+		.total = atomic_load(&x->total),
+		.total_final = x->walk_done && atomic_load(&x->unsized) == 0,
+		.entries_done = x->entries_done,
+		.entries_total = x->entries_total,
+		.streams = x->streams,
+	};
+
+	if (x->current != NULL)
+		x->current(x->owner, cur, sizeof(cur), &p.current_size);
+	p.current = cur[0] != '\0' ? cur : NULL;
+	x->hooks->progress(x->hooks->arg, &p);
 }
 
 void xfer_progress(struct xfer *x)
@@ -205,6 +245,10 @@ void xfer_progress(struct xfer *x)
 	char a[32], b[32];
 	double secs, rate;
 
+	if (xfer_hook_interval_ns(x) > 0 && now >= x->next_hook_ns) {
+		x->next_hook_ns = now + xfer_hook_interval_ns(x);
+		xfer_hook(x, now);
+	}
 	if (!x->report || x->progress_s == 0 || now < x->next_progress_ns)
 		return;
 	x->next_progress_ns = now + (uint64_t)x->progress_s * 1000000000u;
@@ -222,6 +266,12 @@ void xfer_progress(struct xfer *x)
 		log_msg(LOG_ERROR, "progress: %s, %.1f MB/s, %u streams", a, rate / 1e6,
 			x->streams);
 	}
+}
+
+void xfer_failed(struct xfer *x, const char *path, const char *reason, bool skipped)
+{
+	if (x->report && x->hooks != NULL && x->hooks->failed != NULL)
+		x->hooks->failed(x->hooks->arg, path, reason, skipped);
 }
 
 void xfer_on_signal(struct xfer *x)

@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pcopy/pcopy.h>
+
 #include "pipeline/bufpool.h"
 #include "codec/codec.h"
 #include "wire/ctl.h"
@@ -55,6 +57,11 @@ struct xfer {
 	struct codec_choice choices[CODEC_MAX_CHOICES]; /* source: -c, one per stream or one */
 	unsigned nchoices;            /* source: entries in choices (>= 1) */
 	bool codec_auto;              /* source: -c auto */
+	const struct pcopy_hooks *hooks; /* the client's display hooks; NULL: none. Borrowed */
+	/* the owner (source or sink) names its oldest file in flight into
+	 * buf[cap] ("" for none) and its size; control thread. NULL: none */
+	void (*current)(void *owner, char *buf, size_t cap, uint64_t *size);
+	void *owner;                  /* current's argument */
 	uint32_t skip_paths;          /* sink: the peer may SKIP paths 0..skip_paths-1 of
 	                                 its REQUEST (we are the client of a pull); 0: none */
 
@@ -69,6 +76,12 @@ struct xfer {
 	atomic_uint_least64_t total;      /* bytes expected (0: unknown) */
 	uint64_t start_ns;                /* set by xfer_init */
 	uint64_t next_progress_ns;        /* control thread only */
+	uint64_t next_hook_ns;            /* control thread only */
+	uint64_t entries_total;           /* entries announced; control thread only */
+	uint64_t entries_done;            /* entries finished; control thread only */
+	bool walk_done;                   /* every entry announced; control thread only */
+	atomic_uint unsized;              /* files announced with their size unknown whose
+	                                     FILE_END has not come (source: been sent) */
 };
 
 /* Initialises the runtime part (lock, counters, clock, abort eventfd).
@@ -110,8 +123,15 @@ static inline bool xfer_aborted(struct xfer *x)
  * progress line is due (-1: no progress lines). */
 int xfer_poll_timeout(struct xfer *x);
 
-/* Prints a progress line if one is due. Control thread only. */
+/* Prints a progress line if one is due, and calls the hooks' progress
+ * callback if it is due. Control thread only. */
 void xfer_progress(struct xfer *x);
+
+/* One entry not copied, reported on this side (x->report): passes path
+ * (NULL when not known here), reason and skipped (the source never sent
+ * it) to the hooks' failed callback.
+ * Any thread. */
+void xfer_failed(struct xfer *x, const char *path, const char *reason, bool skipped);
 
 /* Handles a readable signalfd: reads the signal and fails the transfer with
  * -PC_E_INTERRUPTED. Control thread only. */

@@ -51,6 +51,11 @@ int pcopy_init(int verbosity, const char *prefix)
 	return g_sigfd < 0 ? g_sigfd : 0;
 }
 
+void pcopy_log_hooks(void (*before)(void *arg), void (*after)(void *arg), void *arg)
+{
+	log_set_hooks(before, after, arg);
+}
+
 void pcopy_finish(void)
 {
 	/* Nothing to report if it fails: the process is about to end anyway. */

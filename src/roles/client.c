@@ -84,6 +84,9 @@ struct client {
 	struct chan *chans[PROTO_MAX_STREAMS]; /* two-party: the data channels; owned */
 	uint8_t proofs[PROTO_MAX_STREAMS][PROTO_MAC_LEN]; /* owed by the listeners we push to */
 	char security[96];                 /* how the data travelled, for the summary */
+	int via;                           /* PCOPY_VIA_*: the data's path, for the summary */
+	char via_reason[256];              /* why it went through ssh in an automatic
+	                                      choice; "" when it did not */
 	struct session_run run;            /* results of our side */
 	struct relay_result relay;         /* third party results */
 };
@@ -211,8 +214,12 @@ static int client_open_sources(struct client *c, char *const srcs[])
 					  .npaths = c->list.n };
 	if (c->list.unusable < c->list.n)
 		return 0;
-	for (unsigned i = 0; i < c->list.n; i++)
+	for (unsigned i = 0; i < c->list.n; i++) {
 		log_error("%s", c->list.paths[i].msg);
+		if (c->o->hooks != NULL && c->o->hooks->failed != NULL)
+			c->o->hooks->failed(c->o->hooks->arg, srcs[i], c->list.paths[i].msg,
+					    true);
+	}
 	return -PC_E_PARTIAL;
 }
 
@@ -582,6 +589,8 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 		loc_host_display(ep->loc, host, sizeof(host));
 		log_notice("%s is reached through a proxy (%s); the data goes through ssh", host,
 			   ep->route.proxied);
+		snprintf(c->via_reason, sizeof(c->via_reason), "%.120s is reached through a proxy (%.100s)",
+			 host, ep->route.proxied);
 		ep->via = PCOPY_DATA_VIA_SSH;
 	}
 	if (ep->via == PCOPY_DATA_VIA_AUTO) {
@@ -676,7 +685,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		client_ssh_cfg(c, ep, &scfg, target);
 		struct datapath_cfg dc = { .host = ep->data_host, .alt_host = ep->ready_host,
 					   .port = ep->port, .req = req, .k = ep->k,
-					   .pending = pending, .ssh = &scfg, .started = ep->sdata };
+					   .pending = pending, .ssh = &scfg, .started = ep->sdata,
+					   .why = c->via_reason, .why_cap = sizeof(c->via_reason) };
 		ep->sdata = NULL; /* datapath's now */
 		ret = datapath_open(&dc, chans, &ep->sdata, c->e);
 		/* Remember a fallback for the next copy; forget it when direct
@@ -732,6 +742,12 @@ static void client_say_security(struct client *c, const struct endpoint *ep,
 			  : ep->t == SESSION_DAEMON ? "in clear (--no-encrypt)"
 			  : ep->loc == NULL ? "a socket to our own child" : "inside ssh";
 
+	if (data == NULL) /* third party: the hosts' way, as we asked for it */
+		c->via = (ep->req.flags & PROTO_REQ_CONNECT_SSH) == 0 ? PCOPY_VIA_DIRECT
+			 : c->o->data_via == PCOPY_DATA_VIA_SSH ? PCOPY_VIA_SSH : PCOPY_VIA_HOSTS;
+	else
+		c->via = ep->loc == NULL ? PCOPY_VIA_LOCAL
+			 : ep->sdata != NULL ? PCOPY_VIA_SSH : PCOPY_VIA_DIRECT;
 	if (ep->sdata != NULL)
 		snprintf(c->security, sizeof(c->security), "encrypted (ssh)");
 	else if (data != NULL && chan_encrypted(data))
@@ -799,7 +815,8 @@ static int client_two_party(struct client *c)
 		.req = &ep->req, .ctl = ep->ctl, .chans = c->chans,
 		.confirm = owed ? (const uint8_t (*)[PROTO_MAC_LEN])c->proofs : NULL,
 		.sigfd = api_sigfd(),
-		.report = true, .progress_s = c->o->progress_s, .peer = ep->peer,
+		.report = true, .progress_s = c->o->progress_s, .hooks = c->o->hooks,
+		.peer = ep->peer,
 		.peer_local = ep->loc == NULL, .input = &c->input, .target = &c->target,
 		/* A pull: the server reports the sources it cannot open. */
 		.skip_paths = server_role == PROTO_ROLE_SOURCE ? ep->req.npaths : 0,
@@ -873,8 +890,10 @@ static int client_third_relayed(struct client *c, const uint8_t key[PROTO_KEY_LE
 		ret = relaydata_start(c->chans, out, src->req.streams, &rd, c->e);
 	if (ret == 0) {
 		snprintf(c->security, sizeof(c->security), "encrypted (relayed through this host)");
-		ret = relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s,
-				src->req.npaths, &c->relay, c->e);
+		c->via = PCOPY_VIA_RELAY;
+		ret = relay_run(src->ctl, dst->ctl, api_sigfd(), &(struct relay_report){
+				c->o->progress_s, c->o->hooks }, src->req.npaths,
+				&c->relay, c->e);
 	}
 	/* The sink's DONE (or either host's ERROR) has said how the data
 	 * went: a pump's failure made a host fail too, and what a host
@@ -937,7 +956,8 @@ static int client_third_party(struct client *c)
 	if (ret < 0)
 		return ret;
 	client_say_security(c, connector, NULL);
-	return relay_run(src->ctl, dst->ctl, api_sigfd(), c->o->progress_s, src->req.npaths,
+	return relay_run(src->ctl, dst->ctl, api_sigfd(),
+			 &(struct relay_report){ c->o->progress_s, c->o->hooks }, src->req.npaths,
 			 &c->relay, c->e);
 }
 
@@ -1023,6 +1043,8 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 		ret = c->mode == CLIENT_THIRD ? client_third_party(c) : client_two_party(c);
 	client_results(c, r);
 	snprintf(r->security, sizeof(r->security), "%s", c->security);
+	r->data_via = c->via;
+	snprintf(r->via_reason, sizeof(r->via_reason), "%s", c->via_reason);
 	if (none)
 		r->files_failed = c->list.unusable;
 	client_free(c, &ret);

@@ -234,6 +234,10 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	log_notice("no direct data connection to %s port %u (%s%s); the data goes through ssh",
 		   cfg_host, (unsigned)cfg->port, why,
 		   cfg->started != NULL ? ", nor at the last copy" : "");
+	if (cfg->why != NULL && cfg->why_cap > 0)
+		snprintf(cfg->why, cfg->why_cap, "no direct data connection to %s port %u (%s%s)",
+			 cfg_host, (unsigned)cfg->port, why,
+			 cfg->started != NULL ? ", nor at the last copy" : "");
 	ret = sshdata_finish(r.sd, cfg->req, chans, e);
 	if (ret < 0) {
 		sshdata_end(r.sd, true);

@@ -44,6 +44,9 @@ struct datapath_cfg {
 	 * NULL. datapath_open owns them from the call: it races them at once,
 	 * and they win with a proof after DATAPATH_COMMIT_KNOWN_MS. */
 	struct sshdata *started;
+	char *why;                        /* [why_cap]: receives why direct TCP lost when the
+	                                     streams go through ssh; NULL: not wanted */
+	size_t why_cap;
 };
 
 /* Opens req->streams data channels by whichever way wins (above), and says

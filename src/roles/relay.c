@@ -19,6 +19,8 @@ struct relay {
 	struct relay_result *r;
 	struct pc_err *e;
 	uint64_t total, done;      /* announced and finished bytes, for progress */
+	uint32_t unsized;          /* files announced with no size, before their FILE_END */
+	const struct pcopy_hooks *hooks; /* borrowed; NULL: none */
 	uint64_t *sizes;           /* [PROTO_MAX_INFLIGHT], by id % PROTO_MAX_INFLIGHT: the
 	                              size of each entry announced and not acknowledged,
 	                              RELAY_FAILED once its FILE_DONE came */
@@ -50,6 +52,13 @@ static int relay_forward(struct relay *rl, struct ctl *to, const struct proto_ms
 	return 0;
 }
 
+/* Tells the hooks of an entry not copied; the message names it. */
+static void relay_failed(const struct relay *rl, const char *msg, bool skipped)
+{
+	if (rl->hooks != NULL && rl->hooks->failed != NULL)
+		rl->hooks->failed(rl->hooks->arg, NULL, msg, skipped);
+}
+
 /* A source h1 could not open: reported here, never forwarded (the sink
  * has nobody to tell). */
 static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_skip *k)
@@ -63,7 +72,10 @@ static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_ski
 		return relay_fail(rl, -PC_E_PROTO, msg);
 	}
 	rl->r->failed++;
-	log_error("%s: %s", ctl_peer(from), k->msg[0] ? k->msg : pc_strerror(k->status));
+	snprintf(msg, sizeof(msg), "%s: %s", ctl_peer(from),
+		 k->msg[0] ? k->msg : pc_strerror(k->status));
+	log_error("%s", msg);
+	relay_failed(rl, msg, true);
 	return 0;
 }
 
@@ -83,6 +95,8 @@ static int relay_entries(struct relay *rl, const struct proto_entries *es)
 	while ((ret = proto_entries_next(es, &pos, &rl->ent)) == 1) {
 		rl->sizes[rl->ent.id % PROTO_MAX_INFLIGHT] = rl->ent.size;
 		rl->total += rl->ent.size;
+		rl->unsized += rl->ent.type == PROTO_ENT_REG &&
+			       (rl->ent.flags & PROTO_ENT_SIZE_UNKNOWN);
 	}
 	if (ret < 0)
 		return relay_fail(rl, ret, "malformed ENTRIES");
@@ -146,6 +160,7 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 		if (!from_src)
 			break;
 		rl->total += m.u.file_end.size;
+		rl->unsized -= rl->unsized > 0;
 		if (relay_open_id(rl, m.u.file_end.id) &&
 		    rl->sizes[m.u.file_end.id % PROTO_MAX_INFLIGHT] != RELAY_FAILED)
 			rl->sizes[m.u.file_end.id % PROTO_MAX_INFLIGHT] = m.u.file_end.size;
@@ -172,7 +187,9 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 		rl->done += m.u.file_done.bytes;
 		rl->sizes[m.u.file_done.id % PROTO_MAX_INFLIGHT] = RELAY_FAILED;
 		rl->r->failed++;
-		log_error("%s: %s", ctl_peer(from), m.u.file_done.msg);
+		snprintf(msg, sizeof(msg), "%s: %s", ctl_peer(from), m.u.file_done.msg);
+		log_error("%s", msg);
+		relay_failed(rl, msg, false);
 		return relay_forward(rl, to, &m);
 	case PROTO_ACK:
 		if (from_src)
@@ -203,14 +220,40 @@ static void relay_progress(struct relay *rl, uint64_t start_ns)
 	log_msg(LOG_ERROR, "progress: %s of %s in finished files, %.0f s", a, b, secs);
 }
 
-int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
+/* The hooks' snapshot. */
+static void relay_hook(const struct relay *rl, uint64_t start_ns)
+{
+	struct pcopy_progress p = {
+		.elapsed_s = (double)(platform_now_ns() - start_ns) / 1e9,
+		.bytes = rl->done, .total = rl->total,
+		.total_final = rl->src_end && rl->unsized == 0,
+		.entries_done = rl->acked, .entries_total = rl->announced,
+	};
+
+	rl->hooks->progress(rl->hooks->arg, &p);
+}
+
+/* Milliseconds from now to due (0 if past). */
+static int relay_ms_until(uint64_t due)
+{
+	uint64_t now = platform_now_ns();
+
+	return now >= due ? 0 : (int)((due - now) / 1000000u) + 1;
+}
+
+int relay_run(struct ctl *src, struct ctl *sink, int sigfd, const struct relay_report *rep,
 	      uint32_t npaths, struct relay_result *r, struct pc_err *e)
 {
 	struct relay *rl = calloc(1, sizeof(*rl));
 	struct pollfd p[3] = { { .fd = ctl_rfd(src), .events = POLLIN },
 			       { .fd = ctl_rfd(sink), .events = POLLIN },
 			       { .fd = sigfd, .events = POLLIN } };
+	unsigned progress_s = rep->progress_s;
+	bool hook = rep->hooks != NULL && rep->hooks->progress != NULL;
+	uint64_t every = hook ? (uint64_t)(rep->hooks->interval_ms < 50 ? 50
+					   : rep->hooks->interval_ms) * 1000000u : 0;
 	uint64_t start = platform_now_ns(), next = start + (uint64_t)progress_s * 1000000000u;
+	uint64_t next_hook = start + every;
 	int ret = 0;
 
 	memset(r, 0, sizeof(*r));
@@ -221,13 +264,11 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	}
 	*rl = (struct relay){ .src = src, .sink = sink, .r = r, .e = e, .npaths = npaths,
-			      .sizes = rl->sizes };
+			      .sizes = rl->sizes, .hooks = rep->hooks };
 	while (ret == 0 && !rl->finished) {
-		int timeout = -1;
-		if (progress_s > 0) {
-			uint64_t now = platform_now_ns();
-			timeout = now >= next ? 0 : (int)((next - now) / 1000000u) + 1;
-		}
+		int timeout = progress_s > 0 ? relay_ms_until(next) : -1;
+		if (hook && (timeout < 0 || relay_ms_until(next_hook) < timeout))
+			timeout = relay_ms_until(next_hook);
 		/* A message already inside a ctl is not seen by poll: take it
 		 * now, after a look at the signalfd. */
 		bool src_pending = ctl_pending(src), sink_pending = ctl_pending(sink);
@@ -252,6 +293,10 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
 		if (progress_s > 0 && platform_now_ns() >= next) {
 			relay_progress(rl, start);
 			next = platform_now_ns() + (uint64_t)progress_s * 1000000000u;
+		}
+		if (hook && platform_now_ns() >= next_hook) {
+			relay_hook(rl, start);
+			next_hook = platform_now_ns() + every;
 		}
 	}
 	free(rl->sizes);

@@ -8,6 +8,8 @@
 #ifndef PCOPY_RELAY_H
 #define PCOPY_RELAY_H
 
+#include <pcopy/pcopy.h>
+
 #include "wire/ctl.h"
 #include "sys/err.h"
 #include "wire/proto.h"
@@ -19,13 +21,21 @@ struct relay_result {
 	                              source skipped (reported) */
 };
 
+/* What the client shows as the copy goes. */
+struct relay_report {
+	unsigned progress_s;       /* seconds between progress lines; 0: none */
+	const struct pcopy_hooks *hooks; /* display hooks; NULL: none. Borrowed */
+};
+
 /* Relays until the sink's DONE has reached the source, or an error: an
  * ERROR from either side is passed to the other and returned (the detail,
  * naming the host, in e); a signal on sigfd sends ERROR to both. npaths is
  * the number of paths in the source's REQUEST, which bounds its SKIPs.
- * Prints a progress line every progress_s seconds (0: none). Returns 0,
- * -PC_E_PARTIAL, or a negative code. */
-int relay_run(struct ctl *src, struct ctl *sink, int sigfd, unsigned progress_s,
+ * Prints a progress line every rep->progress_s seconds (0: none) and
+ * calls rep->hooks as they ask; the progress it knows: entries and bytes
+ * announced and finished, no current file (the names pass through
+ * unkept). Returns 0, -PC_E_PARTIAL, or a negative code. */
+int relay_run(struct ctl *src, struct ctl *sink, int sigfd, const struct relay_report *rep,
 	      uint32_t npaths, struct relay_result *r, struct pc_err *e);
 
 #endif

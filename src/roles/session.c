@@ -580,6 +580,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.ordered = (run->req->flags & PROTO_REQ_ORDERED) != 0,
 		.report = run->report,
 		.progress_s = run->progress_s,
+		.hooks = run->hooks,
 		.timeout_s = run->req->timeout_s,
 		.peer = run->peer,
 		.peer_local = run->peer_local,

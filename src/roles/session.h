@@ -131,6 +131,7 @@ struct session_run {
 	int sigfd;                    /* -1: not watching signals */
 	bool report;                  /* this side is the client: progress and per-file messages */
 	unsigned progress_s;
+	const struct pcopy_hooks *hooks; /* the client's display hooks; NULL: none. Borrowed */
 	const char *peer;             /* names the other side in messages */
 	bool peer_local;              /* the other side is our own child process */
 	struct source_input *input;   /* source: what to send, borrowed; its walk options

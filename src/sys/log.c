@@ -20,6 +20,9 @@ static int log_threshold = LOG_WARN;
 static char log_prefix[64] = "pcopy";
 static bool log_notices; /* LOG_NOTICE shows even below LOG_WARN */
 static bool log_journal; /* stderr is the journal: <N> priorities, no prefix */
+/* log_set_hooks: set before threads start, read-only after */
+static void (*log_before)(void *arg), (*log_after)(void *arg);
+static void *log_hook_arg;
 
 void log_set_notices(bool on)
 {
@@ -61,6 +64,13 @@ static int log_priority(int level)
 	case LOG_INFO: return 6;
 	default: return 7;
 	}
+}
+
+void log_set_hooks(void (*before)(void *arg), void (*after)(void *arg), void *arg)
+{
+	log_before = before;
+	log_after = after;
+	log_hook_arg = arg;
 }
 
 int log_level(void)
@@ -196,7 +206,11 @@ void log_msg(int level, const char *fmt, ...)
 	/* Keep one byte for the newline, which survives truncation. */
 	log_escape_into(line, sizeof(line) - 1, &len, text, n);
 	line[len++] = '\n';
+	if (log_before != NULL)
+		log_before(log_hook_arg);
 	log_write(line, len);
+	if (log_after != NULL)
+		log_after(log_hook_arg);
 out:
 	errno = saved_errno;
 }

@@ -27,6 +27,12 @@ int log_level(void);
  * start, as log_setup. */
 void log_set_notices(bool on);
 
+/* Calls before(arg) ahead of writing each line and after(arg) once it is
+ * written, on the logging thread (a terminal display clears its line in
+ * before and holds its lock until after). Set before threads start, as
+ * log_setup; NULL functions are skipped. */
+void log_set_hooks(void (*before)(void *arg), void (*after)(void *arg), void *arg);
+
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Copies the string in to out[cap] (cap >= 1, always terminated), each

@@ -7,7 +7,8 @@ source "$PCOPY_TEST_LIB"
 # Every option of the usage, short and long.
 OPTIONS=(-s --streams -w --window -B --block-size -P --progress --timeout
     --key-file --serve --root --gen-key -v --verbose -q --quiet -h --help
-    -V --version --max-sessions --max-startups --max-per-source --data-via -3)
+    -V --version --max-sessions --max-startups --max-per-source --data-via -3
+    --no-progress --json)
 
 case_help() {
     local out=$T/help.out

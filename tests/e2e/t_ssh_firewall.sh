@@ -373,6 +373,18 @@ case_auto_reject() {
     expect_exit 0 "$PCOPY" -v -s 4 "$T/small" "pctest:$T/remote/verbose"
     same_file "$T/small" "$T/remote/verbose"
     expect_notice_once "$DIRECT_NOTICE"
+    # --json carries the fallback and its reason, valid against the schema.
+    local root
+    root=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)
+    expect_exit 0 "$PCOPY" -q --json -s 4 "$T/small" "pctest:$T/remote/json" >"$T/j"
+    same_file "$T/small" "$T/remote/json"
+    /usr/bin/python3 "$root/tests/e2e/check_json.py" "$root/docs/pcopy-summary.schema.json" "$T/j" ||
+        fail "--json output is not valid against the schema"
+    /usr/bin/python3 -c 'import json, re, sys
+j = json.load(open(sys.argv[1]))
+assert j["data_via"] == "ssh", j["data_via"]
+assert re.fullmatch(r"no direct data connection to \S+ port [0-9]+ \(.+\)", j["data_via_reason"]), j["data_via_reason"]' "$T/j" ||
+        fail "--json does not say that the data fell back to ssh, and why"
     no_remote_left
 }
 

@@ -30,6 +30,9 @@ struct fixture {
 	struct relay_result r;
 };
 
+/* No progress lines, no hooks. */
+static const struct relay_report quiet;
+
 static struct ctl *pair(const char *peer, struct ctl **relay_end)
 {
 	int sv[2];
@@ -155,7 +158,7 @@ static void test_skips_reported_not_forwarded(void **state)
 	send_skip(f->h1, 2); /* a tree may have several entries that cannot be read */
 	send_type(f->h1, PROTO_END);
 	assert_int_equal(pthread_create(&tid, NULL, sink_thread, &play), 0);
-	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 3, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &quiet, 3, &f->r, &f->e), -PC_E_PARTIAL);
 	assert_int_equal(pthread_join(tid, NULL), 0);
 	assert_int_equal(f->r.failed, 3);
 	/* The sink saw ENTRIES and END, and no SKIP. */
@@ -182,7 +185,7 @@ static void expect_refused(struct fixture *f, struct ctl *from, uint32_t npaths,
 	struct proto_msg m;
 
 	assert_int_equal(shutdown(ctl_rfd(from), SHUT_WR), 0);
-	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, npaths, &f->r, &f->e), -PC_E_PROTO);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &quiet, npaths, &f->r, &f->e), -PC_E_PROTO);
 	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
 	if (strstr(msg, what) == NULL)
 		fail_msg("the error '%s' does not say '%s'", msg, what);
@@ -238,6 +241,49 @@ static void test_ack_going_back(void **state)
 	expect_refused(f, f->h2, 1, "up to id 0");
 }
 
+/* What the hooks were told. */
+struct told {
+	unsigned failed, skipped;
+	char reasons[2][128];
+};
+
+static void told_failed(void *arg, const char *path, const char *reason, bool skipped)
+{
+	struct told *t = arg;
+
+	assert_null(path); /* the relay keeps no names: the reason gives it */
+	if (t->failed < 2)
+		snprintf(t->reasons[t->failed], sizeof(t->reasons[0]), "%s", reason);
+	t->failed++;
+	t->skipped += skipped;
+}
+
+/* The client's hooks hear of each entry not copied, the source's SKIP
+ * (skipped) and the sink's FILE_DONE (failed), with the host's name. */
+static void test_hooks_told(void **state)
+{
+	struct fixture *f = *state;
+	struct told t = { 0 };
+	struct pcopy_hooks h = { .failed = told_failed, .arg = &t };
+	struct relay_report rep = { .hooks = &h };
+
+	/* ENTRIES first: the relay takes one message from each side per round,
+	 * and the sink's FILE_DONE must find its entry announced. */
+	send_entries(f->h1, 0);
+	send_skip(f->h1, 0);
+	send_type(f->h1, PROTO_END);
+	send_file_done(f->h2, 0);
+	send_ack(f->h2, 1);
+	send_type(f->h2, PROTO_DONE);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &rep, 2, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(f->r.failed, 2);
+	assert_int_equal(t.failed, 2);
+	assert_int_equal(t.skipped, 1);
+	/* In the order the relay read them: FILE_DONE in the first round. */
+	assert_non_null(strstr(t.reasons[0], "cannot write 'b'"));
+	assert_non_null(strstr(t.reasons[1], "cannot open source 'p0'"));
+}
+
 /* A FILE_DONE must name an entry announced and not yet acknowledged. */
 static void test_file_done_unknown(void **state)
 {
@@ -265,7 +311,7 @@ static void test_fail_and_ack_forwarded(void **state)
 	send_file_done(f->h2, 0);
 	send_ack(f->h2, 1);
 	send_type(f->h2, PROTO_DONE);
-	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e), -PC_E_PARTIAL);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &quiet, 1, &f->r, &f->e), -PC_E_PARTIAL);
 	assert_int_equal(f->r.failed, 1);
 	assert_int_equal(ctl_recv(f->h2, &m), 0);
 	assert_int_equal(m.type, PROTO_ENTRIES);
@@ -343,7 +389,7 @@ static void test_inflight_bound(void **state)
 
 	assert_int_equal(pthread_create(&t1, NULL, flood_thread, &fl), 0);
 	assert_int_equal(pthread_create(&t2, NULL, drain_thread, &dr), 0);
-	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e), -PC_E_PROTO);
+	assert_int_equal(relay_run(f->to_h1, f->to_h2, -1, &quiet, 1, &f->r, &f->e), -PC_E_PROTO);
 	assert_int_equal(pthread_join(t2, NULL), 0);
 	/* The relay's end closes: the flood's last send fails or ends. */
 	ctl_free(f->to_h1);
@@ -415,7 +461,7 @@ static void test_message_inside_chan(void **state)
 	f->to_h2 = testchan_held_ctl(sv[1], &m, "h2");
 	f->h2 = testchan_ctl(sv[0], sv[0], "client", false);
 	alarm(10);
-	ret = relay_run(f->to_h1, f->to_h2, -1, 0, 1, &f->r, &f->e);
+	ret = relay_run(f->to_h1, f->to_h2, -1, &quiet, 1, &f->r, &f->e);
 	alarm(0);
 	assert_int_equal(ret, -PC_E_PROTO);
 	assert_int_equal(pc_err_get(&f->e, msg, sizeof(msg)), -PC_E_PROTO);
@@ -432,6 +478,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ack_going_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_file_done_unknown, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fail_and_ack_forwarded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_hooks_told, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ack_from_source, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_entries_from_sink, setup, teardown),

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+/* bar: the text of the terminal progress bar, as a pure function of what
+ * a copy has done, so that it can be tested without a terminal. The
+ * terminal side (redrawing, clearing) is in tty.c. */
+#ifndef PCOPY_CLI_BAR_H
+#define PCOPY_CLI_BAR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BAR_RATE_TAU_S 3.0            /* the current rate's smoothing time constant */
+#define BAR_NAME_MIN_SIZE (64ull << 20) /* a file this large is named in the bar */
+
+/* What the bar shows. */
+struct bar_state {
+	uint64_t bytes;          /* done */
+	uint64_t total;          /* announced so far */
+	bool total_final;        /* total is the copy's: percent and ETA make sense */
+	double rate;             /* current rate, bytes/s (smoothed); <= 0: not known yet */
+	double avg;              /* average rate since the start, bytes/s */
+	uint64_t entries_done, entries_total;
+	bool show_entries;       /* a tree (-r): show entries done / announced */
+	const char *current;     /* the file in flight, or NULL */
+	uint64_t current_size;
+};
+
+/* Writes the bar for st into out[cap], at most width - 1 columns (the
+ * last column stays free so that the terminal never wraps). Every byte
+ * written is printable ASCII: a file name's other bytes become '?', and a
+ * long name is cut in the middle with "...". Fields are dropped, least
+ * useful first (name, average rate, entries, ETA, the graph), until the
+ * line fits; below 8 columns the line is empty. Returns the length. */
+size_t bar_format(char *out, size_t cap, unsigned width, const struct bar_state *st);
+
+/* Bytes as "999 B", "1.5 KiB" ... "12.3 TiB": at most 9 characters. */
+void bar_fmt_bytes(uint64_t n, char *out, size_t cap);
+
+/* A rate as "85.3 MB/s" (decimal, as the summary): at most 10 characters. */
+void bar_fmt_rate(double bps, char *out, size_t cap);
+
+/* Seconds as "0:07", "12:34" or "3:04:05"; "--:--" when unknown (< 0 or
+ * over 99 hours). */
+void bar_fmt_eta(double s, char *out, size_t cap);
+
+/* The smoothed rate: an exponential moving average with time constant
+ * BAR_RATE_TAU_S. prev_rate < 0 means no sample yet (the first one is
+ * taken as is). dt_s is the time since the previous sample, db the bytes
+ * done in it; with dt_s <= 0 prev_rate is returned unchanged. */
+double bar_rate_update(double prev_rate, double dt_s, uint64_t db);
+
+#endif
