@@ -16,7 +16,7 @@
 # --bind, --notices) are for pcopy's own use and are not offered.
 _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
 -H --hard-links -s --streams -w --window -B --block-size -c --compress
--P --progress --timeout --key-file --rsh --remote-pcopy -Z --port-range
+-P --progress --no-progress --json --timeout --key-file --rsh --remote-pcopy -Z --port-range
 -z --reverse --data-via -3 -4 --ipv4 -6 --ipv6 --encrypt --no-encrypt
 --cipher --allow-unencrypted --serve --root --max-sessions --max-startups
 --max-per-source --gen-key -v --verbose -q --quiet -h --help -V --version'
@@ -159,6 +159,13 @@ _pcopy()
     -B | --block-size)
         mapfile -t COMPREPLY < <(compgen -W '64k 256k 1M 4M 16M 64M' -- "$cur")
         return
+        ;;
+    --json)
+        # Only --json=FILE takes a file; "--json FILE" would be an operand.
+        if $split; then
+            _filedir
+            return
+        fi
         ;;
     --key-file | --gen-key)
         _filedir

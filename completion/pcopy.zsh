@@ -79,6 +79,8 @@ _pcopy() {
     '(-B --block-size)'{-B+,--block-size=}'[block size]:size:(64k 256k 1M 4M 16M 64M)' \
     '(-c --compress)'{-c+,--compress=}'[compress]:spec:_pcopy_compress' \
     '(-P --progress)'{-P+,--progress=}'[print progress every SEC seconds]:seconds' \
+    '--no-progress[no progress bar on a terminal]' \
+    '--json=-[the summary as JSON on stdout, or in FILE]::file:_files' \
     '--timeout=[fail when the data streams are idle SEC seconds]:seconds' \
     '--key-file=[key shared with a daemon]:key file:_files' \
     '--rsh=[command that reaches a host]:command:_command_names -e' \

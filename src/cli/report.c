@@ -176,6 +176,39 @@ static void report_streams(struct json *j, const struct pcopy_result *res)
 	json_close(j);
 }
 
+/* The slowest link of the copy and every stage's shares (null when the
+ * copy measured none: it failed, or nothing moved). */
+static void report_bottleneck(struct json *j, const struct pcopy_result *res)
+{
+	const struct pcopy_bottleneck *b = &res->bottleneck;
+
+	if (res->nstages == 0 || b->verdict == PCOPY_VERDICT_UNKNOWN) {
+		json_null(j, "bottleneck");
+		return;
+	}
+	json_object(j, "bottleneck");
+	json_str(j, "verdict", b->key);
+	json_str(j, "name", b->name);
+	json_num(j, "busy", b->busy);
+	json_str(j, "busiest", b->busiest[0] != '\0' ? b->busiest : NULL);
+	json_str(j, "second_label", b->second_label);
+	json_num(j, "second", b->second);
+	json_array(j, "stages");
+	for (unsigned i = 0; i < res->nstages; i++) {
+		const struct pcopy_stage_stats *st = &res->stage[i];
+		json_object(j, NULL);
+		json_str(j, "name", st->name);
+		json_str(j, "side", st->side);
+		json_u64(j, "threads", st->threads);
+		json_num(j, "busy", st->busy);
+		json_num(j, "blocked_in", st->blocked_in);
+		json_num(j, "blocked_out", st->blocked_out);
+		json_close(j);
+	}
+	json_close(j);
+	json_close(j);
+}
+
 int report_summary(struct report *r, const struct pcopy_opts *o, const struct pcopy_result *res,
 		   int ret, int exit_code)
 {
@@ -212,8 +245,7 @@ int report_summary(struct report *r, const struct pcopy_opts *o, const struct pc
 	json_str(&j, "security", res->security[0] != '\0' ? res->security : NULL);
 	json_str(&j, "data_via", report_via_name(res->data_via));
 	json_str(&j, "data_via_reason", res->via_reason[0] != '\0' ? res->via_reason : NULL);
-	/* One more member (the bottleneck verdict, say) goes here, and in
-	 * docs/pcopy-summary.schema.json and pcopy(1) JSON OUTPUT. */
+	report_bottleneck(&j, res);
 	json_close(&j);
 	return json_end(&j);
 }

@@ -29,11 +29,11 @@ bash_options() {
 }
 
 # zsh_options: the options in the zsh completion's _arguments specs: each
-# '-x[', '--opt=[' or {-x,--opt} group.
+# '-x[', '--opt=[', '--opt=-[' or {-x,--opt} group.
 zsh_options() {
     {
-        grep -oE "'(\([^)]*\))?\*?-[-A-Za-z0-9]+[=+]?\[" "$ZSH_COMP" |
-            sed -E "s/^'(\([^)]*\))?\*?//; s/[=+]?\[$//"
+        grep -oE "'(\([^)]*\))?\*?-[-A-Za-z0-9]+(=-|[=+])?\[" "$ZSH_COMP" |
+            sed -E "s/^'(\([^)]*\))?\*?//; s/(=-|[=+])?\[$//"
         grep -oE '\{-[-A-Za-z0-9,=+]+\}' "$ZSH_COMP" | tr -d '{}' | tr ',' '\n' | sed 's/[=+]$//'
     } | sort -u
 }
@@ -231,7 +231,7 @@ bash_setup() {
 case_bash_options() {
     bash_setup
     expect_reply --str -- --streams
-    expect_reply --no- -- --no-encrypt
+    expect_reply --no- -- --no-encrypt --no-progress
     expect_reply --max-s -- --max-sessions --max-startups
     local all
     all=$(complete_bash - | grep -c .)

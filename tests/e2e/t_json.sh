@@ -49,6 +49,7 @@ jis() {
 case_local() {
     mkfile "$T/f" 3M
     expect_exit 0 "$PCOPY" --json "$T/f" "$T/g" >"$T/j"
+    cp "$LAST_STDERR" "$T/j.err"
     valid "$T/j"
     same_file "$T/f" "$T/g"
     jis "$T/j" 'j["ok"], j["exit_code"], j["error"]' "(True, 0, None)"
@@ -58,6 +59,8 @@ case_local() {
     jis "$T/j" 'j["source"]["cpu_s"] > 0 and j["sink"]["maxrss_kib"] > 0' True
     # The human summary is still there, on stderr.
     expect_summary 3145728 1 4
+    # The bottleneck as the summary's last line names it, with every stage.
+    jis "$T/j" 'len(j["bottleneck"]["stages"]), j["bottleneck"]["name"] in open(sys.argv[1] + ".err").read()' "(7, True)"
     mkdir -p "$T/tree/d"
     mkfile "$T/tree/a" 1000
     mkfile "$T/tree/d/b" 2000
@@ -92,6 +95,7 @@ case_missing() {
     jis "$T/j" 'j["ok"], j["exit_code"], j["files"]["skipped"]' "(False, 3, 1)"
     jis "$T/j" 'j["files"]["not_copied"][0]["path"]' "$T/nothing"
     jis "$T/j" '"No such file" in j["files"]["not_copied"][0]["reason"]' True
+    jis "$T/j" 'j["bottleneck"]' None
 }
 
 case_unreachable() {
