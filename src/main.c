@@ -490,7 +490,7 @@ int main(int argc, char **argv)
 	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))
 		cli_summary(&c, &r);
 	if (ret < 0 && c.action != CLI_SERVER)
-		fprintf(stderr, "pcopy: %s\n", r.msg);
+		pcopy_print_error(&r);
 	return copy ? cli_report_close(&c, &rep, &r, ret, pcopy_exit_code(ret))
 		    : pcopy_exit_code(ret);
 }

@@ -256,6 +256,11 @@ void pcopy_log_hooks(void (*before)(void *arg), void (*after)(void *arg), void *
  * forever in such a process. */
 void pcopy_finish(void);
 
+/* Prints a result's message (r->msg, escaped already) as the final error
+ * line: "pcopy: MSG", or with its syslog priority where stderr is the
+ * journal, as every other line this process logs. */
+void pcopy_print_error(const struct pcopy_result *r);
+
 void pcopy_opts_defaults(struct pcopy_opts *o);
 
 /* Copies srcs (local paths, "-", or one pcopy:// URL) to dst (a local path,

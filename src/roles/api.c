@@ -106,3 +106,8 @@ const char *pcopy_version(void)
 {
 	return PCOPY_VERSION;
 }
+
+void pcopy_print_error(const struct pcopy_result *r)
+{
+	log_escaped(LOG_ERROR, r->msg);
+}

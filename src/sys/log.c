@@ -171,10 +171,41 @@ void log_escape(char *out, size_t cap, const char *in)
 	out[len] = '\0';
 }
 
+/* Writes text[0..n) as one line of level: our prefix, or under the
+ * journal its priority; escaped unless it is already (escape false). */
+static void log_emit(int level, const char *text, size_t n, bool escape)
+{
+	char line[4096];
+	size_t len;
+	int r;
+
+	if (log_journal)
+		r = snprintf(line, sizeof(line), "<%d>", log_priority(level));
+	else
+		r = snprintf(line, sizeof(line), "%s: ", log_prefix);
+	if (r < 0)
+		return;
+	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;
+	/* Keep one byte for the newline, which survives truncation. */
+	if (escape) {
+		log_escape_into(line, sizeof(line) - 1, &len, text, n);
+	} else {
+		size_t k = n < sizeof(line) - 1 - len ? n : sizeof(line) - 1 - len;
+		memcpy(line + len, text, k);
+		len += k;
+	}
+	line[len++] = '\n';
+	if (log_before != NULL)
+		log_before(log_hook_arg);
+	log_write(line, len);
+	if (log_after != NULL)
+		log_after(log_hook_arg);
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
-	char text[4096], line[4096];
-	size_t len, n;
+	char text[4096];
+	size_t n;
 	va_list ap;
 	int saved_errno = errno;
 	int r;
@@ -196,21 +227,15 @@ void log_msg(int level, const char *fmt, ...)
 	if (n > 0 && text[n - 1] == '\n')
 		n--;
 
-	if (log_journal)
-		r = snprintf(line, sizeof(line), "<%d>", log_priority(level));
-	else
-		r = snprintf(line, sizeof(line), "%s: ", log_prefix);
-	if (r < 0)
-		goto out;
-	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;
-	/* Keep one byte for the newline, which survives truncation. */
-	log_escape_into(line, sizeof(line) - 1, &len, text, n);
-	line[len++] = '\n';
-	if (log_before != NULL)
-		log_before(log_hook_arg);
-	log_write(line, len);
-	if (log_after != NULL)
-		log_after(log_hook_arg);
+	log_emit(level, text, n, true);
 out:
+	errno = saved_errno;
+}
+
+void log_escaped(int level, const char *text)
+{
+	int saved_errno = errno;
+
+	log_emit(level, text, strlen(text), false);
 	errno = saved_errno;
 }

@@ -35,6 +35,12 @@ void log_set_hooks(void (*before)(void *arg), void (*after)(void *arg), void *ar
 
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes text, made safe by log_escape already (a pcopy_result's msg), as
+ * one line of level the way log_msg writes its lines (prefix, or the
+ * journal's priority; the hooks), whatever the verbosity, and without
+ * escaping it twice. */
+void log_escaped(int level, const char *text);
+
 /* Copies the string in to out[cap] (cap >= 1, always terminated), each
  * control character as \xNN, as log_msg writes every line: for text that
  * may quote a peer and is printed by other means. Truncates, never

@@ -106,6 +106,8 @@ static void log_capture(bool journal, char *out, size_t cap)
 	log_notice("notice");
 	log_info("info\n");
 	log_debug("debug");
+	/* The final error line: escaped already, it is not escaped again. */
+	log_escaped(LOG_ERROR, "gone: \\x07 x");
 
 	assert_true(dup2(saved, STDERR_FILENO) >= 0);
 	close(saved);
@@ -130,7 +132,8 @@ static void test_journal_priorities(void **state)
 
 	(void)state;
 	log_capture(true, out, sizeof(out));
-	assert_string_equal(out, "<3>error 1\n<4>warning\n<5>notice\n<6>info\n<7>debug\n");
+	assert_string_equal(out, "<3>error 1\n<4>warning\n<5>notice\n<6>info\n<7>debug\n"
+				 "<3>gone: \\x07 x\n");
 }
 
 /* JOURNAL_STREAM names another file than stderr (the service sent stderr
@@ -142,7 +145,7 @@ static void test_journal_stream_elsewhere(void **state)
 	(void)state;
 	log_capture(false, out, sizeof(out));
 	assert_string_equal(out, "pcopy: error 1\npcopy: warning\npcopy: notice\npcopy: info\n"
-				 "pcopy: debug\n");
+				 "pcopy: debug\npcopy: gone: \\x07 x\n");
 }
 
 int main(void)
