@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+// SPDX-License-Identifier: Apache-2.0
 /* probe: the measurements of pcopy --probe and its PROBE steps (probe.h). */
 #include "roles/probe.h"
 

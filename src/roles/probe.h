@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+// SPDX-License-Identifier: Apache-2.0
 /* probe: both ends of a probe session (pcopy --probe; REQUEST.role PROBE,
  * docs/PROTOCOL.md 4.14 and 4.15, docs/DESIGN-NOTES.md "Probing a path").
  * The session is set up as a push would be (every transport: ssh, a

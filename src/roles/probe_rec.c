@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+// SPDX-License-Identifier: Apache-2.0
 /* probe_rec: the advice of pcopy --probe, and its table (see probe_rec.h). */
 #include "roles/probe_rec.h"
 

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: Apache-2.0 */
+// SPDX-License-Identifier: Apache-2.0
 /* probe_rec: what pcopy --probe advises, from the figures it measured, and
  * the table it prints. Pure: no I/O, no clock, so the rules can be tested
  * on synthetic sweeps. docs/DESIGN-NOTES.md, "Probing a path", states the
