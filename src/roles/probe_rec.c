@@ -174,15 +174,21 @@ static void probe_reason_net(const struct pcopy_probe *p, const struct pcopy_pro
 	}
 }
 
+/* The cores that compress (or decompress) on a side with cpus processors:
+ * one reader thread per core, up to 16 (pcopy(1), COMPRESSION). */
+static double probe_cores(unsigned cpus)
+{
+	return cpus == 0 ? 1 : cpus > PROBE_REC_CODEC_THREADS ? PROBE_REC_CODEC_THREADS : cpus;
+}
+
 /* What a codec delivers, in raw bytes per second, on a path where
  * sending raw gives link: the link times its ratio, or the slower side's
- * CPU over cpus cores; *who names that side when a CPU limits it. */
+ * CPU over its cores; *who names that side when a CPU limits it. */
 static double probe_codec_rate(const struct pcopy_probe *p, const struct pcopy_probe_codec *c,
-			       unsigned streams, double link, const char **who)
+			       double link, const char **who)
 {
-	unsigned ps = p->src_cpus ? p->src_cpus : 1, pk = p->sink_cpus ? p->sink_cpus : 1;
-	double src = c->src_comp * (streams < ps ? streams : ps);
-	double sink = c->sink_decomp * (streams < pk ? streams : pk);
+	double src = c->src_comp * probe_cores(p->src_cpus);
+	double sink = c->sink_decomp * probe_cores(p->sink_cpus);
 	double r = link * c->ratio;
 
 	*who = NULL;
@@ -212,7 +218,7 @@ static void probe_reason_codec(struct pcopy_probe *p, double link, double raw, d
 	for (unsigned i = 0; i < p->ncodecs; i++) {
 		const struct pcopy_probe_codec *c = &p->codec[i];
 		const char *w;
-		double r = probe_codec_rate(p, c, p->rec_streams, link, &w);
+		double r = probe_codec_rate(p, c, link, &w);
 		if (disk > 0 && r > disk)
 			r = disk; /* the disks still set the pace */
 		if (c->ratio >= PROBE_REC_MIN_RATIO && r > best_rate) {
@@ -248,10 +254,9 @@ static void probe_reason_codec(struct pcopy_probe *p, double link, double raw, d
 	} else {
 		const struct pcopy_probe_codec *c = best;
 		const char *side = who ? who : fwho;
-		unsigned ps = p->src_cpus ? p->src_cpus : 1, pk = p->sink_cpus ? p->sink_cpus : 1;
 		double cpu = side != NULL && strcmp(side, "sink") == 0
-			     ? c->sink_decomp * (p->rec_streams < pk ? p->rec_streams : pk)
-			     : c->src_comp * (p->rec_streams < ps ? p->rec_streams : ps);
+			     ? c->sink_decomp * probe_cores(p->sink_cpus)
+			     : c->src_comp * probe_cores(p->src_cpus);
 		fmt_bytes_rate(cpu, a, sizeof(a));
 		fmt_bytes_rate(raw, b, sizeof(b));
 		text_add(t, "; compression would cost more than it saves: %s CPU %s at -c %s "

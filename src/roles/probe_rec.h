@@ -17,6 +17,8 @@
 #define PROBE_REC_CODEC_MARGIN 1.2
 /* ...on a sample that shrinks at least this much. */
 #define PROBE_REC_MIN_RATIO 1.1
+/* A side compresses (or decompresses) on this many cores at most. */
+#define PROBE_REC_CODEC_THREADS 16u
 
 /* Fills p->rec_streams, rec_window, rec_codec and reason from the other
  * fields. At least one cell with a rate > 0 must be there; without one the

@@ -88,7 +88,7 @@ static void test_window_limited_autotuning(void **state)
 
 /* A fast LAN where a CPU is the limit: one stream is as good as eight,
  * and compression (lz4 shrinks the sample 1.5x) cannot keep up with
- * the link on the sink's one core per stream. */
+ * the link on the sink's one core. */
 static void test_cpu_limited(void **state)
 {
 	struct pcopy_probe p;
@@ -99,6 +99,7 @@ static void test_cpu_limited(void **state)
 	add_cell(&p, 1, 0, 900);
 	add_cell(&p, 2, 0, 905);
 	p.codec[0] = (struct pcopy_probe_codec){ "lz4", 1.5, 700 * MB, 600 * MB };
+	p.sink_cpus = 1;
 	probe_recommend(&p);
 	assert_int_equal(p.rec_streams, 1);
 	assert_int_equal(p.rec_window, 0);
@@ -110,7 +111,7 @@ static void test_cpu_limited(void **state)
 }
 
 /* A 100 Mbit/s link and a sample that shrinks 3x: zlib:1 pays, lz4
- * (2x) less, zlib:6 (3.5x) is held by the source CPU. */
+ * (2x) less, zlib:6 (3.5x) is held by the source's one core. */
 static void test_compression_pays(void **state)
 {
 	struct pcopy_probe p;
@@ -123,7 +124,8 @@ static void test_compression_pays(void **state)
 	p.ncodecs = 3;
 	p.codec[0] = (struct pcopy_probe_codec){ "lz4", 2.0, 700 * MB, 2000 * MB };
 	p.codec[1] = (struct pcopy_probe_codec){ "zlib:1", 3.0, 80 * MB, 300 * MB };
-	p.codec[2] = (struct pcopy_probe_codec){ "zlib", 3.5, 20 * MB, 300 * MB };
+	p.codec[2] = (struct pcopy_probe_codec){ "zlib", 3.5, 5 * MB, 300 * MB };
+	p.src_cpus = 1;
 	probe_recommend(&p);
 	assert_int_equal(p.rec_streams, 1);
 	assert_string_equal(p.rec_codec, "zlib:1");
