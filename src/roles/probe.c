@@ -578,6 +578,8 @@ static int probe_step(struct ctl *c, uint8_t op, uint32_t arg, struct proto_prob
 		ret = -PC_E_PROTO;
 	if (ret == -PC_E_PROTO)
 		return pc_err_set(e, ret, "%s answered a probe step out of turn", ctl_peer(c));
+	if (ret == -PC_E_INTERRUPTED)
+		return pc_err_set(e, ret, "interrupted while probing %s", ctl_peer(c));
 	if (ret < 0)
 		return pc_err_set(e, ret, "lost control connection to %s", ctl_peer(c));
 	*f = m.u.probe_fig;
@@ -630,10 +632,13 @@ static size_t probe_own_sample(const char *src, uint8_t *buf, char *what, size_t
 	int fd = src != NULL ? open(src, O_RDONLY | O_CLOEXEC) : -1;
 	struct stat st;
 	size_t got = 0;
+	int ret = -1;
 
-	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 65536 &&
-	    platform_read_full(fd, buf, st.st_size < PROBE_SAMPLE_LEN ? (size_t)st.st_size
-				: PROBE_SAMPLE_LEN, &got) >= -PC_E_NET && got >= 65536) {
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 65536)
+		ret = platform_read_full(fd, buf, st.st_size < PROBE_SAMPLE_LEN ? (size_t)st.st_size
+					 : PROBE_SAMPLE_LEN, &got);
+	/* A file that shrank meanwhile (EOF first) still gives what it had. */
+	if ((ret == 0 || ret == -PC_E_NET) && got >= 65536) {
 		snprintf(what, cap, "the first %zu KiB of '%s' (the far side's speed: on pcopy's "
 			 "standard sample)", got >> 10, src);
 	} else {

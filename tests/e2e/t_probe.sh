@@ -179,6 +179,7 @@ case_interrupt() {
     kill -INT "$pid"
     wait "$pid" || rc=$?
     [[ $rc -eq 20 ]] || { cat "$T/err" >&2; fail "exit $rc after SIGINT, wanted 20"; }
+    grep -q '^pcopy: interrupted' "$T/err" || { cat "$T/err" >&2; fail "no word of the interruption"; }
     wait_until 10 sshd_no_remote_pcopy || fail "remote pcopy processes are left"
     no_probe_files "$T/remote" "$T/here"
 }
