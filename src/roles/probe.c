@@ -531,7 +531,8 @@ static bool probe_sender_go(struct probe_sender *s)
 		if (pthread_cond_wait(&net->cond, &net->lock) != 0)
 			break;
 	go = !net->stop && s->idx < net->active;
-	(void)pthread_mutex_unlock(&net->lock);
+	if (pthread_mutex_unlock(&net->lock) != 0)
+		return false;
 	return go;
 }
 
@@ -558,8 +559,8 @@ static int probe_set_active(struct probe_net *net, unsigned active, bool stop)
 	net->active = active;
 	net->stop = stop;
 	err = pthread_cond_broadcast(&net->cond);
-	(void)pthread_mutex_unlock(&net->lock);
-	return -err;
+	int err2 = pthread_mutex_unlock(&net->lock);
+	return -(err != 0 ? err : err2);
 }
 
 /* One PROBE step and its PROBE_FIG. */
@@ -805,7 +806,8 @@ static int probe_network(struct ctl *c, struct chan **chans, unsigned n, int sig
 		return pc_err_set(e, -err, "cannot make a mutex: %s", strerror(err));
 	}
 	if ((err = pthread_cond_init(&net.cond, NULL)) != 0) {
-		(void)pthread_mutex_destroy(&net.lock);
+		if (pthread_mutex_destroy(&net.lock) != 0)
+			log_warn("cannot free a mutex");
 		free(buf);
 		return pc_err_set(e, -err, "cannot make a condition variable: %s", strerror(err));
 	}
@@ -827,8 +829,10 @@ static int probe_network(struct ctl *c, struct chan **chans, unsigned n, int sig
 		if ((err = pthread_join(s[i].th, NULL)) != 0 && ret == 0)
 			ret = pc_err_set(e, -err, "cannot join a thread: %s", strerror(err));
 	}
-	(void)pthread_cond_destroy(&net.cond);
-	(void)pthread_mutex_destroy(&net.lock);
+	if ((err = pthread_cond_destroy(&net.cond)) != 0 && ret == 0)
+		ret = pc_err_set(e, -err, "cannot free a condition variable: %s", strerror(err));
+	if ((err = pthread_mutex_destroy(&net.lock)) != 0 && ret == 0)
+		ret = pc_err_set(e, -err, "cannot free a mutex: %s", strerror(err));
 	free(buf);
 	return ret;
 }
