@@ -75,7 +75,7 @@ def garbage_texts(text):
     # A HELLO first (docs/PROTOCOL.md 4.1), so that a daemon in clear takes
     # it for a client's control channel; a daemon that requires TLS refuses
     # it at the HELLO and reads nothing after.
-    hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 6, 6, 0) + os.urandom(32)
+    hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 7, 7, 0) + os.urandom(32)
     frame = hello + struct.pack(">BBHIiH", 11, 0, 0, 6 + len(text), -1002, len(text)) + text
     return (b"\x00" + text, b"\x16" + text, b"PCRT" + text, b"PCRT\x00\x07" + text,
             b"GET / HTTP/1.0" + text, frame)

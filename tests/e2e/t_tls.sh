@@ -231,7 +231,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 6, 6, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 7, 7, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:
@@ -417,7 +417,7 @@ file_has() {
 # 5, zero, a token), followed by a TLS handshake record that offers a data
 # stream's PSK identity (PCDT); else fail, saying it is WHAT.
 route_preamble_of() {
-    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 5043525400060000 ]] ||
+    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 5043525400070000 ]] ||
         fail "$2 does not start with a route preamble of protocol 5 (PCRT, 5, 0)"
     [[ $(tail -c +25 "$1" | head -c 1 | od -An -tu1 | tr -d ' ') == 22 ]] ||
         fail "$2 does not go on with a TLS handshake record after its 24-byte preamble"
@@ -505,7 +505,7 @@ case_replay() {
     relay_logged '^data#[0-9]+ connected' && { touch "$T/gate"; fail "the relay let a data connection of session 2 through before the gate opened"; }
     head -c 24 "$held.1" >"$T/preamble.2"
     tail -c +25 "$rec" >"$T/tls.1"
-    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 5043525400060000 ]] ||
+    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 5043525400070000 ]] ||
         { touch "$T/gate"; fail "session 2's data connection does not start with a route preamble"; }
     cmp -s "$T/preamble.2" <(head -c 24 "$rec") && { touch "$T/gate"; fail "sessions 1 and 2 have the same route token"; }
     # The replay: session 2's preamble, then session 1's TLS bytes, to the
