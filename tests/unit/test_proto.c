@@ -312,6 +312,12 @@ static void test_probe_fig_bounds(void **state)
 	assert_int_equal(out.u.probe_fig.ncodecs, PROTO_PROBE_MAX_CODECS);
 	len = probe_fig_raw(raw, PROTO_PROBE_MAX_CODECS + 1);
 	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len, &out), -PC_E_PROTO);
+	/* Refused before a record is read: a 9th would land past the array. */
+	const uint8_t *past = (const uint8_t *)&out.u.probe_fig + sizeof(out.u.probe_fig);
+	_Static_assert(sizeof(out.u) >= sizeof(out.u.probe_fig) + PROBE_FIG_CODEC,
+		       "a 9th record would stay inside the message");
+	for (size_t i = 0; i < sizeof(out.u) - sizeof(out.u.probe_fig); i++)
+		assert_int_equal(past[i], 0);
 	/* Short by a byte, and a byte too many. */
 	len = probe_fig_raw(raw, 1);
 	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len - 1, &out), -PC_E_PROTO);
