@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "codec/codec.h"
+#include "roles/probe_rec.h"
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/platform.h"
@@ -760,7 +761,9 @@ static uint64_t probe_fixed_window(const struct pcopy_probe *p)
 }
 
 /* The sweep: for each window, 1, 2, 4... streams up to n, until doubling
- * them no longer gains 10%. */
+ * them no longer gains 10% and there are enough of them to keep each
+ * one's share of what is in flight within PROBE_REC_STREAM_SHARE (the
+ * advice may want them: probe_rec.h). */
 static int probe_sweep(struct ctl *c, struct probe_net *net, struct chan **chans, unsigned n,
 		       int sigfd, struct pcopy_probe *p, struct pc_err *e)
 {
@@ -768,7 +771,7 @@ static int probe_sweep(struct ctl *c, struct probe_net *net, struct chan **chans
 	int ret = 0;
 
 	for (unsigned w = 0; w < 2 && ret == 0; w++) {
-		double prev = 0;
+		double prev = 0, best = 0;
 		if (w > 0 && windows[w] == 0)
 			break;
 		for (unsigned s = 1; s <= n && ret == 0 && p->ncells < PCOPY_PROBE_MAX_CELLS;
@@ -779,7 +782,8 @@ static int probe_sweep(struct ctl *c, struct probe_net *net, struct chan **chans
 			if (ret < 0)
 				break;
 			p->ncells++;
-			if (prev > 0 && cell->rate < 1.1 * prev)
+			best = cell->rate > best ? cell->rate : best;
+			if (prev > 0 && cell->rate < 1.1 * prev && s >= probe_streams_for(best, p->rtt_s))
 				break;
 			prev = cell->rate;
 		}

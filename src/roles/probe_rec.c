@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "wire/proto.h"
+
 /* A growing text in a fixed buffer; what does not fit is cut. */
 struct text {
 	char *p;
@@ -82,14 +84,32 @@ static bool probe_cell_cheaper(const struct pcopy_probe_cell *a, const struct pc
 	return a->window < b->window;
 }
 
-/* The cheapest cell that reaches PROBE_REC_GOOD of target. */
-static const struct pcopy_probe_cell *probe_pick_cell(const struct pcopy_probe *p, double target)
+unsigned probe_streams_for(double rate, double rtt_s)
+{
+	double n = rate * rtt_s / PROBE_REC_STREAM_SHARE;
+
+	if (!(n > 1))
+		return 1;
+	return n >= PROTO_MAX_STREAMS ? PROTO_MAX_STREAMS : (unsigned)n + (n > (unsigned)n);
+}
+
+/* The cheapest cell that reaches PROBE_REC_GOOD of target with at least
+ * need streams, or with the most streams of those that reach it when
+ * none has need. */
+static const struct pcopy_probe_cell *probe_pick_cell(const struct pcopy_probe *p, double target,
+						      unsigned need)
 {
 	const struct pcopy_probe_cell *pick = NULL;
+	unsigned most = 0;
 
+	for (unsigned i = 0; i < p->ncells; i++)
+		if (p->cell[i].rate >= PROBE_REC_GOOD * target && p->cell[i].streams > most)
+			most = p->cell[i].streams;
+	need = need < most ? need : most;
 	for (unsigned i = 0; i < p->ncells; i++) {
 		const struct pcopy_probe_cell *c = &p->cell[i];
-		if (c->rate >= PROBE_REC_GOOD * target && (pick == NULL || probe_cell_cheaper(c, pick)))
+		if (c->rate >= PROBE_REC_GOOD * target && c->streams >= need &&
+		    (pick == NULL || probe_cell_cheaper(c, pick)))
 			pick = c;
 	}
 	return pick;
@@ -140,7 +160,7 @@ static double probe_disk_limit(const struct pcopy_probe *p, const char **who)
 /* The network finding: its rate, why one stream is not enough, the
  * advice. */
 static void probe_reason_net(const struct pcopy_probe *p, const struct pcopy_probe_cell *best,
-			     const struct pcopy_probe_cell *pick, struct text *t)
+			     const struct pcopy_probe_cell *pick, unsigned fewest, struct text *t)
 {
 	const struct pcopy_probe_cell *one = probe_one_stream(p);
 	char a[32], b[32], w[32];
@@ -168,6 +188,9 @@ static void probe_reason_net(const struct pcopy_probe *p, const struct pcopy_pro
 		probe_fmt_size(pick->window, w, sizeof(w));
 		text_add(t, " -w %s", w);
 	}
+	if (pick->streams > fewest)
+		text_add(t, " (%u streams, not %u: with %.1f MB in flight, more streams get through "
+			 "slow start sooner)", pick->streams, fewest, best->rate * p->rtt_s / 1e6);
 	if (pick->rate < PROBE_REC_GOOD * best->rate) {
 		fmt_bit_rate(pick->rate, b, sizeof(b));
 		text_add(t, " (%s: the disk sets the pace, more streams would not help)", b);
@@ -282,10 +305,11 @@ void probe_recommend(struct pcopy_probe *p)
 		return;
 	}
 	double raw = disk > 0 && disk < best->rate ? disk : best->rate;
-	pick = probe_pick_cell(p, raw);
+	unsigned fewest = probe_pick_cell(p, raw, 1)->streams;
+	pick = probe_pick_cell(p, raw, probe_streams_for(raw, p->rtt_s));
 	p->rec_streams = pick->streams;
 	p->rec_window = pick->window;
-	probe_reason_net(p, best, pick, &t);
+	probe_reason_net(p, best, pick, fewest, &t);
 	if (disk > 0 && disk < best->rate) {
 		char a[32], b[32];
 		fmt_bytes_rate(disk, a, sizeof(a));

@@ -17,6 +17,11 @@
 #define PROBE_REC_CODEC_MARGIN 1.2
 /* ...on a sample that shrinks at least this much. */
 #define PROBE_REC_MIN_RATIO 1.1
+/* Each stream's share of the bytes in flight (rate x RTT) is kept at most
+ * this, when as many streams are as good: slow start opens a stream's
+ * window from 10 segments in about 6 round trips up to it, so a copy of
+ * finite size reaches full speed sooner with more streams. */
+#define PROBE_REC_STREAM_SHARE (1u << 20)
 /* A side compresses (or decompresses) on this many cores at most. */
 #define PROBE_REC_CODEC_THREADS 16u
 
@@ -25,6 +30,10 @@
  * advice is the defaults and the reason says the network was not
  * measured. Pure. */
 void probe_recommend(struct pcopy_probe *p);
+
+/* The streams that keep each one's share of rate x rtt_s within
+ * PROBE_REC_STREAM_SHARE: at least 1, at most PROTO_MAX_STREAMS. Pure. */
+unsigned probe_streams_for(double rate, double rtt_s);
 
 /* A byte count as -w takes it: "4M", "512k", or plain bytes when neither
  * divides it. Always NUL-terminates (cap > 0). Pure. */

@@ -40,9 +40,11 @@ static void assert_contains(const char *text, const char *want)
 		fail_msg("'%s' not in: %s", want, text);
 }
 
-/* 1 Gbit/s at 50 ms: one stream is held by the 4 MiB window (4 MiB /
- * 50 ms = 84 MB/s); 8 MiB windows fill the link with 2 streams, which
- * autotuning needs 8 for. */
+/* 1 Gbit/s at 50 ms: one stream is held by its window (8 MiB / 50 ms =
+ * 168 MB/s would do, but it reaches 84); 8 MiB windows fill the link
+ * with 2 streams, which autotuning never does. 5.8 MB in flight: 8
+ * streams (of at most 1 MiB each) are as good as 2 and leave slow start
+ * sooner. */
 static void test_window_limited(void **state)
 {
 	struct pcopy_probe p;
@@ -52,17 +54,18 @@ static void test_window_limited(void **state)
 	add_cell(&p, 1, 0, 70);
 	add_cell(&p, 2, 0, 95);
 	add_cell(&p, 4, 0, 105);
-	add_cell(&p, 8, 0, 112);
+	add_cell(&p, 8, 0, 100);
 	add_cell(&p, 1, 8 * MiB, 84);
 	add_cell(&p, 2, 8 * MiB, 113);
 	add_cell(&p, 4, 8 * MiB, 117);
+	add_cell(&p, 8, 8 * MiB, 116);
 	probe_recommend(&p);
-	assert_int_equal(p.rec_streams, 2);
+	assert_int_equal(p.rec_streams, 8);
 	assert_int_equal(p.rec_window, 8 * MiB);
 	assert_string_equal(p.rec_codec, "none");
 	assert_contains(p.reason, "network 936 Mbit/s at 50 ms RTT");
 	assert_contains(p.reason, "one stream is window-limited to 672 Mbit/s at a window of 8M");
-	assert_contains(p.reason, "use -s 2 -w 8M");
+	assert_contains(p.reason, "use -s 8 -w 8M (8 streams, not 2: with ");
 	assert_contains(p.reason, "the sample does not compress");
 }
 
@@ -78,12 +81,36 @@ static void test_window_limited_autotuning(void **state)
 	add_cell(&p, 1, 0, 80);
 	add_cell(&p, 2, 0, 112);
 	add_cell(&p, 4, 0, 116);
+	add_cell(&p, 8, 0, 115);
 	probe_recommend(&p);
-	assert_int_equal(p.rec_streams, 2);
+	assert_int_equal(p.rec_streams, 8);
 	assert_int_equal(p.rec_window, 0);
 	assert_contains(p.reason, "one stream is window-limited to 640 Mbit/s at the kernel's "
-			"4M maximum; use -s 2");
+			"4M maximum; use -s 8 (8 streams, not 2");
 	assert_null(strstr(p.reason, "-w "));
+}
+
+/* Kernels that autotune to 64 MiB: one stream fills 1 Gbit/s at 50 ms
+ * once it is up, but a copy must first get it there, and 8 streams,
+ * as fast in the sweep, do that sooner. */
+static void test_slow_start(void **state)
+{
+	struct pcopy_probe p;
+
+	(void)state;
+	path_init(&p);
+	p.src_tcp_wmem_max = p.sink_tcp_rmem_max = 64 * MiB;
+	add_cell(&p, 1, 0, 117);
+	add_cell(&p, 2, 0, 100);
+	add_cell(&p, 4, 0, 116);
+	add_cell(&p, 8, 0, 117);
+	probe_recommend(&p);
+	assert_int_equal(p.rec_streams, 8);
+	assert_contains(p.reason, "one stream fills it; use -s 8 (8 streams, not 1: with ");
+	assert_int_equal(probe_streams_for(117 * MB, 0.050), 6);
+	assert_int_equal(probe_streams_for(117 * MB, 0.0002), 1);
+	assert_int_equal(probe_streams_for(0, 0.050), 1);
+	assert_int_equal(probe_streams_for(1e12, 1), PROTO_MAX_STREAMS);
 }
 
 /* A fast LAN where a CPU is the limit: one stream is as good as eight,
@@ -153,13 +180,15 @@ static void test_lossy(void **state)
 			"(400 kB in flight), so loss or congestion holds each stream back; use -s 8");
 }
 
-/* The sink's disk writes 50 MB/s: the fewest streams that reach it. */
+/* The sink's disk writes 50 MB/s: the fewest streams that reach it (at
+ * 10 ms, half a MB in flight: slow start asks for no more). */
 static void test_disk_limited(void **state)
 {
 	struct pcopy_probe p;
 
 	(void)state;
 	path_init(&p);
+	p.rtt_s = 0.010;
 	p.sink_write.rate = 50 * MB;
 	add_cell(&p, 1, 0, 40);
 	add_cell(&p, 2, 0, 70);
@@ -259,6 +288,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_window_limited),
 		cmocka_unit_test(test_window_limited_autotuning),
+		cmocka_unit_test(test_slow_start),
 		cmocka_unit_test(test_cpu_limited),
 		cmocka_unit_test(test_compression_pays),
 		cmocka_unit_test(test_lossy),
