@@ -5,9 +5,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,8 +444,29 @@ static void probe_side(int dirfd, uint32_t mib, struct proto_probe_fig *f)
 	}
 }
 
+/* The bytes received on chans[0..n) so far: the kernel's count on each
+ * TCP socket (TCP_INFO), which a reader thread's scheduling cannot
+ * shift; where a channel is no TCP socket (ssh streams), what the readers
+ * counted. */
+static uint64_t probe_rx_bytes(struct chan **chans, unsigned n, _Atomic uint64_t *rx)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct tcp_info ti;
+		socklen_t len = sizeof(ti);
+		memset(&ti, 0, sizeof(ti));
+		if (getsockopt(chan_rfd(chans[i]), IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+		    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received))
+			return atomic_load(rx);
+		sum += ti.tcpi_bytes_received;
+	}
+	return sum;
+}
+
 /* Answers PROBE steps until END; 0 or a negative code. */
-static int probe_serve_loop(struct ctl *c, int dirfd, _Atomic uint64_t *rx, struct pc_err *e)
+static int probe_serve_loop(struct ctl *c, struct chan **chans, unsigned n, int dirfd,
+			    _Atomic uint64_t *rx, struct pc_err *e)
 {
 	struct proto_msg m;
 	int ret;
@@ -460,7 +484,7 @@ static int probe_serve_loop(struct ctl *c, int dirfd, _Atomic uint64_t *rx, stru
 		m.type = PROTO_PROBE_FIG;
 		m.u.probe_fig.op = op;
 		if (op == PROTO_PROBE_MARK) {
-			m.u.probe_fig.rx_bytes = atomic_load(rx);
+			m.u.probe_fig.rx_bytes = probe_rx_bytes(chans, n, rx);
 			m.u.probe_fig.t_us = platform_now_ns() / 1000;
 		} else if (op == PROTO_PROBE_SIDE) {
 			probe_side(dirfd, arg, &m.u.probe_fig);
@@ -488,7 +512,7 @@ int probe_serve(struct ctl *c, struct chan **chans, unsigned n, int dirfd, struc
 		r[i].started = err == 0;
 	}
 	if (ret == 0)
-		ret = probe_serve_loop(c, dirfd, &rx, e);
+		ret = probe_serve_loop(c, chans, n, dirfd, &rx, e);
 	for (unsigned i = 0; i < n; i++) {
 		chan_abort(chans[i]); /* wakes its reader */
 		if (r[i].started) {
