@@ -16,7 +16,10 @@
 #include "cli/tty.h"
 #include "sys/platform.h"
 
-enum cli_action { CLI_COPY, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_SSH_DIAL, CLI_GEN_KEY, CLI_HELP, CLI_VERSION };
+enum cli_action {
+	CLI_COPY, CLI_PROBE, CLI_SERVE, CLI_SERVER, CLI_ATTACH, CLI_SSH_DIAL, CLI_GEN_KEY, CLI_HELP,
+	CLI_VERSION
+};
 
 struct cli {
 	struct pcopy_opts o;
@@ -33,7 +36,7 @@ enum {
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
 	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
-	OPT_JSON,
+	OPT_JSON, OPT_PROBE,
 };
 
 static const struct option cli_longopts[] = {
@@ -56,6 +59,7 @@ static const struct option cli_longopts[] = {
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 	{ "serve", required_argument, NULL, OPT_SERVE },
+	{ "probe", no_argument, NULL, OPT_PROBE },
 	{ "root", required_argument, NULL, OPT_ROOT },
 	{ "gen-key", required_argument, NULL, OPT_GEN_KEY },
 	{ "server", no_argument, NULL, OPT_SERVER },
@@ -89,6 +93,7 @@ static void cli_usage(FILE *out)
 	      "       pcopy [OPTIONS] [USER@]H1:SRC... [USER@]H2:DST  (third party: H1 to H2)\n"
 	      "       pcopy [OPTIONS] SRC... pcopy://HOST:PORT/PATH   (push to a daemon)\n"
 	      "       pcopy [OPTIONS] pcopy://HOST:PORT/PATH DST      (pull from a daemon)\n"
+	      "       pcopy --probe [SRC] [USER@]HOST[:DIR] | pcopy://HOST:PORT[/DIR]\n"
 	      "       pcopy --serve [ADDR:]PORT --root DIR --key-file KEY\n"
 	      "       pcopy --gen-key FILE\n"
 	      "Copy files and trees over parallel TCP streams, encrypted and authenticated\n"
@@ -134,6 +139,10 @@ static void cli_usage(FILE *out)
 	      "                        instructions, else ChaCha20-Poly1305), aes128-gcm\n"
 	      "                        or chacha20-poly1305\n"
 	      "      --allow-unencrypted  with --serve: also serve --no-encrypt clients\n"
+	      "      --probe           measure the path to HOST (about 10 s): SRC's disk (or\n"
+	      "                        a temporary file here), the network (streams x\n"
+	      "                        windows), DIR's disk there, the codecs on both\n"
+	      "                        sides; print them and the -s, -w, -c to use\n"
 	      "      --serve [ADDR:]PORT  run a daemon serving --root DIR\n"
 	      "      --root DIR        the directory a daemon serves\n"
 	      "      --max-sessions N  with --serve: sessions at once, 1 to 1024 (default\n"
@@ -222,6 +231,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'V': c->action = CLI_VERSION; return 0;
 	case OPT_KEY_FILE: o->key_file = arg; return 0;
 	case OPT_SERVE: o->serve_addr = arg; c->action = CLI_SERVE; return 0;
+	case OPT_PROBE: c->action = CLI_PROBE; return 0;
 	case OPT_ROOT: o->root = arg; return 0;
 	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
@@ -371,9 +381,45 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 		r->xfer_s);
 }
 
+/* pcopy --probe [SRC] HOST: the table and the advice on stdout. */
+static int cli_probe(struct cli *c, int nargs, char **args, struct pcopy_result *r)
+{
+	struct pcopy_probe *p;
+	char *text;
+	int ret;
+
+	if (nargs < 1 || nargs > 2) {
+		fprintf(stderr, "pcopy: --probe takes [SRC] HOST[:DIR] (or a pcopy:// URL)\n"
+			"Try 'pcopy --help'.\n");
+		r->code = -1;
+		return 1;
+	}
+	p = malloc(sizeof(*p));
+	text = malloc(8192);
+	if (p == NULL || text == NULL) {
+		free(p);
+		free(text);
+		fprintf(stderr, "pcopy: out of memory\n");
+		r->code = -1;
+		return 1;
+	}
+	ret = pcopy_probe(&c->o, nargs == 2 ? args[0] : NULL, args[nargs - 1], p, r);
+	if (ret == 0) {
+		pcopy_probe_format(p, text, 8192);
+		fputs(text, stdout);
+		if (c->o.verbosity >= 1)
+			fprintf(stderr, "pcopy: probe took %.1f s\n", p->secs);
+	}
+	free(p);
+	free(text);
+	return ret;
+}
+
 static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r)
 {
 	switch (c->action) {
+	case CLI_PROBE:
+		return cli_probe(c, nargs, args, r);
 	case CLI_SERVE:
 		return pcopy_serve(&c->o, r);
 	case CLI_SERVER:

@@ -11,6 +11,7 @@
 #define PCOPY_PCOPY_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define PCOPY_DEFAULT_STREAMS 4u
@@ -289,6 +290,77 @@ int pcopy_attach(const struct pcopy_opts *o, struct pcopy_result *r);
  * socket: ProxyUseFdpass) and returns. */
 int pcopy_ssh_dial(const struct pcopy_opts *o, const char *host, const char *port,
 		   struct pcopy_result *r);
+
+/* ---- pcopy --probe ------------------------------------------------------ */
+
+#define PCOPY_PROBE_MAX_CELLS 16u
+#define PCOPY_PROBE_MAX_CODECS 8u
+
+/* One cell of the network sweep: what the far side received from streams
+ * streams, each sending with a window (send buffer) of window bytes. */
+struct pcopy_probe_cell {
+	unsigned streams;
+	uint64_t window;         /* bytes; 0 = the kernel's autotuning */
+	double rate;             /* bytes per second received, after the warm-up */
+};
+
+/* A disk figure: a rate, or why there is none. */
+struct pcopy_probe_disk {
+	double rate;             /* bytes per second; 0 = not measured (see status) */
+	uint64_t bytes;          /* bytes read or written (and flushed) */
+	double secs;             /* ...in this long */
+	int status;              /* 0, or -errno / a negative pcopy code */
+	bool cached;             /* read: the bytes came from the page cache */
+	char what[160];          /* what was read or written, for the table */
+};
+
+/* One codec, timed on one core of each side over the same sample. */
+struct pcopy_probe_codec {
+	char spec[16];           /* as -c takes it: "lz4", "zlib:1" */
+	double ratio;            /* raw / encoded bytes of the sample */
+	double src_comp;         /* raw bytes per second compressed by this host */
+	double sink_decomp;      /* raw bytes per second decompressed by the far side */
+};
+
+/* Every figure --probe measured, and its advice (the --json of a probe
+ * will be built from this). Rates are bytes per second. */
+struct pcopy_probe {
+	double rtt_s;            /* control channel round trip, the least of a few */
+	double secs;             /* the whole probe, connection set-up included */
+	struct pcopy_probe_disk src_read;   /* this host */
+	struct pcopy_probe_disk sink_write; /* the far side, into its directory */
+	unsigned ncells;
+	struct pcopy_probe_cell cell[PCOPY_PROBE_MAX_CELLS];
+	bool window_settable;    /* false: the data went through ssh, whose windows are
+	                            ssh's own (only the streams were swept) */
+	uint64_t src_wmem_max, src_tcp_wmem_max;    /* this host's kernel limits */
+	uint64_t sink_rmem_max, sink_tcp_rmem_max;  /* the far side's */
+	unsigned src_cpus, sink_cpus;
+	unsigned ncodecs;
+	struct pcopy_probe_codec codec[PCOPY_PROBE_MAX_CODECS];
+	char sample[160];        /* what the codecs were timed on */
+	char security[400];      /* how the probe's data travelled */
+	/* the advice */
+	unsigned rec_streams;
+	uint64_t rec_window;     /* 0: leave -w out (autotuning) */
+	char rec_codec[16];      /* "none" or a -c spec */
+	char reason[1536];       /* one sentence per finding, "; "-separated */
+};
+
+/* Measures the path to host ("[USER@]HOST[:DIR]" through ssh, or
+ * "pcopy://HOST:PORT[/DIR]"), as a copy to DIR there would travel, with
+ * o's transport options (--rsh, --key-file, --data-via, -4/-6, --no-encrypt,
+ * --cipher, -Z, --timeout). src (NULL: a temporary file in the current
+ * directory) is read for the source disk rate. Takes about 10 seconds.
+ * Fills p (figures and advice). Returns 0 or a negative code; r is filled
+ * in either case. */
+int pcopy_probe(const struct pcopy_opts *o, const char *src, const char *host,
+		struct pcopy_probe *p, struct pcopy_result *r);
+
+/* Writes p as the table --probe prints (stage, measured figure, detail),
+ * then the advice ("recommended: -s N [-w SIZE] -c SPEC") and its reasons
+ * ("why: ..."), NUL-terminated within cap. Returns the length. Pure. */
+int pcopy_probe_format(const struct pcopy_probe *p, char *buf, size_t cap);
 
 /* Writes a new random key to path (mode 0600; path must not exist). */
 int pcopy_gen_key(const char *path, struct pcopy_result *r);

@@ -36,6 +36,8 @@
 #include "roles/session.h"
 #include "roles/spawn.h"
 #include "roles/datapath.h"
+#include "roles/probe.h"
+#include "roles/probe_rec.h"
 #include "roles/sshdata.h"
 #include "roles/sshroute.h"
 #include "roles/datamemo.h"
@@ -558,6 +560,8 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	}
 	if (role == PROTO_ROLE_SINK)
 		ret = proto_request_add_path(req, c->dst.path);
+	if (role == PROTO_ROLE_PROBE) /* the directory of its disk test; "": the home */
+		ret = proto_request_add_path(req, c->dst.path[0] != '\0' ? c->dst.path : ".");
 	for (int i = 0; role == PROTO_ROLE_SOURCE && i < c->nsrc && ret == 0; i++)
 		ret = proto_request_add_path(req, c->src[i].path);
 	if (ret < 0)
@@ -1058,6 +1062,98 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	else if (ret == -PC_E_PARTIAL && r->files_failed > 0)
 		snprintf(r->msg, sizeof(r->msg), "%u %s not copied", r->files_failed,
 			 r->files_failed == 1 ? "entry was" : "entries were");
+	free(c);
+	return ret;
+}
+
+/* ---- pcopy --probe --------------------------------------------------------- */
+
+/* The probe's session: set up as a push to c->dst would be (so through
+ * the same transport), with PROBE_STREAMS streams left to autotuning;
+ * then probe_run. */
+static int client_probe_session(struct client *c, const char *src, struct pcopy_probe *p)
+{
+	struct endpoint *ep = &c->ep[0];
+	int ret;
+
+	if (c->o->reverse || c->o->relay)
+		return pc_err_set(c->e, -PC_E_USAGE, "--probe does not go with %s",
+				  c->o->reverse ? "-z" : "-3");
+	ep->loc = &c->dst;
+	ret = client_request(c, ep, PROTO_ROLE_PROBE);
+	if (ret < 0)
+		return ret;
+	ep->req.streams = PROBE_STREAMS;
+	ep->req.window = 0;
+	ep->req.codec[0] = '\0';
+	ep->req.port_lo = c->o->port_lo;
+	ep->req.port_hi = c->o->port_hi;
+	ret = client_open_endpoint(c, ep);
+	if (ret == 0)
+		ret = client_handshake(c, ep);
+	if (ret < 0)
+		client_dial_stop(ep);
+	/* The listeners prove themselves before a byte goes (pending NULL). */
+	if (ret == 0)
+		ret = client_data(c, ep, -1, NULL, c->chans);
+	if (ret < 0)
+		return ret;
+	client_say_security(c, ep, c->chans[0]);
+	snprintf(p->security, sizeof(p->security), "data %s, to %s", c->security, ep->peer);
+	ret = probe_run(ep->ctl, c->chans, ep->req.streams, api_sigfd(), src, p, c->e);
+	session_close_chans(c->chans, ep->req.streams);
+	return ret;
+}
+
+/* HOST[:DIR] or a pcopy:// URL; a bare HOST means its home. */
+static int client_probe_dest(struct client *c, const char *host)
+{
+	char arg[LOC_MAX_USER + LOC_MAX_HOST + PROTO_MAX_PATH + 16];
+	int ret;
+
+	snprintf(arg, sizeof(arg), "%s%s", host,
+		 strncmp(host, "pcopy://", 8) != 0 && strchr(host, ':') == NULL ? ":" : "");
+	ret = loc_parse(arg, &c->dst, c->e);
+	if (ret == 0 && !client_is_remote(&c->dst))
+		ret = pc_err_set(c->e, -PC_E_USAGE, "--probe: '%s' is not a remote host; give "
+				 "[USER@]HOST[:DIR] or pcopy://HOST:PORT[/DIR]", host);
+	c->mode = CLIENT_PUSH;
+	return ret;
+}
+
+int pcopy_probe(const struct pcopy_opts *o, const char *src, const char *host,
+		struct pcopy_probe *p, struct pcopy_result *r)
+{
+	struct client *c = calloc(1, sizeof(*c));
+	uint64_t start = platform_now_ns();
+	struct pc_err e;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	memset(p, 0, sizeof(*p));
+	pc_err_init(&e);
+	if (c == NULL)
+		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
+	c->o = o;
+	c->e = &e;
+	c->target.dirfd = -1;
+	c->ep[0].child = c->ep[1].child = -1;
+	ret = client_check_opts(o, &e);
+	if (ret == 0 && src != NULL && access(src, R_OK) != 0)
+		ret = pc_err_set(&e, -PC_E_FILEIO, "--probe: cannot read '%s': %s", src,
+				 strerror(errno));
+	if (ret == 0)
+		ret = client_probe_dest(c, host);
+	if (ret == 0)
+		ret = client_probe_session(c, src, p);
+	client_free(c, &ret);
+	p->secs = (double)(platform_now_ns() - start) / 1e9;
+	if (ret == 0)
+		probe_recommend(p);
+	r->streams = PROBE_STREAMS;
+	r->wall_s = p->secs;
+	snprintf(r->security, sizeof(r->security), "%s", c->security);
+	api_result(r, &e, ret);
 	free(c);
 	return ret;
 }

@@ -21,11 +21,29 @@
 #include "transport/chan.h"
 #include "wire/pathsafe.h"
 #include "roles/datapath.h"
+#include "roles/probe.h"
 #include "roles/sshdata.h"
 #include "roles/sshroute.h"
 #include "pipeline/sink.h"
 #include "pipeline/srcfile.h"
 #include "pipeline/srclist.h"
+
+/* A probe's directory (its disk test writes an unnamed file there): it
+ * must stay beneath the root, be a directory, and be writable by us. */
+static int server_probe_dir(const struct server_cfg *cfg, const char *path, int *fd,
+			    struct pc_err *e)
+{
+	*fd = pathsafe_open(cfg->rootfd, path, O_RDONLY | O_DIRECTORY, 0, cfg->beneath);
+	if (*fd == -EXDEV || *fd == -ELOOP)
+		return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay inside "
+				  "the served directory", path);
+	if (*fd < 0)
+		return pc_err_set(e, *fd, "cannot probe '%s': %s", path, strerror(-*fd));
+	if (faccessat(*fd, ".", W_OK, AT_EACCESS) != 0)
+		return pc_err_set(e, -errno, "cannot probe '%s': no right to write there (%s)",
+				  path, strerror(errno));
+	return 0;
+}
 
 /* Opens what the request names: the sources (srclist: each one that
  * cannot be opened is reported with SKIP in its turn, and the others are
@@ -34,7 +52,7 @@
  * set). */
 static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 			  const struct proto_request *req, struct srclist *list,
-			  struct sink_target *target, struct pc_err *e)
+			  struct sink_target *target, int *probe_fd, struct pc_err *e)
 {
 	bool to_stdout = req->flags & PROTO_REQ_DEST_STDOUT;
 
@@ -63,6 +81,8 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 			return pc_err_set(e, -PC_E_USAGE, "path '%s' is not allowed: it must stay "
 					  "inside the served directory", path);
 	}
+	if (req->role == PROTO_ROLE_PROBE)
+		return server_probe_dir(cfg, proto_request_path(req, 0), probe_fd, e);
 	if (req->role == PROTO_ROLE_SOURCE) {
 		const char *paths[PROTO_MAX_PATHS];
 		for (unsigned i = 0; i < req->npaths; i++)
@@ -256,6 +276,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	struct chan *chans[PROTO_MAX_STREAMS] = { NULL }; /* owned */
 	struct server_listeners l = { .lfd = -1, .afd = -1 };
 	struct sshdata *sd = NULL;         /* our data streams through ssh, if any */
+	int probe_fd = -1;                 /* a probe's directory */
 	int ret;
 
 	if (req == NULL)
@@ -282,7 +303,7 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	ctl_set_deadline(c, 0); /* a daemon's limit for strangers; the transfer has its own */
 	if (req->flags & PROTO_REQ_DATA_KEY)
 		memcpy(k, req->data_key, sizeof(k));
-	ret = server_prepare(cfg, c, req, &list, &target, e);
+	ret = server_prepare(cfg, c, req, &list, &target, &probe_fd, e);
 	if (ret < 0) {
 		server_tell(c, e, ret);
 		goto out;
@@ -297,6 +318,10 @@ int server_session(struct ctl *c, const struct server_cfg *cfg, struct pc_err *e
 	if (ret < 0)
 		goto out;
 	session_check_window(chan_wfd(chans[0]), req->window);
+	if (req->role == PROTO_ROLE_PROBE) {
+		ret = probe_serve(c, chans, req->streams, probe_fd, e);
+		goto out;
+	}
 	struct session_run run = {
 		.role = req->role, .req = req, .ctl = c, .chans = chans,
 		.sigfd = cfg->sigfd, .report = false, .peer = ctl_peer(c), .input = &input,
@@ -313,6 +338,8 @@ out:
 	sshdata_end(sd, ret < 0);
 	srclist_free(&list);
 	sink_target_close(&target);
+	if (probe_fd >= 0)
+		close(probe_fd);
 	crypto_wipe(k, sizeof(k));
 	free(req);
 	return ret;

@@ -402,7 +402,8 @@ static bool check_request(const struct proto_msg *m)
 {
 	const struct proto_request *q = m->u.request;
 
-	return q != NULL && (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE) &&
+	return q != NULL && (q->role == PROTO_ROLE_SINK || q->role == PROTO_ROLE_SOURCE ||
+			     (q->role == PROTO_ROLE_PROBE && q->npaths == 1)) &&
 	       (q->flags & ~PROTO_REQ_KNOWN) == 0 &&
 	       proto_request_cipher_ok(q->flags) && proto_request_ssh_ok(q) &&
 	       q->streams >= 1 && q->streams <= PROTO_MAX_STREAMS &&
@@ -931,6 +932,120 @@ static bool check_skip(const struct proto_msg *m)
 	return m->u.skip.status < 0;
 }
 
+/* ---- Probe sessions (version 7) ---------------------------------------- */
+
+/* PROBE: op u8, zero u8, zero u16, arg u32 (8 bytes). */
+static void put_probe(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u8(w, m->u.probe.op);
+	put_u8(w, 0);
+	put_u16(w, 0);
+	put_u32(w, m->u.probe.arg);
+}
+
+static void get_probe(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.probe.op = get_u8(r);
+	if (get_u8(r) != 0 || get_u16(r) != 0)
+		r->bad = true;
+	m->u.probe.arg = get_u32(r);
+}
+
+/* A known op; SIDE names 1..PROTO_PROBE_MAX_WRITE_MIB MiB, the others 0. */
+static bool check_probe(const struct proto_msg *m)
+{
+	const struct proto_probe *p = &m->u.probe;
+
+	if (p->op == PROTO_PROBE_SIDE)
+		return p->arg >= 1 && p->arg <= PROTO_PROBE_MAX_WRITE_MIB;
+	return (p->op == PROTO_PROBE_MARK || p->op == PROTO_PROBE_END) && p->arg == 0;
+}
+
+/* PROBE_FIG: op u8, ncodecs u8, cpus u16, disk_status i32, eight u64
+ * (rx_bytes t_us disk_bytes disk_us rmem_max wmem_max tcp_rmem_max
+ * tcp_wmem_max), then ncodecs records of 28 bytes: codec u8, level u8,
+ * zero u16, raw u32, enc u32, comp_ns u64, decomp_ns u64. */
+static void put_probe_fig(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_probe_fig *f = &m->u.probe_fig;
+
+	put_u8(w, f->op);
+	put_u8(w, f->ncodecs);
+	put_u16(w, f->cpus);
+	put_u32(w, (uint32_t)f->disk_status);
+	put_u64(w, f->rx_bytes);
+	put_u64(w, f->t_us);
+	put_u64(w, f->disk_bytes);
+	put_u64(w, f->disk_us);
+	put_u64(w, f->rmem_max);
+	put_u64(w, f->wmem_max);
+	put_u64(w, f->tcp_rmem_max);
+	put_u64(w, f->tcp_wmem_max);
+	for (unsigned i = 0; i < f->ncodecs && i < PROTO_PROBE_MAX_CODECS; i++) {
+		const struct proto_probe_codec *c = &f->codec[i];
+		put_u8(w, c->codec);
+		put_u8(w, c->level);
+		put_u16(w, 0);
+		put_u32(w, c->raw);
+		put_u32(w, c->enc);
+		put_u64(w, c->comp_ns);
+		put_u64(w, c->decomp_ns);
+	}
+}
+
+static void get_probe_fig(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_probe_fig *f = &m->u.probe_fig;
+
+	f->op = get_u8(r);
+	f->ncodecs = get_u8(r);
+	f->cpus = get_u16(r);
+	f->disk_status = to_i32(get_u32(r));
+	f->rx_bytes = get_u64(r);
+	f->t_us = get_u64(r);
+	f->disk_bytes = get_u64(r);
+	f->disk_us = get_u64(r);
+	f->rmem_max = get_u64(r);
+	f->wmem_max = get_u64(r);
+	f->tcp_rmem_max = get_u64(r);
+	f->tcp_wmem_max = get_u64(r);
+	if (f->ncodecs > PROTO_PROBE_MAX_CODECS) {
+		r->bad = true;
+		return;
+	}
+	for (unsigned i = 0; i < f->ncodecs && !r->bad; i++) {
+		struct proto_probe_codec *c = &f->codec[i];
+		c->codec = get_u8(r);
+		c->level = get_u8(r);
+		if (get_u16(r) != 0)
+			r->bad = true;
+		c->raw = get_u32(r);
+		c->enc = get_u32(r);
+		c->comp_ns = get_u64(r);
+		c->decomp_ns = get_u64(r);
+	}
+}
+
+/* A known op; at most PROTO_PROBE_MAX_CODECS codecs, each a real codec at
+ * a level 1..PROTO_PROBE_MAX_LEVEL over 1..PROTO_MAX_BLOCK sample bytes; a
+ * disk status that is 0 or negative, and no disk figures with a failure. */
+static bool check_probe_fig(const struct proto_msg *m)
+{
+	const struct proto_probe_fig *f = &m->u.probe_fig;
+
+	if (f->op < PROTO_PROBE_MARK || f->op >= PROTO_PROBE_OP_MAX ||
+	    f->ncodecs > PROTO_PROBE_MAX_CODECS || f->disk_status > 0 ||
+	    (f->disk_status < 0 && (f->disk_bytes != 0 || f->disk_us != 0)))
+		return false;
+	for (unsigned i = 0; i < f->ncodecs; i++) {
+		const struct proto_probe_codec *c = &f->codec[i];
+		if (c->codec == PROTO_CODEC_NONE || c->codec >= PROTO_CODEC_MAX || c->level < 1 ||
+		    c->level > PROTO_PROBE_MAX_LEVEL || c->raw < 1 || c->raw > PROTO_MAX_BLOCK)
+			return false;
+	}
+	return true;
+}
+
 /* How one message type is written, read and range-checked. The encoder and
  * the decoder share check, so neither accepts what the other refuses. */
 struct proto_ops {
@@ -955,6 +1070,8 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_SKIP] = { "SKIP", put_skip, get_skip, check_skip },
 	[PROTO_FILE_FAIL] = { "FILE_FAIL", put_file_fail, get_file_fail, check_file_fail },
 	[PROTO_ACK] = { "ACK", put_ack, get_ack, NULL },
+	[PROTO_PROBE] = { "PROBE", put_probe, get_probe, check_probe },
+	[PROTO_PROBE_FIG] = { "PROBE_FIG", put_probe_fig, get_probe_fig, check_probe_fig },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)

@@ -24,7 +24,7 @@
 #define PROTO_MIN_VERSION 7u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
-                                  END and DONE */
+                                  END and DONE, nor probe sessions */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -67,13 +67,21 @@ enum proto_type {
 	PROTO_SKIP = 12,     /* server as source -> client: a source that cannot be sent */
 	PROTO_FILE_FAIL = 13, /* source -> sink: an announced file will not come */
 	PROTO_ACK = 14,      /* sink -> source: every entry below an id is finished */
+	/* version 7: probe sessions (REQUEST.role PROBE; docs/PROTOCOL.md 4.14) */
+	PROTO_PROBE = 15,    /* client -> server: one step of a probe */
+	PROTO_PROBE_FIG = 16, /* server -> client: the figures that step measured */
 	PROTO_TYPE_MAX
 };
 
 /* Capability bits in HELLO.caps. None are defined in version 3. */
 #define PROTO_CAP_NONE 0u
 
-enum proto_role { PROTO_ROLE_SINK = 1, PROTO_ROLE_SOURCE = 2 };
+enum proto_role {
+	PROTO_ROLE_SINK = 1,
+	PROTO_ROLE_SOURCE = 2,
+	PROTO_ROLE_PROBE = 3, /* version 7: the server measures a path (PROBE, PROBE_FIG);
+	                         paths: the one directory it may write its test file in */
+};
 
 /* REQUEST.flags */
 #define PROTO_REQ_ORDERED 0x1u   /* sink writes a stream (stdout): block k on stream k % N */
@@ -301,6 +309,53 @@ struct proto_error {
 	char msg[PROTO_MAX_MSG + 1];
 };
 
+/* ---- Probe sessions (version 7; docs/PROTOCOL.md 4.14 and 4.15) ---------- */
+
+#define PROTO_PROBE_MAX_CODECS 8u    /* codec figures in one PROBE_FIG */
+#define PROTO_PROBE_MAX_WRITE_MIB 256u /* the most a SIDE step may write (the server
+                                        also stops after 1 s) */
+#define PROTO_PROBE_MAX_LEVEL 12u    /* the highest codec level (lz4 HC) */
+
+/* PROBE.op */
+enum proto_probe_op {
+	PROTO_PROBE_MARK = 1,   /* answer at once: bytes received on the data channels */
+	PROTO_PROBE_SIDE = 2,   /* measure this side: disk write, codecs, kernel limits */
+	PROTO_PROBE_END = 3,    /* the probe is over: answer, then the client closes */
+	PROTO_PROBE_OP_MAX
+};
+
+struct proto_probe {
+	uint8_t op;             /* enum proto_probe_op */
+	uint32_t arg;           /* SIDE: MiB the disk test may write, 1..256; else 0 */
+};
+
+/* One codec timed by the server on the standard sample (probe.h). */
+struct proto_probe_codec {
+	uint8_t codec;          /* enum proto_codec_id, not NONE */
+	uint8_t level;          /* 1..PROTO_PROBE_MAX_LEVEL */
+	uint32_t raw;           /* sample bytes, 1..PROTO_MAX_BLOCK */
+	uint32_t enc;           /* their encoded size */
+	uint64_t comp_ns;       /* one core's time to compress raw bytes */
+	uint64_t decomp_ns;     /* ...and to decompress them */
+};
+
+/* The server's answer to a PROBE. Fields an op does not measure are 0. */
+struct proto_probe_fig {
+	uint8_t op;             /* the PROBE's op */
+	uint8_t ncodecs;        /* SIDE: 0..PROTO_PROBE_MAX_CODECS; else 0 */
+	uint16_t cpus;          /* SIDE: processors online; else 0 */
+	int32_t disk_status;    /* SIDE: 0, or -errno of the disk test (nothing measured) */
+	uint64_t rx_bytes;      /* MARK: data bytes received on every data channel so far */
+	uint64_t t_us;          /* MARK: the server's monotonic clock, microseconds */
+	uint64_t disk_bytes;    /* SIDE: bytes written and flushed (fdatasync) */
+	uint64_t disk_us;       /* ...in this long */
+	uint64_t rmem_max;      /* SIDE: net.core.rmem_max (0: unknown) */
+	uint64_t wmem_max;      /* net.core.wmem_max */
+	uint64_t tcp_rmem_max;  /* net.ipv4.tcp_rmem, third field */
+	uint64_t tcp_wmem_max;  /* net.ipv4.tcp_wmem, third field */
+	struct proto_probe_codec codec[PROTO_PROBE_MAX_CODECS];
+};
+
 struct proto_msg {
 	uint8_t type;           /* enum proto_type */
 	union {
@@ -317,6 +372,8 @@ struct proto_msg {
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
 		struct proto_skip skip;
+		struct proto_probe probe;
+		struct proto_probe_fig probe_fig;
 	} u;
 };
 

@@ -137,6 +137,25 @@ static void fuzz_rules(const struct proto_msg *m)
 		fuzz_require(m->u.skip.status < 0);
 		fuzz_require(strlen(m->u.skip.msg) <= PROTO_MAX_MSG);
 		break;
+	case PROTO_PROBE:
+		/* A SIDE's write is bounded: the far side's disk is not ours to fill. */
+		fuzz_require(m->u.probe.op >= PROTO_PROBE_MARK && m->u.probe.op < PROTO_PROBE_OP_MAX);
+		fuzz_require(m->u.probe.op == PROTO_PROBE_SIDE
+			     ? m->u.probe.arg >= 1 && m->u.probe.arg <= PROTO_PROBE_MAX_WRITE_MIB
+			     : m->u.probe.arg == 0);
+		break;
+	case PROTO_PROBE_FIG:
+		fuzz_require(m->u.probe_fig.ncodecs <= PROTO_PROBE_MAX_CODECS);
+		fuzz_require(m->u.probe_fig.disk_status <= 0);
+		for (unsigned i = 0; i < m->u.probe_fig.ncodecs; i++)
+			fuzz_require(m->u.probe_fig.codec[i].codec != PROTO_CODEC_NONE &&
+				     m->u.probe_fig.codec[i].codec < PROTO_CODEC_MAX &&
+				     m->u.probe_fig.codec[i].raw >= 1 &&
+				     m->u.probe_fig.codec[i].raw <= PROTO_MAX_BLOCK);
+		/* Records past the count stay zero: nothing decodes there. */
+		for (unsigned i = m->u.probe_fig.ncodecs; i < PROTO_PROBE_MAX_CODECS; i++)
+			fuzz_require(m->u.probe_fig.codec[i].raw == 0);
+		break;
 	default:
 		break;
 	}

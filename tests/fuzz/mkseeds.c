@@ -143,6 +143,26 @@ static void batch_stream(struct proto_batch *b, uint32_t id)
 	}
 }
 
+/* A SIDE answer with n codec records (n may pass the limit, for a seed
+ * the decoder must refuse: then the frame is built by hand). */
+static void probe_fig_of(struct proto_probe_fig *f, unsigned n)
+{
+	static const uint8_t ids[] = { PROTO_CODEC_LZ4, PROTO_CODEC_ZLIB, PROTO_CODEC_BZ2 };
+
+	memset(f, 0, sizeof(*f));
+	f->op = PROTO_PROBE_SIDE;
+	f->ncodecs = (uint8_t)(n < PROTO_PROBE_MAX_CODECS ? n : PROTO_PROBE_MAX_CODECS);
+	f->cpus = 8;
+	f->disk_bytes = 200u << 20;
+	f->disk_us = 1000000;
+	f->rmem_max = f->wmem_max = 212992;
+	f->tcp_rmem_max = 6u << 20;
+	f->tcp_wmem_max = 4u << 20;
+	for (unsigned i = 0; i < f->ncodecs; i++)
+		f->codec[i] = (struct proto_probe_codec){ ids[i % 3], (uint8_t)(1 + i % 12),
+							  2u << 20, 1u << 20, 3000000, 900000 };
+}
+
 /* A valid message of type. A REQUEST points at storage of this function's
  * own, an ENTRIES borrows a batch of it: both stay valid until the next
  * call. */
@@ -218,6 +238,13 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.skip.index = 1;
 		m->u.skip.status = -1003;
 		strcpy(m->u.skip.msg, "cannot open 'b': No such file or directory");
+		break;
+	case PROTO_PROBE:
+		m->u.probe.op = PROTO_PROBE_SIDE;
+		m->u.probe.arg = PROTO_PROBE_MAX_WRITE_MIB;
+		break;
+	case PROTO_PROBE_FIG:
+		probe_fig_of(&m->u.probe_fig, 3);
 		break;
 	case PROTO_END:
 	case PROTO_DONE:
@@ -534,6 +561,65 @@ static void proto_session_seeds(void)
 	seed_write(&s, "fuzz_proto", "21-session-skip");
 }
 
+/* A probe session as the server hears and answers it (22-session-probe),
+ * and PROBE_FIG with the most codec records and one more (59-*). */
+static void proto_probe_seeds(void)
+{
+	static struct seed s;
+	static struct proto_msg m;
+	static struct proto_request req;
+	static const uint8_t ops[] = { PROTO_PROBE_MARK, PROTO_PROBE_SIDE, PROTO_PROBE_MARK,
+				       PROTO_PROBE_END };
+
+	s.len = 0;
+	msg_of(PROTO_HELLO, &m);
+	frame(&s, &m);
+	msg_of(PROTO_KEY, &m);
+	frame(&s, &m);
+	memset(&req, 0, sizeof(req));
+	req.role = PROTO_ROLE_PROBE;
+	req.streams = 8;
+	req.block_size = 1u << 20;
+	(void)proto_request_add_path(&req, "incoming");
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_REQUEST;
+	m.u.request = &req;
+	frame(&s, &m);
+	msg_of(PROTO_READY, &m);
+	frame(&s, &m);
+	for (size_t i = 0; i < sizeof(ops); i++) {
+		memset(&m, 0, sizeof(m));
+		m.type = PROTO_PROBE;
+		m.u.probe.op = ops[i];
+		m.u.probe.arg = ops[i] == PROTO_PROBE_SIDE ? 64 : 0;
+		frame(&s, &m);
+		memset(&m, 0, sizeof(m));
+		m.type = PROTO_PROBE_FIG;
+		if (ops[i] == PROTO_PROBE_SIDE)
+			probe_fig_of(&m.u.probe_fig, 2);
+		m.u.probe_fig.op = ops[i];
+		m.u.probe_fig.rx_bytes = ops[i] == PROTO_PROBE_MARK ? 1000000u * (i + 1) : 0;
+		m.u.probe_fig.t_us = ops[i] == PROTO_PROBE_MARK ? 5000000u + 100000u * i : 0;
+		frame(&s, &m);
+	}
+	seed_write(&s, "fuzz_proto", "22-session-probe");
+
+	msg_of(PROTO_PROBE_FIG, &m);
+	probe_fig_of(&m.u.probe_fig, PROTO_PROBE_MAX_CODECS);
+	s.len = 0;
+	frame(&s, &m);
+	proto_seed_both(&s, "59-probe_fig-codecs-max");
+	/* One more record, and the count that says so: by hand, since the
+	 * encoder refuses it. */
+	s.len = 0;
+	frame(&s, &m);
+	size_t rec = 28, at = s.len;
+	seed_put(&s, s.buf + at - rec, rec);
+	s.buf[PROTO_FRAME_HDR_LEN + 1] = PROTO_PROBE_MAX_CODECS + 1;
+	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
+	proto_seed_both(&s, "59-probe_fig-codecs-over");
+}
+
 static void proto_seeds(void)
 {
 	static struct seed s;
@@ -559,6 +645,9 @@ static void proto_seeds(void)
 	proto_msg_seed("12-skip", PROTO_SKIP);
 	proto_msg_seed("13-file_fail", PROTO_FILE_FAIL);
 	proto_msg_seed("14-ack", PROTO_ACK);
+	proto_msg_seed("15-probe", PROTO_PROBE);
+	proto_msg_seed("16-probe_fig", PROTO_PROBE_FIG);
+	proto_probe_seeds();
 	proto_session_seeds();
 	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);
 	proto_entries_path_seed("51-entries-path");

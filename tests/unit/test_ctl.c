@@ -127,7 +127,7 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	unsigned n = 0;
 	struct proto_msg *m;
 
-	assert_true(cap >= 18);
+	assert_true(cap >= 20);
 	memset(out, 0, sizeof(*out) * cap);
 	memset(reqs, 0, sizeof(reqs));
 
@@ -238,6 +238,19 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m = &out[n++];
 	m->type = PROTO_ACK;
 	m->u.ack.upto = UINT32_MAX;
+
+	m = &out[n++];
+	m->type = PROTO_PROBE;
+	m->u.probe.op = PROTO_PROBE_MARK;
+
+	m = &out[n++];
+	m->type = PROTO_PROBE_FIG;
+	m->u.probe_fig.op = PROTO_PROBE_SIDE;
+	m->u.probe_fig.ncodecs = PROTO_PROBE_MAX_CODECS;
+	m->u.probe_fig.disk_bytes = UINT64_MAX;
+	for (unsigned i = 0; i < PROTO_PROBE_MAX_CODECS; i++)
+		m->u.probe_fig.codec[i] = (struct proto_probe_codec){
+			PROTO_CODEC_LZ4, (uint8_t)(i + 1), PROTO_MAX_BLOCK, i, UINT64_MAX, i };
 	return n;
 }
 
@@ -301,6 +314,10 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 		break;
 	case PROTO_ACK:
 		assert_int_equal(a->u.ack.upto, b->u.ack.upto);
+		break;
+	case PROTO_PROBE:
+	case PROTO_PROBE_FIG:
+		assert_memory_equal(&a->u, &b->u, sizeof(a->u));
 		break;
 	case PROTO_FILE_END:
 		assert_int_equal(a->u.file_end.id, b->u.file_end.id);

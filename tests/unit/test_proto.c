@@ -90,6 +90,30 @@ static void sample_stage(struct proto_stage *g, uint32_t threads, uint64_t wall_
 	g->out_us = g->span_us - g->busy_us - g->in_us;
 }
 
+#define PROBE_FIG_FIXED 72u  /* PROBE_FIG before its codec records */
+#define PROBE_FIG_CODEC 28u  /* one codec record */
+
+/* A SIDE answer with two codecs; every field distinct. */
+static void probe_fig_sample(struct proto_probe_fig *f)
+{
+	f->op = PROTO_PROBE_SIDE;
+	f->ncodecs = 2;
+	f->cpus = 0x1234;
+	f->disk_status = 0;
+	f->rx_bytes = 0x0102030405060708ull;
+	f->t_us = 0x1112131415161718ull;
+	f->disk_bytes = 256ull << 20;
+	f->disk_us = 987654;
+	f->rmem_max = 212992;
+	f->wmem_max = 8u << 20;
+	f->tcp_rmem_max = 6u << 20;
+	f->tcp_wmem_max = 4u << 20;
+	f->codec[0] = (struct proto_probe_codec){ PROTO_CODEC_LZ4, 1, 2u << 20, 1600000,
+						  2800000, 900000 };
+	f->codec[1] = (struct proto_probe_codec){ PROTO_CODEC_ZLIB, 6, PROTO_MAX_BLOCK, 0xffffffff,
+						  0xfedcba9876543210ull, 1 };
+}
+
 static void sample(uint8_t type, struct proto_msg *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -198,6 +222,13 @@ static void sample(uint8_t type, struct proto_msg *m)
 	case PROTO_ACK:
 		m->u.ack.upto = 0x80000001;
 		break;
+	case PROTO_PROBE:
+		m->u.probe.op = PROTO_PROBE_SIDE;
+		m->u.probe.arg = PROTO_PROBE_MAX_WRITE_MIB;
+		break;
+	case PROTO_PROBE_FIG:
+		probe_fig_sample(&m->u.probe_fig);
+		break;
 	default:
 		fail_msg("no sample for type %u", type);
 	}
@@ -224,6 +255,8 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
 	case PROTO_ACK: return 4;
+	case PROTO_PROBE: return 8;
+	case PROTO_PROBE_FIG: return PROBE_FIG_FIXED + 2 * PROBE_FIG_CODEC;
 	default: return 0;
 	}
 }
@@ -269,6 +302,86 @@ static void test_roundtrip_all(void **state)
 		assert_int_equal(proto_encode(&out, again, sizeof(again)), (int)(8 + plen));
 		assert_memory_equal(again, frame, 8 + plen);
 	}
+}
+
+/* A PROBE_FIG with n codec records, each valid, as raw payload bytes. */
+static size_t probe_fig_raw(uint8_t *p, unsigned n)
+{
+	memset(p, 0, PROBE_FIG_FIXED + n * PROBE_FIG_CODEC);
+	p[0] = PROTO_PROBE_SIDE;
+	p[1] = (uint8_t)n;
+	for (unsigned i = 0; i < n; i++) {
+		uint8_t *c = p + PROBE_FIG_FIXED + i * PROBE_FIG_CODEC;
+		c[0] = PROTO_CODEC_ZLIB;
+		c[1] = 1;
+		put_be(c + 4, 4096, 4);
+	}
+	return PROBE_FIG_FIXED + n * PROBE_FIG_CODEC;
+}
+
+/* The codec count's bound, both ways: 8 records decode, 9 do not even
+ * when the bytes are there, and the encoder refuses 9 too. */
+static void test_probe_fig_bounds(void **state)
+{
+	uint8_t raw[PROBE_FIG_FIXED + (PROTO_PROBE_MAX_CODECS + 1) * PROBE_FIG_CODEC];
+	struct proto_msg m, out;
+
+	(void)state;
+	size_t len = probe_fig_raw(raw, PROTO_PROBE_MAX_CODECS);
+	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len, &out), 0);
+	assert_int_equal(out.u.probe_fig.ncodecs, PROTO_PROBE_MAX_CODECS);
+	len = probe_fig_raw(raw, PROTO_PROBE_MAX_CODECS + 1);
+	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len, &out), -PC_E_PROTO);
+	/* Refused before a record is read: a 9th would land past the array. */
+	const uint8_t *past = (const uint8_t *)&out.u.probe_fig + sizeof(out.u.probe_fig);
+	_Static_assert(sizeof(out.u) >= sizeof(out.u.probe_fig) + PROBE_FIG_CODEC,
+		       "a 9th record would stay inside the message");
+	for (size_t i = 0; i < sizeof(out.u) - sizeof(out.u.probe_fig); i++)
+		assert_int_equal(past[i], 0);
+	/* Short by a byte, and a byte too many. */
+	len = probe_fig_raw(raw, 1);
+	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len - 1, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_PROBE_FIG, raw, len + 1, &out), -PC_E_PROTO);
+	assert_int_equal(decode(PROTO_PROBE_FIG, raw, 0, &out), -PC_E_PROTO);
+
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_PROBE_FIG;
+	probe_fig_sample(&m.u.probe_fig);
+	m.u.probe_fig.ncodecs = PROTO_PROBE_MAX_CODECS + 1;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	/* A failed disk test carries no figures; without them it is fine. */
+	probe_fig_sample(&m.u.probe_fig);
+	m.u.probe_fig.disk_status = -28;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	m.u.probe_fig.disk_bytes = m.u.probe_fig.disk_us = 0;
+	int n = proto_encode(&m, frame, sizeof(frame));
+	assert_true(n > 0);
+	assert_int_equal(decode(PROTO_PROBE_FIG, payload(), (size_t)n - 8, &out), 0);
+	assert_int_equal(out.u.probe_fig.disk_status, -28);
+}
+
+/* PROBE's layout, byte by byte (docs/PROTOCOL.md 4.14), and a probe
+ * REQUEST names exactly one directory. */
+static void test_layout_probe(void **state)
+{
+	static const uint8_t want[] = { 15, 0, 0, 0, 0, 0, 0, 8, 2, 0, 0, 0, 0, 0, 0, 64 };
+	struct proto_msg m;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_PROBE;
+	m.u.probe.op = PROTO_PROBE_SIDE;
+	m.u.probe.arg = 64;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), sizeof(want));
+	assert_memory_equal(frame, want, sizeof(want));
+	assert_string_equal(proto_type_name(PROTO_PROBE), "PROBE");
+	assert_string_equal(proto_type_name(PROTO_PROBE_FIG), "PROBE_FIG");
+
+	sample(PROTO_REQUEST, &m);
+	m.u.request->role = PROTO_ROLE_PROBE;
+	assert_true(proto_encode(&m, frame, sizeof(frame)) > 0);
+	assert_int_equal(proto_request_add_path(m.u.request, "second"), 0);
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 }
 
 static void test_layout_ready(void **state)
@@ -707,7 +820,8 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 0, 1, 0, -PC_E_PROTO },
 	{ PROTO_REQUEST, 0, 1, PROTO_ROLE_SINK, 0 },
 	{ PROTO_REQUEST, 0, 1, PROTO_ROLE_SOURCE, 0 },
-	{ PROTO_REQUEST, 0, 1, 3, -PC_E_PROTO },
+	{ PROTO_REQUEST, 0, 1, PROTO_ROLE_PROBE, 0 }, /* version 7, with its one path */
+	{ PROTO_REQUEST, 0, 1, 4, -PC_E_PROTO },
 	{ PROTO_REQUEST, 0, 1, 255, -PC_E_PROTO },
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN & ~PROTO_REQ_CIPHER_CHACHA, 0 }, /* flags: u16 */
 	{ PROTO_REQUEST, 1, 2, PROTO_REQ_KNOWN, -PC_E_PROTO }, /* both cipher bits */
@@ -838,6 +952,45 @@ static const struct range_case range_cases[] = {
 	{ PROTO_DONE, STAGE_OFF(3), 4, 1, -PC_E_PROTO },       /* RECV: span > 1 * wall */
 	{ PROTO_DONE, STAGE_OFF(3), 4, 3, 0 },
 	{ PROTO_DONE, STAGE_OFF(5) + 28, 8, SAMPLE_WALL + 1, -PC_E_PROTO }, /* WRITE: out */
+	/* PROBE: op, two zero fields, arg (the sample: SIDE, 256 MiB) */
+	{ PROTO_PROBE, 0, 1, 0, -PC_E_PROTO },
+	{ PROTO_PROBE, 0, 1, PROTO_PROBE_MARK, -PC_E_PROTO },  /* a MARK has no arg */
+	{ PROTO_PROBE, 0, 1, PROTO_PROBE_END, -PC_E_PROTO },   /* nor an END */
+	{ PROTO_PROBE, 0, 1, PROTO_PROBE_OP_MAX, -PC_E_PROTO },
+	{ PROTO_PROBE, 0, 1, 0xff, -PC_E_PROTO },
+	{ PROTO_PROBE, 1, 1, 1, -PC_E_PROTO },
+	{ PROTO_PROBE, 2, 2, 0x8000, -PC_E_PROTO },
+	{ PROTO_PROBE, 4, 4, 0, -PC_E_PROTO },                /* a SIDE writes 1..256 MiB */
+	{ PROTO_PROBE, 4, 4, 1, 0 },
+	{ PROTO_PROBE, 4, 4, PROTO_PROBE_MAX_WRITE_MIB, 0 },
+	{ PROTO_PROBE, 4, 4, PROTO_PROBE_MAX_WRITE_MIB + 1, -PC_E_PROTO },
+	{ PROTO_PROBE, 4, 4, 0xffffffff, -PC_E_PROTO },
+	/* PROBE_FIG (the sample: SIDE, 2 codecs, disk status 0 with figures) */
+	{ PROTO_PROBE_FIG, 0, 1, 0, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 0, 1, PROTO_PROBE_MARK, 0 },
+	{ PROTO_PROBE_FIG, 0, 1, PROTO_PROBE_END, 0 },
+	{ PROTO_PROBE_FIG, 0, 1, PROTO_PROBE_OP_MAX, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 1, 1, 0, -PC_E_PROTO },            /* the records must match the count */
+	{ PROTO_PROBE_FIG, 1, 1, 1, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 1, 1, 3, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 1, 1, PROTO_PROBE_MAX_CODECS + 1, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 1, 1, 0xff, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 2, 2, 0, 0 },                      /* cpus: any */
+	{ PROTO_PROBE_FIG, 4, 4, 1, -PC_E_PROTO },            /* a status is 0 or negative */
+	{ PROTO_PROBE_FIG, 4, 4, 0x7fffffff, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, 4, 4, 0xffffffe4, -PC_E_PROTO },   /* failed, yet with figures */
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED, 1, PROTO_CODEC_NONE, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED, 1, PROTO_CODEC_BZ2, 0 },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED, 1, PROTO_CODEC_MAX, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 1, 1, 0, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 1, 1, PROTO_PROBE_MAX_LEVEL, 0 },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 1, 1, PROTO_PROBE_MAX_LEVEL + 1, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 2, 2, 1, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 4, 4, 0, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 4, 4, PROTO_MAX_BLOCK, 0 },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + 4, 4, PROTO_MAX_BLOCK + 1, -PC_E_PROTO },
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + PROBE_FIG_CODEC, 1, 0, -PC_E_PROTO }, /* the 2nd */
+	{ PROTO_PROBE_FIG, PROBE_FIG_FIXED + PROBE_FIG_CODEC + 1, 1, 13, -PC_E_PROTO },
 };
 
 static void test_range_checks(void **state)
@@ -1920,6 +2073,8 @@ int main(void)
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_entries_explain),
 		cmocka_unit_test(test_pack_walk),
+		cmocka_unit_test(test_probe_fig_bounds),
+		cmocka_unit_test(test_layout_probe),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
