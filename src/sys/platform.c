@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -252,16 +253,23 @@ int platform_signals_ignore(void)
 {
 	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 	struct sigaction sa;
+	sigset_t set;
+	int ret;
 
-	/* An ignored signal is discarded when it is sent, and setting SIG_IGN
-	 * discards one pending (POSIX, sigaction): blocked or not, none stays. */
+	/* Setting SIG_IGN discards one pending (POSIX, sigaction). But Linux
+	 * queues a signal that is blocked even while it is ignored (the
+	 * handler might change before it is unblocked), so one sent after
+	 * this would stay pending for good: unblock them too, and an ignored,
+	 * unblocked signal is discarded as it is sent. */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = SIG_IGN;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		if (sigaction(sigs[i], &sa, NULL) != 0)
 			return -errno;
-	return 0;
+	platform_stop_signals(&set);
+	ret = pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	return -ret;
 }
 
 int platform_poll(struct pollfd *p, unsigned n, int timeout_ms)

@@ -70,7 +70,8 @@ int platform_signals_setup(void);
  * platform_signals_setup). */
 bool platform_stop_pending(void);
 
-/* Ignores the stop signals from now on (dropping one already pending):
+/* Ignores the stop signals from now on (dropping one pending, and every
+ * one sent later: they are unblocked too):
  * for the end of the process, once every wait is over (see pcopy_finish).
  * Returns 0 or -errno. */
 int platform_signals_ignore(void);
