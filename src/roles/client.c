@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
 #include <time.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -68,7 +69,6 @@ struct endpoint {
 	struct sshdata *sdata;             /* data streams through ssh; owned */
 	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
 	char memo_key[LOC_MAX_USER + LOC_MAX_HOST + SSHROUTE_MAX_HOST + 16]; /* datamemo's */
-	bool remembered;                   /* auto, and datamemo says direct failed lately */
 };
 
 struct client {
@@ -448,9 +448,8 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
 	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
 	int ret = client_spawn_ssh(c, ep);
-	/* Only through ssh, or to a host whose direct connections failed
-	 * lately: the streams start with the control channel. */
-	if (ret == 0 && (ep->via == PCOPY_DATA_VIA_SSH || ep->remembered))
+	/* Only through ssh: the streams start with the control channel. */
+	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
 		ret = client_ssh_streams(c, ep);
 	return ret;
 }
@@ -598,12 +597,19 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 		ep->via = PCOPY_DATA_VIA_SSH;
 	}
 	if (ep->via == PCOPY_DATA_VIA_AUTO) {
+		uint64_t age;
 		snprintf(ep->memo_key, sizeof(ep->memo_key), "%s\n%s:%u", target, ep->route.host,
 			 (unsigned)ep->route.port);
-		ep->remembered = datamemo_recall(ep->memo_key, (uint64_t)time(NULL));
-		if (ep->remembered)
-			log_debug("%s: its direct data connections failed lately (%s); the streams "
-				  "through ssh start now and race them", ep->peer, "datamemo");
+		if (datamemo_recall(ep->memo_key, (uint64_t)time(NULL), &age)) {
+			/* As --data-via ssh: the streams start with the
+			 * control ssh, and no direct connection is tried. */
+			loc_host_display(ep->loc, host, sizeof(host));
+			log_notice("no direct data connection to %s %" PRIu64 " min ago; the data "
+				   "goes through ssh", host, age / 60);
+			snprintf(c->via_reason, sizeof(c->via_reason), "no direct data connection "
+				 "to %.120s %" PRIu64 " min ago", host, age / 60);
+			ep->via = PCOPY_DATA_VIA_SSH;
+		}
 	}
 	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
 	int ret = crypto_random(req->attach_id, sizeof(req->attach_id));
@@ -689,13 +695,12 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		client_ssh_cfg(c, ep, &scfg, target);
 		struct datapath_cfg dc = { .host = ep->data_host, .alt_host = ep->ready_host,
 					   .port = ep->port, .req = req, .k = ep->k,
-					   .pending = pending, .ssh = &scfg, .started = ep->sdata,
+					   .pending = pending, .ssh = &scfg,
 					   .why = c->via_reason, .why_cap = sizeof(c->via_reason) };
-		ep->sdata = NULL; /* datapath's now */
 		ret = datapath_open(&dc, chans, &ep->sdata, c->e);
-		/* Remember a fallback for the next copy; forget it when direct
-		 * worked. A fallback because of the memo does not renew it. */
-		if (ret == 0 && (ep->sdata == NULL || !ep->remembered))
+		/* Remember a fallback for the next copies; forget the host when
+		 * direct worked. */
+		if (ret == 0)
 			datamemo_note(ep->memo_key, ep->sdata != NULL, (uint64_t)time(NULL));
 		return ret;
 	}

@@ -95,21 +95,26 @@ struct datamemo_seek {
 	const char *id;
 	uint64_t now;
 	bool found;
+	uint64_t age;
 };
 
 static void datamemo_seek_one(const char *id, uint64_t t, void *arg)
 {
 	struct datamemo_seek *s = arg;
 
-	if (memcmp(id, s->id, DATAMEMO_ID) == 0 && t <= s->now && s->now - t < DATAMEMO_TTL_S)
+	if (memcmp(id, s->id, DATAMEMO_ID) == 0 && t <= s->now && s->now - t < DATAMEMO_TTL_S) {
 		s->found = true;
+		s->age = s->now - t;
+	}
 }
 
-bool datamemo_find(const char *text, const char *id, uint64_t now)
+bool datamemo_find(const char *text, const char *id, uint64_t now, uint64_t *age)
 {
 	struct datamemo_seek s = { .id = id, .now = now };
 
 	datamemo_each(text, datamemo_seek_one, &s);
+	if (s.found && age != NULL)
+		*age = s.age;
 	return s.found;
 }
 
@@ -134,7 +139,7 @@ static char *datamemo_read(const char *path)
 	return text;
 }
 
-bool datamemo_recall(const char *key, uint64_t now)
+bool datamemo_recall(const char *key, uint64_t now, uint64_t *age)
 {
 	char path[PATH_MAX], id[DATAMEMO_ID + 1], *text;
 	bool found;
@@ -142,7 +147,7 @@ bool datamemo_recall(const char *key, uint64_t now)
 	if (!datamemo_path(path, sizeof(path), false) || !datamemo_id(key, id) ||
 	    (text = datamemo_read(path)) == NULL)
 		return false;
-	found = datamemo_find(text, id, now);
+	found = datamemo_find(text, id, now, age);
 	free(text);
 	return found;
 }

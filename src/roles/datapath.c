@@ -154,20 +154,14 @@ static int race_direct_won(struct race *r, const char *host, struct chan **chans
 int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct sshdata **sd,
 		  struct pc_err *e)
 {
-	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns(),
-			  .sd = cfg->started };
+	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns() };
 	const char *cfg_host = cfg->host; /* where the direct connects go */
-	unsigned commit = cfg->started != NULL ? DATAPATH_COMMIT_KNOWN_MS
-			  : r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
+	unsigned commit = r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
 	struct pc_err e2;
 	char why[sizeof(e2.msg)] = "";
 	int ret;
 
 	*sd = NULL;
-	if (r.sd != NULL && (ret = sshdata_begin(r.sd, cfg->k, e)) < 0) {
-		sshdata_end(r.sd, true);
-		return ret;
-	}
 	pc_err_init(&e2);
 	ret = net_connect_start(cfg->host, cfg->port, cfg->req->family, cfg->req->window, r.fds,
 				r.n, &e2);
@@ -231,13 +225,11 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	else if (why[0] == '\0')
 		snprintf(why, sizeof(why), "no answer within %.1f s",
 			 (double)race_ms(&r) / 1000.0);
-	log_notice("no direct data connection to %s port %u (%s%s); the data goes through ssh",
-		   cfg_host, (unsigned)cfg->port, why,
-		   cfg->started != NULL ? ", nor at the last copy" : "");
+	log_notice("no direct data connection to %s port %u (%s); the data goes through ssh",
+		   cfg_host, (unsigned)cfg->port, why);
 	if (cfg->why != NULL && cfg->why_cap > 0)
-		snprintf(cfg->why, cfg->why_cap, "no direct data connection to %s port %u (%s%s)",
-			 cfg_host, (unsigned)cfg->port, why,
-			 cfg->started != NULL ? ", nor at the last copy" : "");
+		snprintf(cfg->why, cfg->why_cap, "no direct data connection to %s port %u (%s)",
+			 cfg_host, (unsigned)cfg->port, why);
 	ret = sshdata_finish(r.sd, cfg->req, chans, e);
 	if (ret < 0) {
 		sshdata_end(r.sd, true);

@@ -12,8 +12,7 @@
  * stream it waits longer), and in any case after DATAPATH_CAP_MS without a
  * direct connection. Behind a firewall that drops what it refuses, the
  * copy so loses about the head start plus ssh's own set-up, not the 3 s of
- * the cap; where the host is remembered (cfg->started), about
- * DATAPATH_COMMIT_KNOWN_MS. */
+ * the cap. */
 #ifndef PCOPY_DATAPATH_H
 #define PCOPY_DATAPATH_H
 
@@ -28,7 +27,6 @@
 #define DATAPATH_COMMIT_MS 500u
 #define DATAPATH_COMMIT_ONE_MS 1500u /* with one stream */
 #define DATAPATH_CAP_MS 3000u
-#define DATAPATH_COMMIT_KNOWN_MS 250u /* ssh streams started early (cfg->started) */
 
 struct datapath_cfg {
 	const char *host;                 /* the listener, directly */
@@ -39,11 +37,6 @@ struct datapath_cfg {
 	const uint8_t *k;                 /* [PROTO_KEY_LEN]: the data key */
 	uint8_t (*pending)[PROTO_MAC_LEN]; /* as session_connect_data */
 	const struct sshdata_cfg *ssh;    /* the same streams through ssh */
-	/* The ssh streams, already started with the control connection for
-	 * a host whose direct connections failed lately (datamemo.h), or
-	 * NULL. datapath_open owns them from the call: it races them at once,
-	 * and they win with a proof after DATAPATH_COMMIT_KNOWN_MS. */
-	struct sshdata *started;
 	char *why;                        /* [why_cap]: receives why direct TCP lost when the
 	                                     streams go through ssh; NULL: not wanted */
 	size_t why_cap;

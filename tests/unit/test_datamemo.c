@@ -60,12 +60,15 @@ static unsigned lines_of(const char *path)
 static void test_find_lines(void **state)
 {
 	(void)state;
-	assert_true(datamemo_find(ID_A " 1800000000\n", ID_A, NOW));
-	assert_true(datamemo_find("junk\n" ID_A " 1800000000", ID_A, NOW));
+	assert_true(datamemo_find(ID_A " 1800000000\n", ID_A, NOW, NULL));
+	assert_true(datamemo_find("junk\n" ID_A " 1800000000", ID_A, NOW, NULL));
 	/* The time to live, and a time in the future. */
-	assert_true(datamemo_find(ID_A " 1799913601\n", ID_A, NOW));
-	assert_false(datamemo_find(ID_A " 1799913600\n", ID_A, NOW));
-	assert_false(datamemo_find(ID_A " 1800000001\n", ID_A, NOW));
+	assert_true(datamemo_find(ID_A " 1799996401\n", ID_A, NOW, NULL));
+	assert_false(datamemo_find(ID_A " 1799996400\n", ID_A, NOW, NULL));
+	uint64_t age = 0;
+	assert_true(datamemo_find(ID_A " 1799999880\n", ID_A, NOW, &age));
+	assert_int_equal(age, 120);
+	assert_false(datamemo_find(ID_A " 1800000001\n", ID_A, NOW, NULL));
 	/* Malformed lines count for nothing. */
 	static const char *const bad[] = {
 		ID_A "  1800000000\n",                  /* two spaces */
@@ -78,7 +81,7 @@ static void test_find_lines(void **state)
 		"",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_false(datamemo_find(bad[i], ID_A, NOW));
+		assert_false(datamemo_find(bad[i], ID_A, NOW, NULL));
 }
 
 static void test_note_recall_forget(void **state)
@@ -86,11 +89,11 @@ static void test_note_recall_forget(void **state)
 	struct stat st;
 	(void)state;
 
-	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW));
+	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW, NULL));
 	datamemo_note("host-a\n10.0.0.1:22", true, NOW);
-	assert_true(datamemo_recall("host-a\n10.0.0.1:22", NOW + 10));
-	assert_false(datamemo_recall("host-b\n10.0.0.2:22", NOW + 10));
-	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW + DATAMEMO_TTL_S));
+	assert_true(datamemo_recall("host-a\n10.0.0.1:22", NOW + 10, NULL));
+	assert_false(datamemo_recall("host-b\n10.0.0.2:22", NOW + 10, NULL));
+	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW + DATAMEMO_TTL_S, NULL));
 	assert_int_equal(stat(file, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	snprintf(file + strlen(file) - strlen("/direct-failed"), 16, "%s", "");
@@ -101,8 +104,8 @@ static void test_note_recall_forget(void **state)
 	assert_int_equal(lines_of(file), 2);
 	/* A success forgets only its own host. */
 	datamemo_note("host-a\n10.0.0.1:22", false, NOW + 2);
-	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW + 2));
-	assert_true(datamemo_recall("host-b\n10.0.0.2:22", NOW + 2));
+	assert_false(datamemo_recall("host-a\n10.0.0.1:22", NOW + 2, NULL));
+	assert_true(datamemo_recall("host-b\n10.0.0.2:22", NOW + 2, NULL));
 	assert_int_equal(lines_of(file), 1);
 	/* Forgetting a host makes no directory. */
 	struct stat st2;
@@ -127,10 +130,10 @@ static void test_bounded_newest_kept(void **state)
 		datamemo_note(key, true, NOW + i);
 	}
 	assert_int_equal(lines_of(file), DATAMEMO_MAX);
-	assert_false(datamemo_recall("host-0", NOW + DATAMEMO_MAX + 44));
-	assert_false(datamemo_recall("host-43", NOW + DATAMEMO_MAX + 44));
-	assert_true(datamemo_recall("host-44", NOW + DATAMEMO_MAX + 44));
-	assert_true(datamemo_recall("host-299", NOW + DATAMEMO_MAX + 44));
+	assert_false(datamemo_recall("host-0", NOW + DATAMEMO_MAX + 44, NULL));
+	assert_false(datamemo_recall("host-43", NOW + DATAMEMO_MAX + 44, NULL));
+	assert_true(datamemo_recall("host-44", NOW + DATAMEMO_MAX + 44, NULL));
+	assert_true(datamemo_recall("host-299", NOW + DATAMEMO_MAX + 44, NULL));
 	/* Expired lines go when the file is written again. */
 	datamemo_note("late", true, NOW + DATAMEMO_TTL_S + DATAMEMO_MAX + 44);
 	assert_int_equal(lines_of(file), 1);
@@ -150,10 +153,10 @@ static void test_corrupt_and_hostile_files(void **state)
 	for (int i = 0; i < 70000; i++)
 		fputc(i % 7 == 0 ? '\n' : (char)(i * 31), f);
 	fclose(f);
-	assert_false(datamemo_recall("seed", NOW));
+	assert_false(datamemo_recall("seed", NOW, NULL));
 	datamemo_note("after", true, NOW);
 	assert_int_equal(lines_of(file), 1);
-	assert_true(datamemo_recall("after", NOW));
+	assert_true(datamemo_recall("after", NOW, NULL));
 	/* A symbolic link in the file's place is not followed for reading,
 	 * and writing replaces the link, not what it points to. */
 	snprintf(path, sizeof(path), "%s/victim", dir);
@@ -163,7 +166,7 @@ static void test_corrupt_and_hostile_files(void **state)
 	fclose(f);
 	assert_int_equal(unlink(file), 0);
 	assert_int_equal(symlink(path, file), 0);
-	assert_false(datamemo_recall("after", NOW));
+	assert_false(datamemo_recall("after", NOW, NULL));
 	datamemo_note("linked", true, NOW);
 	f = fopen(path, "r");
 	assert_non_null(f);
@@ -171,7 +174,7 @@ static void test_corrupt_and_hostile_files(void **state)
 	assert_non_null(fgets(buf, sizeof(buf), f));
 	fclose(f);
 	assert_string_equal(buf, "precious\n");
-	assert_true(datamemo_recall("linked", NOW));
+	assert_true(datamemo_recall("linked", NOW, NULL));
 }
 
 static void test_no_place_is_no_failure(void **state)
@@ -181,14 +184,14 @@ static void test_no_place_is_no_failure(void **state)
 	assert_int_equal(setenv("XDG_CACHE_HOME", "relative/path", 1), 0);
 	assert_int_equal(setenv("HOME", "/proc/nonexistent", 1), 0);
 	datamemo_note("x", true, NOW);
-	assert_false(datamemo_recall("x", NOW));
+	assert_false(datamemo_recall("x", NOW, NULL));
 	/* A file where the directory should be. */
 	char f[128];
 	snprintf(f, sizeof(f), "%s/pcopy", dir);
 	assert_int_equal(close(open(f, O_CREAT | O_WRONLY, 0600)), 0);
 	assert_int_equal(setenv("XDG_CACHE_HOME", dir, 1), 0);
 	datamemo_note("y", true, NOW);
-	assert_false(datamemo_recall("y", NOW));
+	assert_false(datamemo_recall("y", NOW, NULL));
 }
 
 int main(void)
