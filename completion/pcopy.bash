@@ -19,7 +19,7 @@ _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
 -P --progress --no-progress --json --timeout --key-file --rsh --remote-pcopy -Z --port-range
 -z --reverse --data-via -3 -4 --ipv4 -6 --ipv6 --encrypt --no-encrypt
 --cipher --allow-unencrypted --serve --root --max-sessions --max-startups
---max-per-source --gen-key -v --verbose -q --quiet -h --help -V --version'
+--max-per-source --gen-key --probe -v --verbose -q --quiet -h --help -V --version'
 
 # Seconds that listing a remote directory may take, ssh's connection included.
 _pcopy_ssh_timeout=${PCOPY_COMPLETION_SSH_TIMEOUT:-5}

@@ -80,6 +80,7 @@ _pcopy() {
     '(-c --compress)'{-c+,--compress=}'[compress]:spec:_pcopy_compress' \
     '(-P --progress)'{-P+,--progress=}'[print progress every SEC seconds]:seconds' \
     '--no-progress[no progress bar on a terminal]' \
+    '--probe[measure the path to a host and advise -s, -w and -c]' \
     '--json=-[the summary as JSON on stdout, or in FILE]::file:_files' \
     '--timeout=[fail when the data streams are idle SEC seconds]:seconds' \
     '--key-file=[key shared with a daemon]:key file:_files' \
