@@ -4,32 +4,14 @@
 
 #include <math.h>
 
+#include "sys/utf8.h"
+
 void json_init(struct json *j, FILE *f)
 {
 	j->f = f;
 	j->depth = 0;
 	j->first[0] = true;
 	j->bad = false;
-}
-
-/* The length of the valid UTF-8 sequence at p (n bytes left), 1 to 4, or
- * 0 when it is not one: a stray continuation byte, a truncated sequence,
- * an overlong form, a surrogate, or past U+10FFFF. */
-static size_t json_utf8_len(const unsigned char *p, size_t n)
-{
-	size_t len = p[0] < 0x80 ? 1 : p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-
-	if (len <= 1)
-		return len;
-	if (p[0] > 0xf4 || len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
-	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))
-		return 0;
-	return len;
 }
 
 void json_write_string(FILE *f, const char *s)
@@ -42,7 +24,7 @@ void json_write_string(FILE *f, const char *s)
 	fputc('"', f);
 	for (size_t i = 0; i < n;) {
 		unsigned char c = p[i];
-		size_t len = json_utf8_len(p + i, n - i);
+		size_t len = utf8_seq_len(p + i, n - i);
 		if (len == 0) {
 			fputs("\\ufffd", f);
 			i++;

@@ -1021,6 +1021,17 @@ static void client_free(struct client *c, int *ret)
 		client_close_endpoint(c, &c->ep[i], ret);
 }
 
+/* A client c (zeroed) for the options o, its errors going to e: nothing is
+ * open yet. Returns client_check_opts's verdict on o. */
+static int client_init(struct client *c, const struct pcopy_opts *o, struct pc_err *e)
+{
+	c->o = o;
+	c->e = e;
+	c->target.dirfd = -1;
+	c->ep[0].child = c->ep[1].child = -1;
+	return client_check_opts(o, e);
+}
+
 int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const char *dst,
 	       struct pcopy_result *r)
 {
@@ -1033,11 +1044,7 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	pc_err_init(&e);
 	if (c == NULL)
 		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
-	c->o = o;
-	c->e = &e;
-	c->target.dirfd = -1;
-	c->ep[0].child = c->ep[1].child = -1;
-	ret = client_check_opts(o, &e);
+	ret = client_init(c, o, &e);
 	if (ret == 0)
 		ret = client_classify(c, nsrc, srcs, dst);
 	if (ret == 0 && c->mode == CLIENT_PULL)
@@ -1139,11 +1146,7 @@ int pcopy_probe(const struct pcopy_opts *o, const char *src, const char *host,
 	pc_err_init(&e);
 	if (c == NULL)
 		return api_result(r, &e, pc_err_set(&e, -ENOMEM, "out of memory"));
-	c->o = o;
-	c->e = &e;
-	c->target.dirfd = -1;
-	c->ep[0].child = c->ep[1].child = -1;
-	ret = client_check_opts(o, &e);
+	ret = client_init(c, o, &e);
 	if (ret == 0 && src != NULL && access(src, R_OK) != 0)
 		ret = pc_err_set(&e, -PC_E_FILEIO, "--probe: cannot read '%s': %s", src,
 				 strerror(errno));

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sys/utf8.h"
+
 /* Written by log_setup before any thread starts, read-only afterwards. */
 static int log_threshold = LOG_WARN;
 static char log_prefix[64] = "pcopy";
@@ -97,24 +99,6 @@ static void log_write(const char *buf, size_t len)
 	}
 }
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), 2 to 4, or
- * 0 when it is not one: a stray continuation byte, a truncated sequence,
- * an overlong form, a surrogate, or past U+10FFFF. */
-static size_t log_utf8_len(const unsigned char *p, size_t n)
-{
-	size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
-
-	if (len == 0 || p[0] > 0xf4 || len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++)
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-	if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) ||
-	    (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))
-		return 0;
-	return len;
-}
-
 /* Appends the bytes at p[i..i+k) to out as \xNN each, if they all fit. */
 static bool log_hex(char *out, size_t cap, size_t *len, const unsigned char *p, size_t k)
 {
@@ -143,7 +127,7 @@ static void log_escape_into(char *out, size_t cap, size_t *len, const char *text
 	const unsigned char *p = (const unsigned char *)text;
 
 	for (size_t i = 0; i < n;) {
-		size_t k = p[i] < 0x80 ? 1 : log_utf8_len(p + i, n - i);
+		size_t k = p[i] < 0x80 ? 1 : utf8_seq_len(p + i, n - i);
 		bool control = p[i] < 0x20 || p[i] == 0x7f || k == 0 ||
 			       (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0);
 		if (k == 0)
