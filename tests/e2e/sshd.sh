@@ -84,6 +84,34 @@ sshd_at_exit() {
     printf '\n' >>"$_SSHD_STATE/atexit"
 }
 
+# netns_peer TAG: a network namespace pcTAG<pid> joined to this one by a
+# veth pair (pcTAG<pid>a here, pcTAG<pid>b there), both up, in a
+# 10.99.N.0/24 of our own (tests running in parallel each take theirs).
+# Sets NS, VETH_HERE, VETH_THERE, N, HERE (this side, .1) and THERE (the
+# namespace's, .2); the pair and the namespace go when the test exits,
+# after its sshds.
+netns_peer() {
+    NS=pc$1$$
+    VETH_HERE=pc$1$$a
+    VETH_THERE=pc$1$$b
+    [[ ${#VETH_HERE} -le 15 ]] || fail "interface name $VETH_HERE is too long"
+    command -v ip >/dev/null || fail "ip (iproute2) is missing (tools/install-deps installs it)"
+    N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
+    HERE=10.99.$N.1
+    THERE=10.99.$N.2
+    sshd_at_exit ip link del "$VETH_HERE"
+    sshd_at_exit ip netns del "$NS"
+    ip netns add "$NS" || fail "cannot create the network namespace $NS (the test needs root)"
+    ip link add "$VETH_HERE" type veth peer name "$VETH_THERE" ||
+        fail "cannot create the veth pair $VETH_HERE"
+    ip link set "$VETH_THERE" netns "$NS"
+    ip addr add "$HERE/24" dev "$VETH_HERE"
+    ip link set "$VETH_HERE" up
+    ip -n "$NS" addr add "$THERE/24" dev "$VETH_THERE"
+    ip -n "$NS" link set "$VETH_THERE" up
+    ip -n "$NS" link set lo up
+}
+
 # _sshd_in_ns CMD...: run CMD in the sshd's network namespace, if any.
 _sshd_in_ns() {
     if [[ -n $SSHD_NETNS ]]; then

@@ -110,23 +110,7 @@ case_cpu_compress() {
 
 # The network: a namespace behind a veth pair, with an sshd there; what
 # leaves this side of the pair goes through a 100 Mbit/s token bucket.
-NS=pcb$$
-VETH_HERE=pcb$$a
-VETH_THERE=pcb$$b
-[[ ${#VETH_HERE} -le 15 ]] || fail "interface name $VETH_HERE is too long"
-N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
-HERE=10.99.$N.1
-THERE=10.99.$N.2
-sshd_at_exit ip link del "$VETH_HERE"
-sshd_at_exit ip netns del "$NS"
-ip netns add "$NS" || fail "cannot create the network namespace $NS"
-ip link add "$VETH_HERE" type veth peer name "$VETH_THERE" || fail "cannot create the veth pair"
-ip link set "$VETH_THERE" netns "$NS"
-ip addr add "$HERE/24" dev "$VETH_HERE"
-ip link set "$VETH_HERE" up
-ip -n "$NS" addr add "$THERE/24" dev "$VETH_THERE"
-ip -n "$NS" link set "$VETH_THERE" up
-ip -n "$NS" link set lo up
+netns_peer b
 sshd_start "$NS" "$THERE"
 
 case_slow_network() {

@@ -9,29 +9,7 @@ source "$PCOPY_TEST_LIB"
 needs_root "it makes a network namespace and a veth pair, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
-NS=pcr$$
-VETH_HERE=pcv$$a
-VETH_THERE=pcv$$b
-[[ ${#VETH_HERE} -le 15 ]] || fail "interface name $VETH_HERE is too long"
-
-# N: a /24 of 10.99.0.0/16 that no interface of this namespace uses yet
-# (tests running in parallel each take their own).
-N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
-HERE=10.99.$N.1
-THERE=10.99.$N.2
-
-command -v ip >/dev/null || fail "ip (iproute2) is missing"
-# Removed when the test exits, after the sshd in the namespace is stopped.
-sshd_at_exit ip link del "$VETH_HERE"
-sshd_at_exit ip netns del "$NS"
-ip netns add "$NS" || fail "cannot create the network namespace $NS (the test needs root)"
-ip link add "$VETH_HERE" type veth peer name "$VETH_THERE" || fail "cannot create the veth pair $VETH_HERE"
-ip link set "$VETH_THERE" netns "$NS"
-ip addr add "$HERE/24" dev "$VETH_HERE"
-ip link set "$VETH_HERE" up
-ip -n "$NS" addr add "$THERE/24" dev "$VETH_THERE"
-ip -n "$NS" link set "$VETH_THERE" up
-ip -n "$NS" link set lo up
+netns_peer r
 log "namespace $NS at $THERE, this side $HERE on $VETH_HERE"
 
 sshd_start "$NS" "$THERE"

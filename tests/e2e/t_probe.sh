@@ -11,27 +11,9 @@ source "$PCOPY_TEST_LIB"
 needs_root "it makes a network namespace, a veth pair with a tbf qdisc, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
 
-NS=pcp$$
-VETH_HERE=pcq$$a
-VETH_THERE=pcq$$b
-[[ ${#VETH_HERE} -le 15 ]] || fail "interface name $VETH_HERE is too long"
-N=$(free_test_subnet) || fail "every 10.99.N.0/24 from N=20 to 219 is in use"
-HERE=10.99.$N.1
-THERE=10.99.$N.2
+netns_peer p
 CAP_MBIT=200
-
-command -v ip >/dev/null || fail "ip (iproute2) is missing"
 command -v tc >/dev/null || fail "tc (iproute2) is missing"
-sshd_at_exit ip link del "$VETH_HERE"
-sshd_at_exit ip netns del "$NS"
-ip netns add "$NS" || fail "cannot create the network namespace $NS"
-ip link add "$VETH_HERE" type veth peer name "$VETH_THERE" || fail "cannot create $VETH_HERE"
-ip link set "$VETH_THERE" netns "$NS"
-ip addr add "$HERE/24" dev "$VETH_HERE"
-ip link set "$VETH_HERE" up
-ip -n "$NS" addr add "$THERE/24" dev "$VETH_THERE"
-ip -n "$NS" link set "$VETH_THERE" up
-ip -n "$NS" link set lo up
 # The probe's data goes from here to there: cap that direction.
 tc qdisc add dev "$VETH_HERE" root tbf rate "${CAP_MBIT}mbit" burst 256kb latency 50ms ||
     fail "cannot add a tbf qdisc to $VETH_HERE"
