@@ -175,6 +175,16 @@ EOF
     done
 }
 
+# flip_byte FILE OFFSET: inverts the byte at OFFSET of FILE in place, a
+# change whatever the byte was (writing a fixed byte into random data left
+# the copy unchanged once in 256 runs).
+flip_byte() {
+    local b
+    b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+    # shellcheck disable=SC2059 # the format is the octal escape itself
+    printf "\\$(printf %03o $((b ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
 # NAME and a shell command run in the copy; $S is the source.
 # shellcheck disable=SC2016 # the commands expand $S when they run
 MUTATIONS=(
@@ -185,8 +195,8 @@ MUTATIONS=(
     link_mtime_ns 't=$(stat -c %Y "$S/links/rel"); touch -h -d "@$t.000000001" links/rel'
     owner 'chown root owned/file'
     group 'chgrp -h root owned/link'
-    content 'printf x | dd of=files/mib1 bs=1 seek=5 conv=notrunc status=none; touch -r "$S/files/mib1" files/mib1'
-    sparse_end 'printf x | dd of=files/sparse bs=1 seek=$((64 * 1048576 - 1)) conv=notrunc status=none; touch -r "$S/files/sparse" files/sparse'
+    content 'flip_byte files/mib1 5; touch -r "$S/files/mib1" files/mib1'
+    sparse_end 'flip_byte files/sparse $((64 * 1048576 - 1)); touch -r "$S/files/sparse" files/sparse'
     link_text 'rm links/rel; ln -s ../files/empty links/rel; touch -h -r "$S/links/rel" links/rel; touch -r "$S/links" links'
     hard_broken 'cp -p hard/sub/two.b x; mv x hard/sub/two.b; touch -r "$S/hard/sub" hard/sub; touch -r "$S" .'
     extra ': >extra; touch -r "$S" .'
