@@ -309,8 +309,11 @@ case_deb() {
     local man
     man=$(man -w pcopy) || fail "man -w pcopy finds no manual page"
     [[ $man == /usr/share/man/man1/pcopy.1.gz ]] || fail "man -w pcopy says $man"
-    zcat "$man" | grep -q "^\.TH PCOPY 1 \"[0-9-]*\" \"pcopy $(project_version)\"" ||
-        fail "the installed man page's header is $(zcat "$man" | grep '^\.TH')"
+    # Through a file: grep -q stops at its match, and zcat writing the rest
+    # of a page larger than a pipe would then fail the pipeline (pipefail).
+    zcat "$man" >"$T/pcopy.1" || fail "cannot read $man"
+    grep -q "^\.TH PCOPY 1 \"[0-9-]*\" \"pcopy $(project_version)\"" "$T/pcopy.1" ||
+        fail "the installed man page's header is $(grep '^\.TH' "$T/pcopy.1")"
 
     # A local copy with the installed binary, as an unprivileged user.
     mkdir -p "$T/local"
