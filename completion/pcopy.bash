@@ -16,7 +16,7 @@
 # --bind, --notices) are for pcopy's own use and are not offered.
 _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
 -H --hard-links -s --streams -w --window -B --block-size -c --compress
--P --progress --no-progress --json --timeout --key-file --rsh --remote-pcopy -Z --port-range
+-P --progress --no-progress --json --timeout -x --bwlimit --key-file --rsh --remote-pcopy -Z --port-range
 -z --reverse --data-via -3 -4 --ipv4 -6 --ipv6 --encrypt --no-encrypt
 --cipher --allow-unencrypted --serve --root --max-sessions --max-startups
 --max-per-source --gen-key --probe -v --verbose -q --quiet -h --help -V --version'
@@ -177,6 +177,10 @@ _pcopy()
         ;;
     --rsh)
         mapfile -t COMPREPLY < <(compgen -c -- "$cur")
+        return
+        ;;
+    -x | --bwlimit)
+        mapfile -t COMPREPLY < <(compgen -W '512k 1M 10M 100M 10mbit 100mbit 1gbit' -- "$cur")
         return
         ;;
     # Numbers, ports, addresses and remote paths: nothing to offer.

@@ -83,6 +83,7 @@ _pcopy() {
     '--probe[measure the path to a host and advise -s, -w and -c]' \
     '--json=-[the summary as JSON on stdout, or in FILE]::file:_files' \
     '--timeout=[fail when the data streams are idle SEC seconds]:seconds' \
+    '(-x --bwlimit)'{-x+,--bwlimit=}'[cap the data rate of all streams together]:rate:(512k 1M 10M 100M 10mbit 100mbit 1gbit)' \
     '--key-file=[key shared with a daemon]:key file:_files' \
     '--rsh=[command that reaches a host]:command:_command_names -e' \
     '--remote-pcopy=[pcopy on the remote host]:remote path' \

@@ -58,6 +58,7 @@ static const struct option cli_longopts[] = {
 	{ "version", no_argument, NULL, 'V' },
 	{ "key-file", required_argument, NULL, OPT_KEY_FILE },
 	{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+	{ "bwlimit", required_argument, NULL, 'x' },
 	{ "serve", required_argument, NULL, OPT_SERVE },
 	{ "probe", no_argument, NULL, OPT_PROBE },
 	{ "root", required_argument, NULL, OPT_ROOT },
@@ -120,6 +121,8 @@ static void cli_usage(FILE *out)
 	      "                        (or in FILE); see pcopy(1), JSON OUTPUT\n"
 	      "      --timeout SEC     fail when the data streams are idle SEC seconds\n"
 	      "                        (default 120; 0 = never)\n"
+	      "  -x, --bwlimit RATE    cap the data at RATE over all streams together,\n"
+	      "                        in bytes per second (10M, 512k) or bits (100mbit)\n"
 	      "      --key-file KEY    key shared with a daemon (or PCOPY_KEY_FILE)\n"
 	      "      --rsh CMD         command that reaches a host (or PCOPY_RSH; default ssh)\n"
 	      "      --remote-pcopy PATH  pcopy on the remote host (default: pcopy in PATH)\n"
@@ -225,6 +228,12 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s, "a number of seconds");
 	case OPT_TIMEOUT:
 		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s, "a number of seconds");
+	case 'x':
+		if (platform_parse_rate(arg, &o->bwlimit) < 0 || o->bwlimit < 1024 ||
+		    o->bwlimit > (1ull << 40))
+			return cli_bad("--bwlimit", arg, "a rate from 1k to 1T bytes per second, "
+				       "like 10M or 100mbit");
+		return 0;
 	case 'v': o->verbosity = o->verbosity < 1 ? 2 : o->verbosity + 1; return 0;
 	case 'q': o->verbosity = -1; return 0;
 	case 'h': c->action = CLI_HELP; return 0;
@@ -285,7 +294,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	}
 	default:
 		/* getopt was told to stay quiet (opterr = 0): say it our way. */
-		if (optopt != 0 && strchr("swBcPZ", optopt) != NULL && ch == ':')
+		if (optopt != 0 && strchr("swBcPZx", optopt) != NULL && ch == ':')
 			fprintf(stderr, "pcopy: option -%c needs a value\n", optopt);
 		else if (optopt != 0)
 			fprintf(stderr, "pcopy: unknown option -%c\n", optopt);
@@ -306,7 +315,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:z346vqhVrRpLH", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLH", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;

@@ -33,6 +33,8 @@ struct pcopy_opts {
 	uint64_t block_size;     /* -B: 4 KiB..64 MiB */
 	unsigned progress_s;     /* -P: seconds between progress lines; 0 = none */
 	unsigned timeout_s;      /* --timeout: data idle timeout; 0 = none */
+	uint64_t bwlimit;        /* --bwlimit, -x: the data's bytes per second over every
+	                            stream; 0 = no cap, else 1 KiB/s..1 TiB/s */
 	const char *codec;       /* -c: compression spec (pcopy(1)); NULL = none */
 	bool recursive;          /* -r: copy directories and what is in them */
 	bool preserve;           /* -p: modes, times, and owners where the sink is root;

@@ -191,6 +191,9 @@ static int source_start(struct source *s)
 	}
 	if (xfer_watch_pool(x, s->pool) < 0 || xfer_watch_plan(x, s->plan) < 0)
 		return xfer_fail(x, -ENOMEM, "out of memory");
+	if (x->bwlimit != 0 && ((s->rl = ratelimit_new(x->bwlimit)) == NULL ||
+				xfer_on_abort(x, ratelimit_abort, s->rl) < 0))
+		return xfer_fail(x, -ENOMEM, "out of memory");
 	/* -c auto decides per block: keep the kernel's unsent backlog short,
 	 * so that a decision to compress reaches the wire quickly. Best
 	 * effort: without it auto still works, only later. */
@@ -273,6 +276,7 @@ static void source_stop(struct source *s, struct source_result *r)
 		queue_free(s->q[i]);
 	}
 	bufpool_free(s->pool);
+	ratelimit_free(s->rl);
 	plan_free(s->plan);
 	for (struct src_rec *f = s->pend_head, *n; f != NULL; f = n) {
 		n = f->wnext;

@@ -15,6 +15,7 @@
 #include "pipeline/bufpool.h"
 #include "pipeline/encoder.h"
 #include "pipeline/plan.h"
+#include "pipeline/ratelimit.h"
 #include "pipeline/source.h"
 #include "pipeline/srcrec.h"
 #include "pipeline/stage.h"
@@ -76,6 +77,7 @@ struct source {
 	const struct source_input *in;
 	struct plan *plan;
 	struct bufpool *pool;
+	struct ratelimit *rl;      /* --bwlimit over every sender; NULL: no cap */
 	struct queue *q[PROTO_MAX_STREAMS]; /* [nq]: one shared, or one per stream if ordered */
 	unsigned nq;
 	unsigned nreaders;

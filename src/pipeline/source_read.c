@@ -456,6 +456,30 @@ static int source_send(struct chan *ch, const struct proto_block *h, const void 
 	return chan_send(ch, iov, len ? 2 : 1);
 }
 
+/* source_send under --bwlimit: the block goes in pieces of at most the
+ * limiter's quantum, each once the limiter lets it, so that the socket is
+ * fed at the rate and never gets the whole block at once. */
+static int source_send_paced(struct ratelimit *rl, struct chan *ch, const struct proto_block *h,
+			     const uint8_t *data, size_t len)
+{
+	size_t q = ratelimit_quantum(rl), first = len < q ? len : q;
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)(uintptr_t)data, first } };
+	int ret = ratelimit_take(rl, sizeof(hdr) + first);
+
+	proto_block_encode(h, hdr);
+	if (ret == 0)
+		ret = chan_send(ch, iov, first ? 2 : 1);
+	for (size_t off = first; ret == 0 && off < len; off += q) {
+		size_t n = len - off < q ? len - off : q;
+		iov[0] = (struct iovec){ (void *)(uintptr_t)(data + off), n };
+		ret = ratelimit_take(rl, n);
+		if (ret == 0)
+			ret = chan_send(ch, iov, 1);
+	}
+	return ret;
+}
+
 /* source_send for a sender, accounted: on a TLS channel the thread's CPU
  * time in the call is the stage's work (encryption), the rest waiting for
  * room in the socket; in clear the whole call is waiting for the network
@@ -465,12 +489,15 @@ static int source_send(struct chan *ch, const struct proto_block *h, const void 
 static int source_send_timed(struct sender *w, struct chan *ch, bool tls, struct buf *b,
 			     uint64_t since_ns)
 {
+	struct ratelimit *rl = w->s->rl;
 	uint64_t t0 = platform_now_ns();
 	uint64_t c0 = tls ? platform_thread_cpu_ns() : 0;
-	int ret = source_send(ch, &b->hdr, b->data, b->len);
+	int ret = rl == NULL ? source_send(ch, &b->hdr, b->data, b->len)
+			     : source_send_paced(rl, ch, &b->hdr, b->data, b->len);
 	uint64_t wall = platform_now_ns() - t0;
 	uint64_t cpu = tls ? platform_thread_cpu_ns() - c0 : 0;
 
+	/* Waiting for --bwlimit is waiting to hand on, as for the socket. */
 	cpu = cpu < wall ? cpu : wall;
 	w->send.busy_ns += t0 - since_ns + cpu;
 	w->send.out_ns += wall - cpu;

@@ -44,6 +44,7 @@ struct xfer {
 	bool report;                  /* this side prints progress (the client) */
 	unsigned progress_s;          /* 0: no progress lines */
 	unsigned timeout_s;           /* how long to wait for the peer; 0: forever */
+	uint64_t bwlimit;             /* source: bytes per second over all streams; 0: no cap */
 	const char *peer;             /* the other side, for messages */
 	bool peer_local;              /* the peer is our own child: its messages need no prefix */
 	struct ctl *ctl;              /* borrowed; ctl_send is thread-safe */

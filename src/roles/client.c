@@ -109,6 +109,8 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
 	if (o->window > (1u << 30))
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
+	if (o->bwlimit != 0 && (o->bwlimit < PROTO_MIN_BWLIMIT || o->bwlimit > PROTO_MAX_BWLIMIT))
+		return pc_err_set(e, -PC_E_USAGE, "--bwlimit must be 1k to 1T bytes per second");
 	if (o->port_hi < o->port_lo || (o->port_lo == 0 && o->port_hi != 0))
 		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1 <= LO <= HI");
 	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
@@ -539,6 +541,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->block_size = (uint32_t)o->block_size;
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
+	req->bwlimit = o->bwlimit;
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
 	req->flags |= (o->recursive ? PROTO_REQ_RECURSIVE : 0) |
@@ -984,6 +987,18 @@ static void client_side_stats(const struct proto_stats *st, struct pcopy_side_st
 	out->maxrss_kib = st->maxrss_kb;
 }
 
+/* The network as the bottleneck of a copy under --bwlimit is the cap the
+ * user set, most likely: the name says so (the key stays "network"). */
+static void client_name_cap(const struct pcopy_opts *o, struct pcopy_result *r)
+{
+	char rate[32];
+
+	if (o->bwlimit == 0 || r->bottleneck.verdict != PCOPY_VERDICT_NETWORK)
+		return;
+	snprintf(r->bottleneck.name, sizeof(r->bottleneck.name), "--bwlimit %s/s",
+		 platform_fmt_bytes(o->bwlimit, rate, sizeof(rate)));
+}
+
 static void client_results(struct client *c, struct pcopy_result *r)
 {
 	const struct session_run *run = &c->run;
@@ -992,6 +1007,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 		client_side_stats(&c->relay.src, &r->source);
 		client_side_stats(&c->relay.sink, &r->sink);
 		bottleneck_judge(&c->relay.src, &c->relay.sink, r);
+		client_name_cap(c->o, r);
 		r->files_failed = c->relay.failed;
 		r->xfer_s = (double)c->relay.sink.wall_us / 1e6; /* DONE comes last */
 		return;
@@ -1001,6 +1017,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 	client_side_stats(source ? &run->self : &run->other, &r->source);
 	client_side_stats(source ? &run->other : &run->self, &r->sink);
 	bottleneck_judge(source ? &run->self : &run->other, source ? &run->other : &run->self, r);
+	client_name_cap(c->o, r);
 	r->files_failed = run->failed;
 	if (!source || run->req == NULL)
 		return;

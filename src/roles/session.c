@@ -582,6 +582,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.progress_s = run->progress_s,
 		.hooks = run->hooks,
 		.timeout_s = run->req->timeout_s,
+		.bwlimit = run->req->bwlimit,
 		.peer = run->peer,
 		.peer_local = run->peer_local,
 		.ctl = run->ctl,

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -173,6 +174,54 @@ int platform_parse_size(const char *s, uint64_t *out)
 	if (shift > 0 && v > (UINT64_MAX >> shift))
 		return -PC_E_USAGE;
 	*out = v << shift;
+	return 0;
+}
+
+/* "bit", "kbit", "mbit", "gbit" (any case): the power of 1000 it scales
+ * bits by; -1 for anything else. */
+static int platform_bit_unit(const char *u)
+{
+	static const char *const names[] = { "bit", "kbit", "mbit", "gbit" };
+
+	for (int i = 0; i < 4; i++)
+		if (strcasecmp(u, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int platform_parse_rate(const char *s, uint64_t *out)
+{
+	char num[32];
+	size_t n = 0;
+	uint64_t v;
+
+	if (s == NULL)
+		return -PC_E_USAGE;
+	while (s[n] >= '0' && s[n] <= '9')
+		n++;
+	int bits = n > 0 ? platform_bit_unit(s + n) : -1;
+	if (bits < 0) {
+		/* A size, perhaps per second. */
+		size_t len = strlen(s);
+		if (len >= sizeof(num))
+			return -PC_E_USAGE;
+		memcpy(num, s, len + 1);
+		if (len > 2 && strcmp(num + len - 2, "/s") == 0)
+			num[len - 2] = '\0';
+		return platform_parse_size(num, out);
+	}
+	if (n >= sizeof(num))
+		return -PC_E_USAGE;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if (platform_parse_size(num, &v) < 0)
+		return -PC_E_USAGE;
+	for (int i = 0; i < bits; i++) {
+		if (v > UINT64_MAX / 1000)
+			return -PC_E_USAGE;
+		v *= 1000;
+	}
+	*out = v / 8;
 	return 0;
 }
 

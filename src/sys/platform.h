@@ -46,6 +46,13 @@ int platform_event_drain(int efd);
  * anything else, including overflow and an empty string. */
 int platform_parse_size(const char *s, uint64_t *out);
 
+/* Parses a rate into bytes per second: a size as platform_parse_size
+ * takes it, optionally followed by "/s" ("10M", "512k/s"), or a number of
+ * bits per second with the suffix "bit", "kbit", "mbit" or "gbit" (powers
+ * of 1000, as networks count; case-insensitive: "100mbit" is 12500000).
+ * Returns 0 or -PC_E_USAGE for anything else, overflow included. */
+int platform_parse_rate(const char *s, uint64_t *out);
+
 /* Formats a byte count as "1.5 GiB" into buf. Returns buf. */
 char *platform_fmt_bytes(uint64_t n, char *buf, size_t cap);
 

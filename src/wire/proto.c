@@ -292,6 +292,7 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_bytes(w, q->data_key, PROTO_KEY_LEN);
 	put_u16(w, q->connect_port);
 	put_bytes(w, q->attach_id, PROTO_ATTACH_ID_LEN);
+	put_u64(w, q->bwlimit);
 	put_str(w, q->connect_host, PROTO_MAX_HOST);
 	put_str(w, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	put_str(w, q->connect_pcopy, PROTO_MAX_PATH);
@@ -338,6 +339,7 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	get_bytes(r, q->data_key, PROTO_KEY_LEN);
 	q->connect_port = get_u16(r);
 	get_bytes(r, q->attach_id, PROTO_ATTACH_ID_LEN);
+	q->bwlimit = get_u64(r);
 	get_str(r, q->connect_host, PROTO_MAX_HOST);
 	get_str(r, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	get_str(r, q->connect_pcopy, PROTO_MAX_PATH);
@@ -410,6 +412,8 @@ static bool check_request(const struct proto_msg *m)
 	       q->block_size >= PROTO_MIN_BLOCK && q->block_size <= PROTO_MAX_BLOCK &&
 	       q->port_lo <= q->port_hi && (q->port_lo != 0 || q->port_hi == 0) &&
 	       (q->family == 0 || q->family == 4 || q->family == 6) &&
+	       (q->bwlimit == 0 ||
+		(q->bwlimit >= PROTO_MIN_BWLIMIT && q->bwlimit <= PROTO_MAX_BWLIMIT)) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
 

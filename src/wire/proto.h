@@ -20,11 +20,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 7u
-#define PROTO_MIN_VERSION 7u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 8u
+#define PROTO_MIN_VERSION 8u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
-                                  END and DONE, nor probe sessions */
+                                  END and DONE, nor probe sessions; 7 no rate cap */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -51,6 +51,8 @@
 #define PROTO_MIN_DATA_PORT 1024u /* no privileged port for data: a daemon listens before auth */
 #define PROTO_MIN_BLOCK 4096u
 #define PROTO_MAX_BLOCK (64u << 20)
+#define PROTO_MIN_BWLIMIT 1024u        /* REQUEST.bwlimit, bytes per second, when not 0 */
+#define PROTO_MAX_BWLIMIT (1ull << 40) /* 1 TiB/s: the limiter's arithmetic stays exact */
 
 enum proto_type {
 	PROTO_HELLO = 1,     /* both ways, first message */
@@ -163,6 +165,9 @@ struct proto_request {
 	 * CONNECT_SSH: the one it attaches to on the listener's host. Random,
 	 * chosen by the client; all zero with neither flag. */
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
+	uint64_t bwlimit;       /* the source's cap on its data, bytes per second over every
+	                           stream (--bwlimit); 0 = none, else PROTO_MIN_BWLIMIT..
+	                           PROTO_MAX_BWLIMIT. Version 8 */
 	char connect_host[PROTO_MAX_HOST + 1]; /* ...and to whom ("" = the client's address) */
 	/* With PROTO_REQ_CONNECT_SSH (else ""): the listener through ssh, each stream as
 	 * `ssh -o BatchMode=yes connect_ssh 'connect_pcopy' --attach ID`; connect_port 0:

@@ -633,6 +633,34 @@ free_port() {
     fail "free_port: no free port found"
 }
 
+# start_capture FILE FILTER: tcpdump on lo with FILTER into FILE, in the
+# background, once it listens (root only). Sets CAPTURE_PID. --immediate-mode: each
+# packet is written as it comes (-U), not when the kernel hands a block of
+# them over (up to a second later, and the last block is lost when tcpdump
+# is stopped before that).
+CAPTURE_PID=
+_capturing() {
+    grep -q 'listening on' "$1.err" 2>/dev/null || proc_gone "$2"
+}
+start_capture() {
+    tcpdump -i lo -n --immediate-mode -U -s 0 -Z root -w "$1" "$2" 2>"$1.err" &
+    CAPTURE_PID=$!
+    track_pid "$CAPTURE_PID"
+    if ! wait_until 20 _capturing "$1" "$CAPTURE_PID" || proc_gone "$CAPTURE_PID"; then
+        sed 's/^/  tcpdump: /' "$1.err" >&2
+        fail "tcpdump did not start capturing on lo"
+    fi
+}
+
+# stop_capture FILE: stop tcpdump and check that it captured packets.
+stop_capture() {
+    local n
+    kill -INT "$CAPTURE_PID"
+    wait_exit 20 "$CAPTURE_PID" || fail "tcpdump did not stop"
+    n=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} captured$/\1/p' "$1.err")
+    [[ -n $n && $n -gt 10 ]] || { cat "$1.err" >&2; fail "tcpdump captured ${n:-no} packets"; }
+}
+
 # _daemon_listening PID PORT: PID itself listens on PORT.
 _daemon_listening() {
     ss -Hltnp "sport = :$2" 2>/dev/null | grep -q "pid=$1,"

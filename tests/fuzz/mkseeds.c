@@ -202,6 +202,7 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.request->connect_port = 6000;
 		strcpy(m->u.request->connect_host, "192.0.2.7");
 		memset(m->u.request->attach_id, 0x5a, PROTO_ATTACH_ID_LEN);
+		m->u.request->bwlimit = 10u << 20; /* version 8: --bwlimit 10M */
 		strcpy(m->u.request->connect_ssh, "bob@h2.example");
 		strcpy(m->u.request->connect_pcopy, "/usr/bin/pcopy");
 		strcpy(m->u.request->codec, "zlib:1,lz4");
@@ -384,8 +385,9 @@ static void proto_request_max_seed(void)
 	frame(&s, &m);
 	seed_write(&s, "fuzz_proto", "54-request-max");
 	/* One path more than PROTO_MAX_PATHS: the count after the fixed
-	 * fields, the host and the codec spec, and a path "p". */
-	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 2 + PROTO_MAX_HOST + 2 +
+	 * fields (bwlimit's 8 bytes last), the host and the codec spec, and a
+	 * path "p". */
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 8 + 2 + PROTO_MAX_HOST + 2 +
 	       PROTO_MAX_SSH_DEST + 2 + PROTO_MAX_PATH + 2 + PROTO_MAX_CODEC_SPEC,
 	       PROTO_MAX_PATHS + 1, 2);
 	seed_put(&s, "\0\1p", 3);

@@ -86,6 +86,42 @@ static void test_parse_size_bad(void **state)
 	assert_int_equal(platform_parse_size(NULL, &v), -PC_E_USAGE);
 }
 
+/* --bwlimit's rates: sizes per second, or bits per second in powers of
+ * 1000; a rejected one leaves *out alone. */
+static void test_parse_rate(void **state)
+{
+	static const struct {
+		const char *in;
+		uint64_t want;
+	} good[] = {
+		{ "1024", 1024 }, { "10M", 10ull << 20 }, { "512k/s", 512ull << 10 },
+		{ "1MiB/s", 1ull << 20 }, { "2G", 2ull << 30 }, { "100mbit", 12500000 },
+		{ "100Mbit", 12500000 }, { "1gbit", 125000000 }, { "8kbit", 1000 },
+		{ "64bit", 8 }, { "1T/s", 1ull << 40 },
+	};
+	static const char *const bad[] = {
+		"", "/s", "10M/", "10M/ss", "10 M", "mbit", "1.5mbit", "10mbits", "10mb it",
+		"-1M", "10Mbit/s", "99999999999999999999gbit", "18446744073709551615gbit",
+		"10x", "x10",
+	};
+	uint64_t v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (platform_parse_rate(good[i].in, &v) != 0)
+			fail_msg("rejected \"%s\"", good[i].in);
+		if (v != good[i].want)
+			fail_msg("\"%s\" gave %llu", good[i].in, (unsigned long long)v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 777;
+		if (platform_parse_rate(bad[i], &v) != -PC_E_USAGE)
+			fail_msg("accepted \"%s\"", bad[i]);
+		assert_int_equal(v, 777);
+	}
+	assert_int_equal(platform_parse_rate(NULL, &v), -PC_E_USAGE);
+}
+
 static void test_fmt_bytes(void **state)
 {
 	static const struct {
@@ -391,6 +427,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_size_good),
 		cmocka_unit_test(test_parse_size_bad),
+		cmocka_unit_test(test_parse_rate),
 		cmocka_unit_test(test_fmt_bytes),
 		cmocka_unit_test(test_pipe_roundtrip),
 		cmocka_unit_test(test_pipe_eof),

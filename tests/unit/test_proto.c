@@ -70,8 +70,10 @@ static void fill_pattern(uint8_t *p, size_t n, uint8_t start)
 #define SAMPLE_PCOPY "/opt/pcopy/bin/pcopy"
 /* Bytes of the REQUEST's ssh strings, length prefixes included. */
 #define SAMPLE_SSH_BYTES (2 + strlen(SAMPLE_SSH_DEST) + 2 + strlen(SAMPLE_PCOPY))
-/* The REQUEST's fixed fields: up to connect_port (60 bytes), attach_id. */
-#define REQ_FIXED (60 + PROTO_ATTACH_ID_LEN)
+/* The REQUEST's fixed fields: up to connect_port (60 bytes), attach_id,
+ * bwlimit (version 8). */
+#define REQ_BWLIMIT_OFF (60 + PROTO_ATTACH_ID_LEN)
+#define REQ_FIXED (REQ_BWLIMIT_OFF + 8)
 
 /* A valid message of each type, with values that exercise every byte.
  * Fields are set one by one so that padding stays zero for memcmp. */
@@ -149,6 +151,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.request->connect_port = 0xbeef;
 		strcpy(m->u.request->connect_host, "h1.example");
 		fill_pattern(m->u.request->attach_id, PROTO_ATTACH_ID_LEN, 11);
+		m->u.request->bwlimit = 0x123456789aull; /* below PROTO_MAX_BWLIMIT */
 		strcpy(m->u.request->connect_ssh, SAMPLE_SSH_DEST);
 		strcpy(m->u.request->connect_pcopy, SAMPLE_PCOPY);
 		strcpy(m->u.request->codec, "zlib:1,lz4");
@@ -862,6 +865,14 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, 25, 1, 4, 0 },
 	{ PROTO_REQUEST, 25, 1, 5, -PC_E_PROTO },
 	{ PROTO_REQUEST, 25, 1, 255, -PC_E_PROTO },
+	/* bwlimit (version 8): 0 (none), or PROTO_MIN_BWLIMIT..PROTO_MAX_BWLIMIT */
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, 0, 0 },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MIN_BWLIMIT - 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MIN_BWLIMIT, 0 },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MAX_BWLIMIT, 0 },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MAX_BWLIMIT + 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, UINT64_MAX, -PC_E_PROTO },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	/* ENTRIES: the batch header, then the sample's one REG entry. */
@@ -1882,7 +1893,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x07\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x08\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -1975,7 +1986,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x07\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x08\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -1999,7 +2010,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x07\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x08\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
