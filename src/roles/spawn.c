@@ -121,7 +121,10 @@ out:
 
 int spawn_split(char *cmd, char **argv, int *argc, int max)
 {
-	for (char *w = strtok(cmd, " \t"); w != NULL; w = strtok(NULL, " \t")) {
+	char *save = NULL;
+
+	/* strtok_r: data streams through ssh are started from several threads. */
+	for (char *w = strtok_r(cmd, " \t", &save); w != NULL; w = strtok_r(NULL, " \t", &save)) {
 		if (*argc >= max)
 			return -PC_E_USAGE;
 		argv[(*argc)++] = w;

@@ -114,7 +114,9 @@ static bool tls_kernel_has_tls(void)
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = '\0';
-	for (char *t = strtok(buf, " \n"); t != NULL; t = strtok(NULL, " \n"))
+	/* strtok_r: the data connections' threads ask this at once. */
+	char *save = NULL;
+	for (char *t = strtok_r(buf, " \n", &save); t != NULL; t = strtok_r(NULL, " \n", &save))
 		if (strcmp(t, "tls") == 0)
 			return true;
 	return false;
