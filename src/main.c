@@ -44,6 +44,7 @@ static const struct option cli_longopts[] = {
 	{ "preserve", no_argument, NULL, 'p' },
 	{ "dereference", no_argument, NULL, 'L' },
 	{ "hard-links", no_argument, NULL, 'H' },
+	{ "update", no_argument, NULL, 'u' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "streams", required_argument, NULL, 's' },
 	{ "window", required_argument, NULL, 'w' },
@@ -106,6 +107,9 @@ static void cli_usage(FILE *out)
 	      "      --numeric-ids     with -p: owners by number, not by name\n"
 	      "  -L, --dereference     follow symbolic links in the sources\n"
 	      "  -H, --hard-links      keep hard links among the copied files\n"
+	      "  -u, --update          keep files already there with the same size and\n"
+	      "                        modification time (nothing of them travels), and\n"
+	      "                        give the files written the source's times\n"
 	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
@@ -220,6 +224,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'p': o->preserve = true; return 0;
 	case 'L': o->dereference = true; return 0;
 	case 'H': o->hard_links = true; return 0;
+	case 'u': o->update = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
@@ -315,7 +320,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLH", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHu", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
@@ -363,6 +368,9 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 	if (c->o.recursive)
 		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
 			r->sink.dirs == 1 ? "y" : "ies", r->sink.links, r->sink.links == 1 ? "" : "s");
+	if (c->o.update)
+		fprintf(stderr, ", %" PRIu64 " unchanged (%" PRIu64 " bytes not sent)",
+			r->sink.unchanged, r->sink.unchanged_bytes);
 	if (r->files_failed > 0)
 		fprintf(stderr, ", %u skipped", r->files_failed);
 	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,

@@ -42,6 +42,9 @@ struct pcopy_opts {
 	bool numeric_ids;        /* --numeric-ids: owners by number, not by name */
 	bool dereference;        /* -L: follow symbolic links in the sources */
 	bool hard_links;         /* -H: hard links among the sources stay hard links */
+	bool update;             /* -u: keep a file already there with the source's size and
+	                            modification time; give the files written the source's
+	                            modification time */
 	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
 	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
 	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */
@@ -147,6 +150,8 @@ struct pcopy_side_stats {
 	uint64_t files;          /* regular files */
 	uint64_t dirs;           /* directories */
 	uint64_t links;          /* symbolic and hard links */
+	uint64_t unchanged;      /* -u: regular files already there as they are (not in files) */
+	uint64_t unchanged_bytes; /* their bytes, which did not travel */
 	double cpu_s;            /* user + system CPU seconds */
 	double codec_cpu_s;      /* of which compressing (source) or decompressing (sink) */
 	uint64_t maxrss_kib;

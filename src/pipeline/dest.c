@@ -460,7 +460,7 @@ static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, mo
 		return -errno;
 	if (fchmod(fd, mode) != 0)
 		return -errno;
-	if (!d->o.preserve)
+	if (!d->o.preserve && !d->o.times)
 		return 0;
 	ret = dest_times(e, ts);
 	if (ret == 0 && futimens(fd, ts) != 0)
@@ -503,6 +503,29 @@ static int dest_begin(struct dest *d, const struct proto_entry *e, int a, int b,
 	if (e->type != a && e->type != b)
 		return dest_fail(d, l->path, -PC_E_PROTO, "wrong entry type for", err);
 	return dest_dir_get(d, l, what, err);
+}
+
+int dest_unchanged(struct dest *d, const struct proto_entry *e)
+{
+	struct pc_err err;
+	struct dest_loc l;
+	struct stat st;
+	int same = 0;
+
+	pc_err_init(&err);
+	if (e->type == PROTO_ENT_REG && !(e->flags & PROTO_ENT_SIZE_UNKNOWN) &&
+	    dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err) == 0) {
+		/* A filesystem without nanoseconds stores 0: then seconds
+		 * decide, as rsync's quick check does. */
+		same = fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		       S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size &&
+		       (int64_t)st.st_mtim.tv_sec == e->mtime_s &&
+		       ((uint32_t)st.st_mtim.tv_nsec == e->mtime_ns || st.st_mtim.tv_nsec == 0 ||
+			e->mtime_ns == 0);
+		dest_dir_put(d, l.dir);
+	}
+	pc_err_destroy(&err);
+	return same;
 }
 
 int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)

@@ -59,6 +59,8 @@
 struct dest_opts {
 	bool preserve;       /* -p: modes exactly (07777), times, and owner/group when root */
 	bool numeric_ids;    /* with preserve as root: use uid/gid, not the names */
+	bool times;          /* -u: files get the source's times even without preserve, so
+	                        that the next -u finds them unchanged */
 	bool strip_setid;    /* daemon: never apply S_ISUID/S_ISGID even with -p, and never
 	                        create a device (CHR/BLK), whatever the euid */
 	mode_t umask;        /* without -p: new files and dirs get mode & 0777 & ~umask */
@@ -86,6 +88,14 @@ void dest_free(struct dest *d);
  * entry that breaks the wire's rules (bad path, wrong type, bad times),
  * -ELOOP for a symlink on the path, -EPERM for a device a non-root
  * process cannot create, -errno otherwise. */
+
+/* Whether a regular file of e's size and modification time (to the
+ * nanosecond where both sides have them, else to the second) is already
+ * at e's path: a REG entry of known size, its path beneath the root with
+ * no symlink on the way, and a regular file there, not a link to one.
+ * 1 yes, 0 no (anything else, including a path that cannot be looked at:
+ * writing it will say why). */
+int dest_unchanged(struct dest *d, const struct proto_entry *e);
 
 /* e: a DIR entry. Creates the directory 0700, so that it can be filled
  * whatever its final mode (dest_dir_end sets that). An existing directory

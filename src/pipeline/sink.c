@@ -69,6 +69,23 @@ static int sink_add_job(struct sink *s, uint32_t id)
 	return 0;
 }
 
+/* -u: the file is already here, as the source has it. Nothing of it
+ * may come (a block or pack of it is a protocol error), and HAVE says so
+ * when it has contents. */
+static void sink_keep(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+{
+	struct proto_have *h = s->have;
+	uint32_t i = e->id - h->first_id;
+
+	atomic_store(&r->carry, SINK_CARRY_KEPT);
+	if (r->data)
+		h->bits[i / 8] |= (uint8_t)(1u << (i % 8));
+	s->unchanged++;
+	s->unchanged_bytes += e->size;
+	atomic_fetch_sub(&s->x->total, e->size);
+	sink_finished(s, r, 0, "");
+}
+
 /* One announced entry: its record goes in the table, and what can be
  * done now is done (a directory is created) or handed out (an entry
  * without contents). */
@@ -101,6 +118,10 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	case PROTO_ENT_HARDLINK:
 		return 0; /* when everything before it is done */
 	case PROTO_ENT_REG:
+		if (s->have != NULL && s->dest != NULL && dest_unchanged(s->dest, e)) {
+			sink_keep(s, r, e);
+			return 0;
+		}
 		if (r->data)
 			return 0; /* when its blocks are in */
 		if (s->t->to_stdout) {
@@ -126,6 +147,11 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 	if ((uint64_t)s->announced + m->count - s->low > SINK_TABLE)
 		return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u entries ahead of what is "
 				 "finished", x->peer, SINK_TABLE);
+	if (s->have != NULL) {
+		memset(s->have, 0, sizeof(*s->have));
+		s->have->first_id = m->first_id;
+		s->have->count = (uint16_t)m->count;
+	}
 	while ((ret = proto_entries_next(m, &pos, e)) == 1) {
 		s->inflight_bytes += proto_entry_bytes(e);
 		if (s->inflight_bytes > PROTO_MAX_INFLIGHT_BYTES)
@@ -141,6 +167,13 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 	}
 	if (ret < 0)
 		return xfer_fail(x, -PC_E_PROTO, "malformed ENTRIES from %s", x->peer);
+	if (s->have != NULL) {
+		/* Before any ACK of these entries: the source reads their
+		 * files only once it knows. */
+		struct proto_msg hm = { .type = PROTO_HAVE, .u.have = *s->have };
+		if (ctl_send(x->ctl, &hm) < 0)
+			return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
+	}
 	return sink_flush_job(s) < 0 ? -PC_E_ABORTED : 0;
 }
 
@@ -519,9 +552,11 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	struct proto_msg m = { .type = PROTO_DONE };
 	int ret;
 
-	xfer_stats(s->x, atomic_load(&s->nfiles), &m.u.stats);
+	xfer_stats(s->x, atomic_load(&s->nfiles) - s->unchanged, &m.u.stats);
 	m.u.stats.dirs = atomic_load(&s->ndirs);
 	m.u.stats.links = atomic_load(&s->nlinks);
+	m.u.stats.unchanged = s->unchanged;
+	m.u.stats.unchanged_bytes = s->unchanged_bytes;
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
 		stage_sum_row(&s->stage[i], m.u.stats.wall_us, &m.u.stats.stage[i]);
@@ -563,6 +598,10 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	s->x = x;
 	s->t = t;
+	if (x->update && (s->have = calloc(1, sizeof(*s->have))) == NULL) {
+		free(s);
+		return xfer_fail(x, -ENOMEM, "out of memory");
+	}
 	mask = umask(022);
 	umask(mask);
 	atomic_init(&s->failed, 0);
@@ -571,9 +610,11 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	atomic_init(&s->nlinks, 0);
 	if (!t->to_stdout) {
 		struct dest_opts d = { .preserve = o->preserve, .numeric_ids = o->numeric_ids,
-				       .strip_setid = o->strip_setid, .umask = mask };
+				       .strip_setid = o->strip_setid, .umask = mask,
+				       .times = x->update };
 		s->dest = dest_new(t->dirfd, t->is_dir ? NULL : t->name, &d, t->display);
 		if (s->dest == NULL) {
+			free(s->have);
 			free(s);
 			return xfer_fail(x, -ENOMEM, "out of memory");
 		}
@@ -586,6 +627,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		if (s->efd >= 0)
 			close(s->efd);
 		dest_free(s->dest);
+		free(s->have);
 		free(s);
 		return ret;
 	}
@@ -610,6 +652,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->lock));
 	close(s->efd);
 	dest_free(s->dest);
+	free(s->have);
 	free(s);
 	if (ret == 0 && r->failed > 0)
 		ret = -PC_E_PARTIAL;

@@ -24,7 +24,8 @@ struct dest_file;
 
 /* How an entry's contents arrive: not yet known, in DATA blocks, or inside
  * a PACK. A file is carried one way only. */
-enum sink_carry { SINK_CARRY_NONE = 0, SINK_CARRY_DATA, SINK_CARRY_PACK };
+enum sink_carry { SINK_CARRY_NONE = 0, SINK_CARRY_DATA, SINK_CARRY_PACK,
+	SINK_CARRY_KEPT /* -u: unchanged here, so nothing may come */ };
 
 struct sink_ent {
 	/* The entry as announced; immutable. */

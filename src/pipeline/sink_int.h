@@ -87,6 +87,9 @@ struct sink {
 	atomic_uint failed;            /* entries that failed */
 	atomic_uint_least64_t nfiles, ndirs, nlinks; /* entries finished well, by kind */
 	/* control thread only: */
+	uint64_t unchanged, unchanged_bytes; /* -u: files kept as they were (of nfiles) */
+	struct proto_have *have;       /* -u: the answer to the ENTRIES being read */
+	/* control thread only: */
 	unsigned skipped;              /* SKIPs received */
 	uint32_t next_skip;            /* lowest index the next SKIP may have */
 	uint32_t acked;                /* our last ACK */

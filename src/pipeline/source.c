@@ -75,9 +75,11 @@ static int source_send_end(struct source *s)
 		return xfer_fail(x, ret, "eventfd: %s", strerror(-ret));
 	if (s->end_sent || atomic_load(&s->senders_left) != 0)
 		return 0;
-	xfer_stats(x, s->files - atomic_load(&s->local_failed), &m.u.stats);
+	xfer_stats(x, s->files - atomic_load(&s->local_failed) - s->unchanged, &m.u.stats);
 	m.u.stats.dirs = s->dirs;
 	m.u.stats.links = s->links;
+	m.u.stats.unchanged = s->unchanged;
+	m.u.stats.unchanged_bytes = s->unchanged_bytes;
 	m.u.stats.codec_cpu_us = source_codec_cpu_ns(s) / 1000u;
 	source_stage_rows(s, m.u.stats.wall_us);
 	memcpy(m.u.stats.stage, s->stage, sizeof(s->stage));
@@ -308,9 +310,11 @@ static int source_finish(struct source *s, struct source_result *r)
 	if (ret < 0)
 		return ret;
 	r->peer = m.u.stats;
-	xfer_stats(x, s->files - s->failed, &r->self);
+	xfer_stats(x, s->files - s->failed - s->unchanged, &r->self);
 	r->self.dirs = s->dirs;
 	r->self.links = s->links;
+	r->self.unchanged = s->unchanged;
+	r->self.unchanged_bytes = s->unchanged_bytes;
 	r->self.codec_cpu_us = s->codec_cpu_us;
 	memcpy(r->self.stage, s->stage, sizeof(s->stage)); /* as END carried them */
 	return 0;

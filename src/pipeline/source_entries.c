@@ -160,6 +160,12 @@ static int source_flush(struct source *s)
 		else
 			s->win_head = f;
 		s->win_tail = f;
+		if (s->x->update) {
+			/* Read nothing before the sink says whether it has it. */
+			if (s->held == NULL)
+				s->held = f;
+			continue;
+		}
 		src_rec_get(f); /* the plan's */
 		plan_add(s->plan, f);
 	}
@@ -237,7 +243,9 @@ int source_fill_window(struct source *s)
 	}
 	ret = source_flush(s);
 	s->x->walk_done = s->walk_done;
-	if (ret == 0 && s->walk_done && !s->plan_finished) {
+	/* With -u, the last files reach the plan with the last HAVE. */
+	if (ret == 0 && s->walk_done && !s->plan_finished &&
+	    (!s->x->update || s->have_next == s->announced)) {
 		plan_finish(s->plan);
 		s->plan_finished = true;
 	}
@@ -266,6 +274,12 @@ static int source_on_ack(struct source *s, uint32_t upto)
 		return xfer_fail(x, -PC_E_PROTO, "%s acknowledged entries up to %u, but %u were "
 				 "announced and %u acknowledged before", x->peer, (unsigned)upto,
 				 (unsigned)s->announced, (unsigned)s->acked);
+	/* Under -u the sink answers each batch before it can finish any
+	 * file of it: an ACK past its answers is a sink gone wrong. */
+	if (x->update && upto > s->have_next)
+		return xfer_fail(x, -PC_E_PROTO, "%s acknowledged entries up to %u before it said "
+				 "which of them it has (up to %u)", x->peer, (unsigned)upto,
+				 (unsigned)s->have_next);
 	for (uint32_t id = s->acked; id < upto; id++) {
 		(void)source_done_bit(s, id, false);
 		s->inflight_bytes -= s->win_bytes[id % SOURCE_WINDOW];
@@ -303,6 +317,43 @@ static int source_on_file_done(struct source *s, const struct proto_file_done *d
 	return 0;
 }
 
+/* HAVE: the sink's answer to one ENTRIES under -u. The files it has are
+ * done with (their records stay in the window until the ACK); the others
+ * go to the plan. The answers come in order, for what was announced, and
+ * name only files with contents. */
+static int source_on_have(struct source *s, const struct proto_have *h)
+{
+	struct xfer *x = s->x;
+	uint32_t end = h->first_id + h->count, kept = 0, named = 0;
+
+	if (!x->update || h->first_id != s->have_next || end > s->announced ||
+	    end < h->first_id)
+		return xfer_fail(x, -PC_E_PROTO, "%s answered for entries %u to %u out of turn "
+				 "(%u expected next, %u announced)", x->peer, (unsigned)h->first_id,
+				 (unsigned)end, (unsigned)s->have_next, (unsigned)s->announced);
+	for (uint32_t i = 0; i < h->count; i++)
+		named += proto_have_bit(h, i);
+	while (s->held != NULL && s->held->id < end) {
+		struct src_rec *f = s->held;
+		s->held = f->wnext;
+		if (proto_have_bit(h, f->id - h->first_id) && !f->stream) {
+			kept++;
+			s->unchanged++;
+			s->unchanged_bytes += f->size;
+			atomic_fetch_sub(&x->total, f->size);
+			continue;
+		}
+		src_rec_get(f); /* the plan's */
+		plan_add(s->plan, f);
+	}
+	s->have_next = end;
+	if (kept != named)
+		return xfer_fail(x, -PC_E_PROTO, "%s says it has %u of entries %u to %u, but only "
+				 "%u of them are files it could have", x->peer, (unsigned)named,
+				 (unsigned)h->first_id, (unsigned)end, (unsigned)kept);
+	return 0;
+}
+
 int source_on_message(struct source *s)
 {
 	struct proto_msg m;
@@ -316,6 +367,8 @@ int source_on_message(struct source *s)
 		return source_on_ack(s, m.u.ack.upto);
 	case PROTO_FILE_DONE:
 		return source_on_file_done(s, &m.u.file_done);
+	case PROTO_HAVE:
+		return source_on_have(s, &m.u.have);
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
 	default:

@@ -108,6 +108,10 @@ struct source {
 	struct proto_batch *batch; /* entries not yet sent */
 	struct src_rec *pend_head, *pend_tail; /* their records, added to the plan once sent */
 	struct src_rec *win_head, *win_tail;   /* announced and not yet acknowledged */
+	struct src_rec *held;      /* -u: the first record of the window whose HAVE has not
+	                              come (none yet in the plan from here on); NULL: none */
+	uint32_t have_next;        /* -u: the first id the next HAVE must answer for */
+	uint64_t unchanged, unchanged_bytes; /* -u: files the sink had already, their bytes */
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */

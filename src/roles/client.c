@@ -542,6 +542,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
+	req->sync = o->update ? PROTO_SYNC_UPDATE : 0;
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
 	req->flags |= (o->recursive ? PROTO_REQ_RECURSIVE : 0) |
@@ -982,6 +983,8 @@ static void client_side_stats(const struct proto_stats *st, struct pcopy_side_st
 	out->files = st->files;
 	out->dirs = st->dirs;
 	out->links = st->links;
+	out->unchanged = st->unchanged;
+	out->unchanged_bytes = st->unchanged_bytes;
 	out->cpu_s = (double)(st->cpu_user_us + st->cpu_sys_us) / 1e6;
 	out->codec_cpu_s = (double)st->codec_cpu_us / 1e6;
 	out->maxrss_kib = st->maxrss_kb;

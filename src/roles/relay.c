@@ -127,6 +127,22 @@ static int relay_ack(struct relay *rl, const struct proto_ack *a)
 	return 0;
 }
 
+/* -u: the files h2 has already count for nothing: out of the total, and
+ * done as nothing when acknowledged. The source checks the rest. */
+static void relay_have(struct relay *rl, const struct proto_have *h)
+{
+	for (uint32_t i = 0; i < h->count; i++) {
+		uint32_t id = h->first_id + i;
+		if (!proto_have_bit(h, i) || !relay_open_id(rl, id))
+			continue;
+		uint64_t *n = &rl->sizes[id % PROTO_MAX_INFLIGHT];
+		if (*n != RELAY_FAILED) {
+			rl->total -= *n <= rl->total ? *n : rl->total;
+			*n = 0;
+		}
+	}
+}
+
 /* One message from `from`; allowed lists the types that may come from it. */
 static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 {
@@ -190,6 +206,11 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 		snprintf(msg, sizeof(msg), "%s: %s", ctl_peer(from), m.u.file_done.msg);
 		log_error("%s", msg);
 		relay_failed(rl, msg, false);
+		return relay_forward(rl, to, &m);
+	case PROTO_HAVE:
+		if (from_src)
+			break;
+		relay_have(rl, &m.u.have);
 		return relay_forward(rl, to, &m);
 	case PROTO_ACK:
 		if (from_src)

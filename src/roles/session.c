@@ -583,6 +583,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.hooks = run->hooks,
 		.timeout_s = run->req->timeout_s,
 		.bwlimit = run->req->bwlimit,
+		.update = (run->req->sync & PROTO_SYNC_UPDATE) != 0,
 		.peer = run->peer,
 		.peer_local = run->peer_local,
 		.ctl = run->ctl,

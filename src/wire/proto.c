@@ -293,6 +293,7 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_u16(w, q->connect_port);
 	put_bytes(w, q->attach_id, PROTO_ATTACH_ID_LEN);
 	put_u64(w, q->bwlimit);
+	put_u32(w, q->sync);
 	put_str(w, q->connect_host, PROTO_MAX_HOST);
 	put_str(w, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	put_str(w, q->connect_pcopy, PROTO_MAX_PATH);
@@ -340,6 +341,7 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	q->connect_port = get_u16(r);
 	get_bytes(r, q->attach_id, PROTO_ATTACH_ID_LEN);
 	q->bwlimit = get_u64(r);
+	q->sync = get_u32(r);
 	get_str(r, q->connect_host, PROTO_MAX_HOST);
 	get_str(r, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	get_str(r, q->connect_pcopy, PROTO_MAX_PATH);
@@ -414,6 +416,7 @@ static bool check_request(const struct proto_msg *m)
 	       (q->family == 0 || q->family == 4 || q->family == 6) &&
 	       (q->bwlimit == 0 ||
 		(q->bwlimit >= PROTO_MIN_BWLIMIT && q->bwlimit <= PROTO_MAX_BWLIMIT)) &&
+	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
 
@@ -825,6 +828,52 @@ static void get_ack(struct rbuf *r, struct proto_msg *m)
 	m->u.ack.upto = get_u32(r);
 }
 
+/* HAVE's rule against its ENTRIES (the same first_id and count, bits only
+ * for files with contents) needs the session's state: the source checks
+ * it. The decoder checks the count and that no bit lies past it. */
+static void put_have(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_have *h = &m->u.have;
+
+	put_u32(w, h->first_id);
+	put_u16(w, h->count);
+	if (h->count > PROTO_MAX_BATCH) {
+		w->bad = true;
+		return;
+	}
+	put_bytes(w, h->bits, (h->count + 7u) / 8u);
+}
+
+static void get_have(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_have *h = &m->u.have;
+
+	h->first_id = get_u32(r);
+	h->count = get_u16(r);
+	if (h->count > PROTO_MAX_BATCH) {
+		r->bad = true;
+		return;
+	}
+	get_bytes(r, h->bits, (h->count + 7u) / 8u);
+}
+
+static bool check_have(const struct proto_msg *m)
+{
+	const struct proto_have *h = &m->u.have;
+
+	if (h->count == 0 || h->count > PROTO_MAX_BATCH)
+		return false;
+	for (uint32_t i = h->count; i < (h->count + 7u) / 8u * 8u; i++)
+		if (proto_have_bit(h, i))
+			return false;
+	return true;
+}
+
+bool proto_have_bit(const struct proto_have *h, uint32_t i)
+{
+	return (h->bits[i / 8] >> (i % 8)) & 1u;
+}
+
 static void put_stats(struct wbuf *w, const struct proto_msg *m)
 {
 	const struct proto_stats *s = &m->u.stats;
@@ -846,6 +895,8 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 		put_u64(w, s->stage[i].in_us);
 		put_u64(w, s->stage[i].out_us);
 	}
+	put_u64(w, s->unchanged);
+	put_u64(w, s->unchanged_bytes);
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -869,6 +920,8 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 		s->stage[i].in_us = get_u64(r);
 		s->stage[i].out_us = get_u64(r);
 	}
+	s->unchanged = get_u64(r);
+	s->unchanged_bytes = get_u64(r);
 }
 
 /* One stage's times are possible: within its threads' lifetimes, which lie
@@ -1076,6 +1129,7 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_ACK] = { "ACK", put_ack, get_ack, NULL },
 	[PROTO_PROBE] = { "PROBE", put_probe, get_probe, check_probe },
 	[PROTO_PROBE_FIG] = { "PROBE_FIG", put_probe_fig, get_probe_fig, check_probe_fig },
+	[PROTO_HAVE] = { "HAVE", put_have, get_have, check_have },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)

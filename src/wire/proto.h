@@ -72,6 +72,8 @@ enum proto_type {
 	/* version 7: probe sessions (REQUEST.role PROBE; docs/PROTOCOL.md 4.14) */
 	PROTO_PROBE = 15,    /* client -> server: one step of a probe */
 	PROTO_PROBE_FIG = 16, /* server -> client: the figures that step measured */
+	/* version 8: sync (REQUEST.sync; docs/PROTOCOL.md 4.16) */
+	PROTO_HAVE = 17,     /* sink -> source: which files of a batch it has already */
 	PROTO_TYPE_MAX
 };
 
@@ -111,6 +113,12 @@ enum proto_role {
 			 PROTO_REQ_HARDLINKS | PROTO_REQ_ENCRYPT | PROTO_REQ_CIPHER_AES | \
 			 PROTO_REQ_CIPHER_CHACHA | PROTO_REQ_SSH_DATA | \
 			 PROTO_REQ_CONNECT_SSH | PROTO_REQ_SSH_ONLY) /* 0xffff: every bit is taken */
+
+/* REQUEST.sync bits (version 8): how the copy treats what is already there. */
+#define PROTO_SYNC_UPDATE 0x1u  /* -u: the sink answers every ENTRIES with HAVE, and keeps
+                                   a regular file whose size and mtime match; the files it
+                                   writes get the source's mtime */
+#define PROTO_SYNC_KNOWN PROTO_SYNC_UPDATE
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -168,6 +176,7 @@ struct proto_request {
 	uint64_t bwlimit;       /* the source's cap on its data, bytes per second over every
 	                           stream (--bwlimit); 0 = none, else PROTO_MIN_BWLIMIT..
 	                           PROTO_MAX_BWLIMIT. Version 8 */
+	uint32_t sync;          /* PROTO_SYNC_*; no other bit. Version 8 */
 	char connect_host[PROTO_MAX_HOST + 1]; /* ...and to whom ("" = the client's address) */
 	/* With PROTO_REQ_CONNECT_SSH (else ""): the listener through ssh, each stream as
 	 * `ssh -o BatchMode=yes connect_ssh 'connect_pcopy' --attach ID`; connect_port 0:
@@ -260,6 +269,19 @@ struct proto_ack {
 	uint32_t upto;          /* never decreases; <= entries announced (the receiver checks) */
 };
 
+/* The sink's answer to one ENTRIES under PROTO_SYNC_UPDATE: which of its
+ * entries the sink has already (the source sends no block of them). */
+struct proto_have {
+	uint32_t first_id;      /* the ENTRIES' first_id (the receiver checks) */
+	uint16_t count;         /* its count: 1..PROTO_MAX_BATCH */
+	uint8_t bits[PROTO_MAX_BATCH / 8]; /* entry first_id + i is kept: bit i % 8 (1 << that)
+	                           of byte i / 8; (count + 7) / 8 bytes travel, and a bit
+	                           at or past count is 0 */
+};
+
+/* Whether HAVE says entry first_id + i is kept (i < h->count). */
+bool proto_have_bit(const struct proto_have *h, uint32_t i);
+
 /* Per-side totals carried by END and DONE. */
 /* The stages of the pipeline whose times END (the source's three) and DONE
  * (the sink's three) carry, in wire order (docs/PROTOCOL.md, 4.9). */
@@ -298,6 +320,8 @@ struct proto_stats {
 	uint64_t dirs;          /* directories sent (source) or created (sink) */
 	uint64_t links;         /* symlinks and hard links sent or created */
 	struct proto_stage stage[PROTO_STAGES]; /* this side's stages; the other's are 0 */
+	uint64_t unchanged;     /* version 8, -u: regular files kept as they were (HAVE) */
+	uint64_t unchanged_bytes; /* their bytes, which did not travel */
 };
 
 /* A source of the REQUEST (or an entry inside its tree) that the server, as
@@ -374,6 +398,7 @@ struct proto_msg {
 		struct proto_file_done file_done;
 		struct proto_file_fail file_fail;
 		struct proto_ack ack;
+		struct proto_have have;
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
 		struct proto_skip skip;

@@ -235,10 +235,10 @@ static const char *basename_of(const char *p)
 
 /* parse_request: the version 8 REQUEST layout (version 5's, with attach_id after
  * connect_port and two ssh strings after connect_host, as in versions 6 and 7, and
- * bwlimit after attach_id) (contract 1.1: flags is u16). */
+ * bwlimit and sync after attach_id) (contract 1.1: flags is u16). */
 static void parse_request(struct session *s, const struct buf *r)
 {
-	if (r->n < 84)
+	if (r->n < 88)
 		die("REQUEST of %zu bytes is too short", r->n);
 	unsigned role = r->b[0], flags = (unsigned)get_be(r->b + 1, 2);
 	s->streams = (unsigned)get_be(r->b + 3, 2);
@@ -252,7 +252,7 @@ static void parse_request(struct session *s, const struct buf *r)
 		die("REQUEST asks for %u streams", s->streams);
 	if (flags & RQ_DATA_KEY)
 		memcpy(s->k, r->b + 26, KEYLEN);
-	size_t off = 84; /* after connect_port, attach_id and bwlimit (ignored) */
+	size_t off = 88; /* after connect_port, attach_id, bwlimit and sync (ignored) */
 	for (int i = 0; i < 4; i++) { /* connect_host, _ssh, _pcopy, codec */
 		if (off + 2 > r->n)
 			die("REQUEST ends inside its strings");
@@ -483,6 +483,8 @@ static void finish(const struct session *s, int *conns)
 		for (int j = 0; j < 4; j++)
 			put_be(&o, 0, 8);
 	}
+	put_be(&o, 0, 8); /* version 8: unchanged files, and their bytes */
+	put_be(&o, 0, 8);
 	send_frame(T_END, &o);
 	while (time(NULL) < until) {
 		int t = recv_frame(&in);

@@ -597,6 +597,13 @@ check_tree() {
     fi
 }
 
+# jget FILE EXPR: the Python expression EXPR on the last line's object j.
+jget() {
+    /usr/bin/python3 -c 'import json,sys
+j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(eval(sys.argv[2]))' "$1" "$2"
+}
+
 # ------------------------------------------------------------------ mounts
 
 # mount_tmpfs DIR OPTIONS: mount a tmpfs on DIR (created if needed); it is

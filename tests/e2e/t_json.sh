@@ -32,12 +32,6 @@ valid() {
     /usr/bin/python3 "$CHECK" "$SCHEMA" "$@" || fail "$1 is not valid pcopy --json output"
 }
 
-# jget FILE EXPR: the Python expression EXPR on the last line's object j.
-jget() {
-    /usr/bin/python3 -c 'import json,sys
-j = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print(eval(sys.argv[2]))' "$1" "$2"
-}
 
 # jis FILE EXPR WANT: EXPR (as jget) prints WANT.
 jis() {

@@ -107,7 +107,7 @@ send(3, K)
 paths = [b"dir/a", b"b"]
 req = struct.pack(">BHHIIIIHHB", 2, 0x20 | 0x40 | 0x200, streams, 1 << 20, 0, 0, 2, 0, 0, 0)
 req += bytes(32) + struct.pack(">H", 0) + bytes(16)  # data_key, connect_port, attach_id
-req += struct.pack(">Q", 0)  # bwlimit (version 8): none
+req += struct.pack(">QI", 0, 0)  # bwlimit, sync (version 8): none
 req += struct.pack(">HHHHH", 0, 0, 0, 0, len(paths))  # host, ssh, pcopy, codec; npaths
 req += b"".join(struct.pack(">H", len(x)) + x for x in paths)
 send(4, req)
@@ -133,7 +133,7 @@ while True:
     t, pl = recv()
     assert t is not None, "EOF before END"
     if t == 9:
-        assert len(pl) == 296 and pl[80:] == bytes(216), "END payload (no stage times)"
+        assert len(pl) == 312 and pl[80:] == bytes(232), "END payload (no stage times, nothing unchanged)"
         break
     assert t == 6, f"ENTRIES expected, got {t}"
     first, count = struct.unpack(">IH", pl[:6])
@@ -158,7 +158,7 @@ while True:
 for c in conns:
     assert c.recv(40, socket.MSG_WAITALL) == bytes([2]) + bytes(39), "END block"
     assert c.recv(1) == b"", "bytes after the END block"
-send(10, bytes(296))
+send(10, bytes(312))
 assert p.wait() == 0, "evil_source failed"
 print(" ".join(seen))
 EOF

@@ -115,6 +115,17 @@ static void fuzz_rules(const struct proto_msg *m)
 	case PROTO_REQUEST:
 		fuzz_require(m->u.request == &fuzz_req[0]);
 		fuzz_require((m->u.request->flags & ~PROTO_REQ_KNOWN) == 0);
+		fuzz_require((m->u.request->sync & ~PROTO_SYNC_KNOWN) == 0);
+		fuzz_require(m->u.request->bwlimit == 0 ||
+			     (m->u.request->bwlimit >= PROTO_MIN_BWLIMIT &&
+			      m->u.request->bwlimit <= PROTO_MAX_BWLIMIT));
+		break;
+	case PROTO_HAVE:
+		/* Within a batch, and nothing past its count: the source reads
+		 * only bits of entries it announced. */
+		fuzz_require(m->u.have.count >= 1 && m->u.have.count <= PROTO_MAX_BATCH);
+		for (uint32_t i = m->u.have.count; i < PROTO_MAX_BATCH; i++)
+			fuzz_require(!proto_have_bit(&m->u.have, i));
 		break;
 	case PROTO_ENTRIES:
 		fuzz_entries(&m->u.entries);

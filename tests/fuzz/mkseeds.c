@@ -247,6 +247,12 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 	case PROTO_PROBE_FIG:
 		probe_fig_of(&m->u.probe_fig, 3);
 		break;
+	case PROTO_HAVE:
+		/* An answer for entries 0 to 3: the sink has entry 1. */
+		m->u.have.first_id = 0;
+		m->u.have.count = 4;
+		m->u.have.bits[0] = 0x2;
+		break;
 	case PROTO_END:
 	case PROTO_DONE:
 		m->u.stats.bytes = 123456;
@@ -254,6 +260,8 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.stats.wall_us = 1000;
 		m->u.stats.dirs = 1;
 		m->u.stats.links = 2;
+		m->u.stats.unchanged = 3; /* version 8 */
+		m->u.stats.unchanged_bytes = 65536;
 		/* Version 7: this side's three stages, within the bounds. */
 		for (unsigned i = 0; i < 3; i++) {
 			struct proto_stage *g = &m->u.stats.stage[type == PROTO_END ? i : 3 + i];
@@ -385,9 +393,9 @@ static void proto_request_max_seed(void)
 	frame(&s, &m);
 	seed_write(&s, "fuzz_proto", "54-request-max");
 	/* One path more than PROTO_MAX_PATHS: the count after the fixed
-	 * fields (bwlimit's 8 bytes last), the host and the codec spec, and a
-	 * path "p". */
-	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 8 + 2 + PROTO_MAX_HOST + 2 +
+	 * fields (bwlimit's 8 bytes and sync's 4 last), the host and the codec
+	 * spec, and a path "p". */
+	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 8 + 4 + 2 + PROTO_MAX_HOST + 2 +
 	       PROTO_MAX_SSH_DEST + 2 + PROTO_MAX_PATH + 2 + PROTO_MAX_CODEC_SPEC,
 	       PROTO_MAX_PATHS + 1, 2);
 	seed_put(&s, "\0\1p", 3);
@@ -534,9 +542,9 @@ static void proto_msg_seed(const char *name, uint8_t type)
 static void proto_session_seeds(void)
 {
 	static const uint8_t sink_view[] = { PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_READY,
-					     PROTO_ENTRIES, PROTO_ENTRIES, PROTO_FILE_END,
-					     PROTO_FILE_FAIL, PROTO_FILE_DONE, PROTO_ACK,
-					     PROTO_END, PROTO_DONE };
+					     PROTO_ENTRIES, PROTO_HAVE, PROTO_ENTRIES,
+					     PROTO_FILE_END, PROTO_FILE_FAIL, PROTO_FILE_DONE,
+					     PROTO_ACK, PROTO_END, PROTO_DONE };
 	static struct seed s;
 	static struct proto_msg m;
 	static struct proto_batch b;
@@ -544,7 +552,7 @@ static void proto_session_seeds(void)
 	s.len = 0;
 	for (size_t i = 0; i < sizeof(sink_view); i++) {
 		msg_of(sink_view[i], &m);
-		if (sink_view[i] == PROTO_ENTRIES && i > 4) { /* the second: a stream, id 9 */
+		if (sink_view[i] == PROTO_ENTRIES && i > 5) { /* the second: a stream, id 9 */
 			batch_stream(&b, 9);
 			proto_batch_msg(&b, &m);
 		}
@@ -649,6 +657,7 @@ static void proto_seeds(void)
 	proto_msg_seed("14-ack", PROTO_ACK);
 	proto_msg_seed("15-probe", PROTO_PROBE);
 	proto_msg_seed("16-probe_fig", PROTO_PROBE_FIG);
+	proto_msg_seed("17-have", PROTO_HAVE);
 	proto_probe_seeds();
 	proto_session_seeds();
 	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);

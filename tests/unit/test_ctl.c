@@ -57,6 +57,8 @@ static void stats_fill(struct proto_stats *s, uint64_t base)
 	s->codec_cpu_us = base + 8;
 	s->dirs = base + 9;
 	s->links = UINT64_MAX - base - 10;
+	s->unchanged = base + 11;
+	s->unchanged_bytes = UINT64_MAX - base - 12;
 }
 
 /* A batch with one entry of every type, the strings at their limits in
@@ -240,6 +242,12 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m->u.ack.upto = UINT32_MAX;
 
 	m = &out[n++];
+	m->type = PROTO_HAVE;
+	m->u.have.first_id = UINT32_MAX - PROTO_MAX_BATCH;
+	m->u.have.count = PROTO_MAX_BATCH;
+	memset(m->u.have.bits, 0xa5, sizeof(m->u.have.bits));
+
+	m = &out[n++];
 	m->type = PROTO_PROBE;
 	m->u.probe.op = PROTO_PROBE_MARK;
 
@@ -266,6 +274,8 @@ static void stats_equal(const struct proto_stats *a, const struct proto_stats *b
 	assert_int_equal(a->codec_cpu_us, b->codec_cpu_us);
 	assert_int_equal(a->dirs, b->dirs);
 	assert_int_equal(a->links, b->links);
+	assert_int_equal(a->unchanged, b->unchanged);
+	assert_int_equal(a->unchanged_bytes, b->unchanged_bytes);
 }
 
 static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
@@ -317,6 +327,7 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 		break;
 	case PROTO_PROBE:
 	case PROTO_PROBE_FIG:
+	case PROTO_HAVE:
 		assert_memory_equal(&a->u, &b->u, sizeof(a->u));
 		break;
 	case PROTO_FILE_END:
@@ -355,7 +366,7 @@ static void test_free_null(void **state)
 
 static void test_every_type_both_ways(void **state)
 {
-	struct proto_msg msgs[24], got;
+	struct proto_msg msgs[32], got;
 	struct ctl *a, *b;
 	bool seen[PROTO_TYPE_MAX] = { false };
 	unsigned n;
@@ -371,7 +382,7 @@ static void test_every_type_both_ways(void **state)
 	assert_string_equal(ctl_peer(a), "server:7000");
 	assert_string_equal(ctl_peer(b), "client");
 
-	n = sample_msgs(msgs, 24);
+	n = sample_msgs(msgs, 32);
 	for (unsigned i = 0; i < n; i++) {
 		seen[msgs[i].type] = true;
 		assert_int_equal(ctl_send(a, &msgs[i]), 0);

@@ -650,6 +650,156 @@ static void test_symlink_escape(void **state)
 	closedir(d);
 }
 
+/* ---- -u: the sink keeps what it has ------------------------------------ */
+
+/* Both sides with -u, src/t copied before by hand (cp -a: same sizes and
+ * mtimes), except that d/big's copy has another mtime and small7's is
+ * missing: exactly those two travel, the other 51 files are kept (the
+ * source leaves out the 50 with contents), and the copies of the two get
+ * the source's mtime though -p is not given. */
+static void test_update_keeps(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[512], a[256], b[256];
+	struct stat sa, sb;
+
+	make_tree(f);
+	snprintf(cmd, sizeof(cmd), "cp -a '%s/t' '%s/t'", f->src, f->dst);
+	assert_int_equal(system(cmd), 0);
+	snprintf(b, sizeof(b), "%s/t/d/big", f->dst);
+	snprintf(cmd, sizeof(cmd), "touch -d '2001-02-03' '%s'", b);
+	assert_int_equal(system(cmd), 0);
+	snprintf(b, sizeof(b), "%s/t/small7", f->dst);
+	assert_int_equal(unlink(b), 0);
+	f->so.x.update = f->si.x.update = true;
+	run_both(f, "t");
+	assert_int_equal(f->so.ret, 0);
+	assert_int_equal(f->si.ret, 0);
+	assert_int_equal(f->sr.self.files, 2);
+	assert_int_equal(f->sr.self.unchanged, 51);
+	assert_int_equal(f->rr.self.unchanged, 50); /* the empty file has no bit */
+	assert_int_equal(f->sr.self.bytes, 3 * BLOCK + 123 + 107);
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(a, sizeof(a), "%s/t/%s", f->src, i ? "small7" : "d/big");
+		snprintf(b, sizeof(b), "%s/t/%s", f->dst, i ? "small7" : "d/big");
+		assert_same_file(a, b);
+		assert_int_equal(stat(a, &sa), 0);
+		assert_int_equal(stat(b, &sb), 0);
+		assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
+		assert_int_equal(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec);
+	}
+}
+
+/* The sink's answers, played by hand against a source with -u: each
+ * script (one HAVE, or an ACK) must end the source with -PC_E_PROTO. */
+struct have_script {
+	uint32_t first_id;   /* of the HAVE; the ENTRIES' is 0 */
+	uint16_t count;
+	uint8_t bits;        /* bits[0] */
+	bool ack_first;      /* send ACK(upto count) instead, before any HAVE */
+};
+
+static void *source_thread(void *arg)
+{
+	struct fixture *f = arg;
+
+	f->so.ret = source_run(&f->so.x, &f->in, &f->rr);
+	return NULL;
+}
+
+static void have_refused(struct fixture *f, const struct have_script *sc)
+{
+	char p[256];
+	struct proto_msg m;
+	pthread_t tid;
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/t/f", f->src); /* entries: 0 t, 1 t/f, 2 the end of t */
+	write_file(p, 2 * BLOCK, 5);
+	f->paths[0] = (struct source_path){ .path = "t" };
+	f->in = (struct source_input){ .dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+				       .paths = f->paths, .npaths = 1,
+				       .walk = { .recursive = true } };
+	f->so.x.update = true;
+	assert_int_equal(pthread_create(&tid, NULL, source_thread, f), 0);
+	assert_int_equal(ctl_recv(f->si.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_ENTRIES);
+	assert_int_equal(m.u.entries.count, 3);
+	memset(&m, 0, sizeof(m));
+	if (sc->ack_first) {
+		m.type = PROTO_ACK;
+		m.u.ack.upto = sc->count;
+	} else {
+		m.type = PROTO_HAVE;
+		m.u.have = (struct proto_have){ .first_id = sc->first_id, .count = sc->count };
+		m.u.have.bits[0] = sc->bits;
+	}
+	assert_int_equal(ctl_send(f->si.ctl, &m), 0);
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	close(f->in.dirfd);
+	assert_int_equal(f->so.ret, -PC_E_PROTO);
+}
+
+static void test_have_out_of_turn(void **state)
+{
+	have_refused(*state, &(struct have_script){ .first_id = 1, .count = 2 });
+}
+
+static void test_have_past_announced(void **state)
+{
+	have_refused(*state, &(struct have_script){ .first_id = 0, .count = 4 });
+}
+
+static void test_have_names_a_directory(void **state)
+{
+	have_refused(*state, &(struct have_script){ .count = 3, .bits = 0x1 });
+}
+
+static void test_ack_before_have(void **state)
+{
+	have_refused(*state, &(struct have_script){ .count = 3, .ack_first = true });
+}
+
+/* A sink with -u keeps f; a DATA block for it then is a protocol error
+ * (g, announced before it and never sent, holds the watermark back, so
+ * f's record is still there to tell), and the kept file is left as it
+ * was. */
+static void test_block_for_kept(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e[2];
+	struct proto_msg m;
+	uint8_t p[16] = { 0 };
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/f", f->dst);
+	write_file(path, 16, 9);
+	assert_int_equal(stat(path, &st), 0);
+	f->si.x.update = true;
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "g", 100, NULL);
+	entry(&e[1], 1, PROTO_ENT_REG, "f", 16, NULL);
+	e[1].mtime_s = st.st_mtim.tv_sec;
+	e[1].mtime_ns = (uint32_t)st.st_mtim.tv_nsec;
+	send_entries(f->so.ctl, 0, e, 2);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_HAVE);
+	assert_int_equal(m.u.have.count, 2);
+	assert_false(proto_have_bit(&m.u.have, 0));
+	assert_true(proto_have_bit(&m.u.have, 1));
+	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 1, .offset = 0,
+				 .raw_len = 16, .enc_len = 16, .checksum = proto_checksum(p, 16) };
+	send_block(f->data[0][0], &h, p);
+	send_end(f);
+	assert_int_equal(join_sink(f), -PC_E_PROTO);
+	char want[256];
+	snprintf(want, sizeof(want), "%s/want", f->base);
+	write_file(want, 16, 9);
+	assert_same_file(want, path);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error code, not a death */
@@ -668,6 +818,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_inflight_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_inflight_bytes_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_escape, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_update_keeps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_have_out_of_turn, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_have_past_announced, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_have_names_a_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ack_before_have, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_block_for_kept, setup, teardown),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));

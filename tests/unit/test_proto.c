@@ -73,7 +73,8 @@ static void fill_pattern(uint8_t *p, size_t n, uint8_t start)
 /* The REQUEST's fixed fields: up to connect_port (60 bytes), attach_id,
  * bwlimit (version 8). */
 #define REQ_BWLIMIT_OFF (60 + PROTO_ATTACH_ID_LEN)
-#define REQ_FIXED (REQ_BWLIMIT_OFF + 8)
+#define REQ_SYNC_OFF (REQ_BWLIMIT_OFF + 8)
+#define REQ_FIXED (REQ_SYNC_OFF + 4)
 
 /* A valid message of each type, with values that exercise every byte.
  * Fields are set one by one so that padding stays zero for memcmp. */
@@ -152,6 +153,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		strcpy(m->u.request->connect_host, "h1.example");
 		fill_pattern(m->u.request->attach_id, PROTO_ATTACH_ID_LEN, 11);
 		m->u.request->bwlimit = 0x123456789aull; /* below PROTO_MAX_BWLIMIT */
+		m->u.request->sync = PROTO_SYNC_UPDATE;
 		strcpy(m->u.request->connect_ssh, SAMPLE_SSH_DEST);
 		strcpy(m->u.request->connect_pcopy, SAMPLE_PCOPY);
 		strcpy(m->u.request->codec, "zlib:1,lz4");
@@ -207,6 +209,15 @@ static void sample(uint8_t type, struct proto_msg *m)
 		for (unsigned i = 0; i < 3; i++)
 			sample_stage(&m->u.stats.stage[type == PROTO_END ? i : 3 + i], 2 + i,
 				     m->u.stats.wall_us);
+		m->u.stats.unchanged = 0x2122232425262728ull; /* version 8 */
+		m->u.stats.unchanged_bytes = 0xa1a2a3a4a5a6a7a8ull;
+		break;
+	case PROTO_HAVE:
+		/* 13 entries: bits 0, 2, 4, 6, 9 and 11 */
+		m->u.have.first_id = 0x89abcdef;
+		m->u.have.count = 13;
+		m->u.have.bits[0] = 0x55;
+		m->u.have.bits[1] = 0x0a;
 		break;
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
@@ -253,7 +264,8 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN;
+	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 16;
+	case PROTO_HAVE: return 6 + 2;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
@@ -507,7 +519,10 @@ static void test_layout_stats(void **state)
 	m.u.stats.stage[PROTO_STAGE_SEND] = (struct proto_stage){ 0xfe, 0x7071727374757677ull,
 		0x1011121314151617ull, 0x2021222324252627ull, 0x3031323334353637ull };
 	m.u.stats.wall_us = UINT64_MAX;
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 16);
+	/* Version 8: unchanged and unchanged_bytes after the stages. */
+	assert_memory_equal(payload() + 296, "\x21\x22\x23\x24\x25\x26\x27\x28"
+			    "\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8", 16);
 	assert_memory_equal(payload() + 64, "\x11\x12\x13\x14\x15\x16\x17\x18", 8);
 	assert_memory_equal(payload() + 72, "\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8", 8);
 	assert_memory_equal(payload() + 80, "\0\0\0\x02" "\0\0\0\0\x75\xbc\xd1\x62", 12);
@@ -518,7 +533,7 @@ static void test_layout_stats(void **state)
 	for (size_t i = 80 + 3 * 36; i < 80 + 6 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the sink's stages */
 	sample(PROTO_DONE, &m);
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 16);
 	for (size_t i = 80; i < 80 + 3 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the source's stages */
 	assert_memory_equal(payload() + 80 + 3 * 36, "\0\0\0\x02", 4);
@@ -873,6 +888,29 @@ static const struct range_case range_cases[] = {
 	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MAX_BWLIMIT, 0 },
 	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, PROTO_MAX_BWLIMIT + 1, -PC_E_PROTO },
 	{ PROTO_REQUEST, REQ_BWLIMIT_OFF, 8, UINT64_MAX, -PC_E_PROTO },
+	/* sync (version 8): only the known bits */
+	{ PROTO_REQUEST, REQ_SYNC_OFF, 4, 0, 0 },
+	{ PROTO_REQUEST, REQ_SYNC_OFF, 4, PROTO_SYNC_UPDATE, 0 },
+	{ PROTO_REQUEST, REQ_SYNC_OFF, 4, PROTO_SYNC_KNOWN << 1, -PC_E_PROTO },
+	{ PROTO_REQUEST, REQ_SYNC_OFF, 4, 0x80000000, -PC_E_PROTO },
+	{ PROTO_REQUEST, REQ_SYNC_OFF, 4, 0xffffffff, -PC_E_PROTO },
+	/* HAVE (version 8): first_id any; count 1..4096, with (count + 7) / 8
+	 * bytes of bits (the sample: 2) and no bit at or past count (the
+	 * sample's highest is 11) */
+	{ PROTO_HAVE, 0, 4, 0, 0 },
+	{ PROTO_HAVE, 0, 4, 0xffffffff, 0 },
+	{ PROTO_HAVE, 4, 2, 0, -PC_E_PROTO },
+	{ PROTO_HAVE, 4, 2, 8, -PC_E_PROTO },          /* 1 byte of bits, 2 came */
+	{ PROTO_HAVE, 4, 2, 11, -PC_E_PROTO },         /* bit 11 is past count */
+	{ PROTO_HAVE, 4, 2, 12, 0 },
+	{ PROTO_HAVE, 4, 2, 16, 0 },
+	{ PROTO_HAVE, 4, 2, 17, -PC_E_PROTO },         /* 3 bytes of bits, 2 came */
+	{ PROTO_HAVE, 4, 2, PROTO_MAX_BATCH + 1, -PC_E_PROTO },
+	{ PROTO_HAVE, 4, 2, 0xffff, -PC_E_PROTO },
+	/* END, DONE (version 8): unchanged and its bytes, any value */
+	{ PROTO_END, 296, 8, 0, 0 },
+	{ PROTO_DONE, 296, 8, UINT64_MAX, 0 },
+	{ PROTO_DONE, 304, 8, UINT64_MAX, 0 },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	/* ENTRIES: the batch header, then the sample's one REG entry. */
@@ -1180,6 +1218,7 @@ static void test_type_names(void **state)
 	assert_string_equal(proto_type_name(PROTO_ENTRIES), "ENTRIES");
 	assert_string_equal(proto_type_name(PROTO_FILE_FAIL), "FILE_FAIL");
 	assert_string_equal(proto_type_name(PROTO_ACK), "ACK");
+	assert_string_equal(proto_type_name(PROTO_HAVE), "HAVE");
 	assert_string_equal(proto_type_name(0), "?");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX), "?");
 	assert_string_equal(proto_type_name(255), "?");

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# t_sync: -u (--update) keeps what is already there, in every mode: a local
+# copy, a push and a pull through ssh, a push and a pull with a daemon, a
+# third-party copy and one relayed through the client (-3). In each, a tree
+# copied with -u into an existing directory, then again: the second run
+# sends no byte of file data and counts every file unchanged (--json);
+# then three files change (new contents, an append, a touch that changes
+# only the time) and exactly those three travel; the copy is exact each
+# time, its files keep the source's mtimes without -p. And the quick check
+# looks only where it should: a symlink at a file's name, even to a file of
+# the same size and time, is replaced; a file of the same size and time
+# but other bytes is kept (that is what size and time can tell: --checksum
+# is the remedy, pcopy(1)).
+source "$PCOPY_TEST_LIB"
+needs_root "it runs an sshd that logs in as root"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+
+# make_tree DIR: a small tree: packed small files, an empty one, files of
+# several blocks, nested directories.
+make_tree() {
+    local d=$1 i
+    mkdir -p "$d/a/b/c" "$d/empty_dir"
+    for i in $(seq 1 40); do
+        head -c $((i * 97)) /dev/urandom >"$d/a/small.$i"
+    done
+    : >"$d/a/b/zero"
+    mkfile "$d/a/b/c/big" 3M
+    mkfile "$d/mid" 300k
+    ln -s a/small.1 "$d/link"
+}
+
+# sync_run JSON SRC DST ARGS...: pcopy -r -p -u --json=JSON SRC DST ARGS
+# (a mirror, as rsync -a makes one), which must succeed.
+sync_run() {
+    local json=$1
+    shift
+    expect_exit 0 "$PCOPY" -r -p -u -s 4 --json="$json" "$@"
+}
+
+# file_times DIR: each regular file's mtime (ns) and path, sorted.
+file_times() {
+    (cd "$1" && find . -type f -printf '%T@ %P\n' | sort -k2)
+}
+
+# expect_counts JSON COPIED UNCHANGED: the summary's files.copied and
+# files.unchanged; with nothing copied, no byte of file data moved.
+expect_counts() {
+    local copied unchanged bytes
+    copied=$(jget "$1" 'j["files"]["copied"]')
+    unchanged=$(jget "$1" 'j["files"]["unchanged"]')
+    bytes=$(jget "$1" 'j["bytes"]')
+    [[ $copied == "$2" && $unchanged == "$3" ]] ||
+        fail "$1: $copied copied and $unchanged unchanged, want $2 and $3"
+    [[ $2 != 0 || $bytes == 0 ]] || fail "$1: nothing copied, but $bytes bytes moved"
+}
+
+# sync_mode LSRC SRC_SPEC DST_SPEC LDST ARGS...: the whole story through one
+# mode: LSRC is the source tree on this machine and SRC_SPEC the same as the
+# mode names it; LDST an existing directory, DST_SPEC the same as the mode
+# names it, in which the copy appears under LSRC's name.
+sync_mode() {
+    local lsrc=$1 src=$2 dst=$3 ldst=$4/${1##*/}
+    shift 4
+    sync_run "$T/j1" "$src" "$dst" "$@"
+    expect_counts "$T/j1" 43 0
+    check_tree --no-owner "$lsrc" "$ldst"
+    sync_run "$T/j2" "$src" "$dst" "$@"
+    expect_counts "$T/j2" 0 43
+    check_tree --no-owner "$lsrc" "$ldst"
+    # Three changes: other contents of the same size (and another time),
+    # an append, a new mtime only.
+    head -c 1940 /dev/urandom >"$lsrc/a/small.20"
+    touch -d '2001-02-03 04:05:06' "$lsrc/a/small.20"
+    echo more >>"$lsrc/mid"
+    touch "$lsrc/a/b/c/big"
+    sync_run "$T/j3" "$src" "$dst" "$@"
+    expect_counts "$T/j3" 3 40
+    [[ $(jget "$T/j3" 'j["files"]["bytes_unchanged"]') -gt 0 ]] ||
+        fail "bytes_unchanged is 0 with 40 files unchanged"
+    check_tree --no-owner "$lsrc" "$ldst"
+}
+
+case_local() {
+    make_tree "$T/src"
+    mkdir "$T/dst"
+    sync_mode "$T/src" "$T/src" "$T/dst/" "$T/dst"
+    # The line a person reads says it too.
+    expect_exit 0 "$PCOPY" -r -u "$T/src" "$T/dst/"
+    expect_stderr_matches '^pcopy: 0 bytes in 0 files, [0-9]+ directories, [0-9]+ links?, 43 unchanged \([0-9]+ bytes not sent\), '
+    # Without -p, -u still gives the files it writes the source's mtime
+    # (to the nanosecond), so that the next -u finds them unchanged.
+    mkdir "$T/plain"
+    expect_exit 0 "$PCOPY" -r -u "$T/src" "$T/plain/"
+    [[ $(file_times "$T/src") == "$(file_times "$T/plain/src")" ]] ||
+        fail "-u without -p: the files' mtimes differ from the source's"
+    expect_exit 0 "$PCOPY" -r -u --json="$T/j4" "$T/src" "$T/plain/"
+    expect_counts "$T/j4" 0 43
+}
+
+case_ssh() {
+    make_tree "$T/push/src"
+    make_tree "$T/pull/src"
+    mkdir "$T/pushed" "$T/pulled"
+    sync_mode "$T/push/src" "$T/push/src" "pctest:$T/pushed/" "$T/pushed"
+    sync_mode "$T/pull/src" "pctest:$T/pull/src" "$T/pulled/" "$T/pulled"
+}
+
+case_third_party() {
+    make_tree "$T/direct/src"
+    make_tree "$T/relayed/src"
+    mkdir "$T/d1" "$T/d3"
+    sync_mode "$T/direct/src" "h1:$T/direct/src" "h2:$T/d1/" "$T/d1"
+    sync_mode "$T/relayed/src" "h1:$T/relayed/src" "h2:$T/d3/" "$T/d3" -3
+}
+
+case_daemon() {
+    mkdir -p "$T/root/in" "$T/pulled"
+    make_tree "$T/src"
+    make_tree "$T/root/out/src"
+    start_daemon "$T/root"
+    sync_mode "$T/src" "$T/src" "$DAEMON_URL/in/" "$T/root/in" --key-file "$DAEMON_KEY"
+    sync_mode "$T/root/out/src" "$DAEMON_URL/out/src" "$T/pulled/" "$T/pulled" \
+        --key-file "$DAEMON_KEY"
+}
+
+case_quick_check_limits() {
+    make_tree "$T/src"
+    mkdir "$T/dst"
+    expect_exit 0 "$PCOPY" -r -u "$T/src" "$T/dst/"
+    # A symlink at a file's name, to a file of the same size and mtime.
+    cp -p "$T/src/mid" "$T/decoy"
+    rm "$T/dst/src/mid"
+    ln -s "$T/decoy" "$T/dst/src/mid"
+    # Other bytes of the same size and mtime: the quick check cannot see them.
+    head -c 97 /dev/urandom >"$T/dst/src/a/small.1"
+    touch -r "$T/src/a/small.1" "$T/dst/src/a/small.1"
+    expect_exit 0 "$PCOPY" -r -u --json="$T/j" "$T/src" "$T/dst/"
+    expect_counts "$T/j" 1 42
+    [[ -f $T/dst/src/mid && ! -L $T/dst/src/mid ]] || fail "the symlink at mid was kept"
+    same_file "$T/src/mid" "$T/dst/src/mid"
+    cmp -s "$T/src/a/small.1" "$T/dst/src/a/small.1" &&
+        fail "a file of the same size and time was rewritten: -u looks only at those"
+    [[ -f $T/decoy && ! -L $T/decoy ]] || fail "the symlink's target was touched"
+    # Without -u everything is copied again, as always.
+    expect_exit 0 "$PCOPY" -r --json="$T/j2" "$T/src" "$T/dst/"
+    expect_counts "$T/j2" 43 0
+    diff -r --no-dereference "$T/src" "$T/dst/src" || fail "the copy without -u differs"
+}
+
+sshd_start
+run_case local case_local
+run_case ssh case_ssh
+run_case third-party case_third_party
+run_case daemon case_daemon
+run_case quick-check-limits case_quick_check_limits
+finish
