@@ -137,7 +137,7 @@ static void plan_pack_locked(struct plan *p, struct plan_claim *c)
 	while (p->head != NULL && p->head->packed && c->nrecs < PLAN_PACK_MAX_RECS) {
 		struct src_rec *f = p->head;
 		uint64_t span = (uint64_t)f->id - c->first_id + 1;
-		if (span > PROTO_MAX_PACK ||
+		if (span > PROTO_MAX_PACK || (c->nrecs > 0 && f->gap_before) ||
 		    (c->nrecs > 0 && 4 * span + bytes + f->size > p->block_size))
 			break;
 		bytes += f->size;

@@ -341,8 +341,11 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 			s->unchanged++;
 			s->unchanged_bytes += f->size;
 			atomic_fetch_sub(&x->total, f->size);
+			s->plan_gap = true;
 			continue;
 		}
+		f->gap_before = s->plan_gap;
+		s->plan_gap = false;
 		src_rec_get(f); /* the plan's */
 		plan_add(s->plan, f);
 	}

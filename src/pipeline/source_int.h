@@ -111,6 +111,7 @@ struct source {
 	struct src_rec *held;      /* -u: the first record of the window whose HAVE has not
 	                              come (none yet in the plan from here on); NULL: none */
 	uint32_t have_next;        /* -u: the first id the next HAVE must answer for */
+	bool plan_gap;             /* -u: a kept file since the last file planned */
 	uint64_t unchanged, unchanged_bytes; /* -u: files the sink had already, their bytes */
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */

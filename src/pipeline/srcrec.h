@@ -28,6 +28,10 @@ struct src_rec {
 	bool stream;             /* read sequentially, size unknown; immutable */
 	bool sparse;             /* may have holes: look with SEEK_DATA; immutable */
 	bool packed;             /* small: travels whole inside a PACK block; immutable */
+	bool gap_before;         /* -u: a file the sink keeps lies between this one and the
+	                            file planned before it, so no PACK may hold both (a
+	                            PACK has no status for a kept file); set before
+	                            plan_add, immutable after */
 	int base_fd;             /* borrowed: open open_path beneath it; immutable */
 	char *open_path;         /* owned; NULL for a pre-opened stream; immutable */
 	char *display;           /* owned: names the file in messages; immutable */

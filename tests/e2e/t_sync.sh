@@ -5,8 +5,8 @@
 # third-party copy and one relayed through the client (-3). In each, a tree
 # copied with -u into an existing directory, then again: the second run
 # sends no byte of file data and counts every file unchanged (--json);
-# then three files change (new contents, an append, a touch that changes
-# only the time) and exactly those three travel; the copy is exact each
+# then four files change (new contents, an append, touches that change
+# only the time) and exactly those four travel; the copy is exact each
 # time, its files keep the source's mtimes without -p. And the quick check
 # looks only where it should: a symlink at a file's name, even to a file of
 # the same size and time, is replaced; a file of the same size and time
@@ -68,16 +68,17 @@ sync_mode() {
     sync_run "$T/j2" "$src" "$dst" "$@"
     expect_counts "$T/j2" 0 43
     check_tree --no-owner "$lsrc" "$ldst"
-    # Three changes: other contents of the same size (and another time),
-    # an append, a new mtime only.
+    # Four changes: other contents of the same size (and another time),
+    # an append, a new mtime only, on a big file and a small one (two small
+    # files with kept ones between them: they travel in PACKs).
     head -c 1940 /dev/urandom >"$lsrc/a/small.20"
     touch -d '2001-02-03 04:05:06' "$lsrc/a/small.20"
     echo more >>"$lsrc/mid"
-    touch "$lsrc/a/b/c/big"
+    touch "$lsrc/a/b/c/big" "$lsrc/a/small.5"
     sync_run "$T/j3" "$src" "$dst" "$@"
-    expect_counts "$T/j3" 3 40
+    expect_counts "$T/j3" 4 39
     [[ $(jget "$T/j3" 'j["files"]["bytes_unchanged"]') -gt 0 ]] ||
-        fail "bytes_unchanged is 0 with 40 files unchanged"
+        fail "bytes_unchanged is 0 with 39 files unchanged"
     check_tree --no-owner "$lsrc" "$ldst"
 }
 

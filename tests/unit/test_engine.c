@@ -653,10 +653,11 @@ static void test_symlink_escape(void **state)
 /* ---- -u: the sink keeps what it has ------------------------------------ */
 
 /* Both sides with -u, src/t copied before by hand (cp -a: same sizes and
- * mtimes), except that d/big's copy has another mtime and small7's is
- * missing: exactly those two travel, the other 51 files are kept (the
- * source leaves out the 50 with contents), and the copies of the two get
- * the source's mtime though -p is not given. */
+ * mtimes), except that d/big's copy has another mtime and the copies of
+ * small7 and small9 are missing: exactly those three travel (the two
+ * small ones in PACKs that span no kept file), the other
+ * 50 files are kept (the source leaves out the 49 with contents), and the
+ * copies of the three get the source's mtime though -p is not given. */
 static void test_update_keeps(void **state)
 {
 	struct fixture *f = *state;
@@ -671,17 +672,20 @@ static void test_update_keeps(void **state)
 	assert_int_equal(system(cmd), 0);
 	snprintf(b, sizeof(b), "%s/t/small7", f->dst);
 	assert_int_equal(unlink(b), 0);
+	snprintf(b, sizeof(b), "%s/t/small9", f->dst);
+	assert_int_equal(unlink(b), 0);
 	f->so.x.update = f->si.x.update = true;
 	run_both(f, "t");
 	assert_int_equal(f->so.ret, 0);
 	assert_int_equal(f->si.ret, 0);
-	assert_int_equal(f->sr.self.files, 2);
-	assert_int_equal(f->sr.self.unchanged, 51);
-	assert_int_equal(f->rr.self.unchanged, 50); /* the empty file has no bit */
-	assert_int_equal(f->sr.self.bytes, 3 * BLOCK + 123 + 107);
-	for (unsigned i = 0; i < 2; i++) {
-		snprintf(a, sizeof(a), "%s/t/%s", f->src, i ? "small7" : "d/big");
-		snprintf(b, sizeof(b), "%s/t/%s", f->dst, i ? "small7" : "d/big");
+	assert_int_equal(f->sr.self.files, 3);
+	assert_int_equal(f->sr.self.unchanged, 50);
+	assert_int_equal(f->rr.self.unchanged, 49); /* the empty file has no bit */
+	assert_int_equal(f->sr.self.bytes, 3 * BLOCK + 123 + 107 + 109);
+	for (unsigned i = 0; i < 3; i++) {
+		static const char *const name[] = { "d/big", "small7", "small9" };
+		snprintf(a, sizeof(a), "%s/t/%s", f->src, name[i]);
+		snprintf(b, sizeof(b), "%s/t/%s", f->dst, name[i]);
 		assert_same_file(a, b);
 		assert_int_equal(stat(a, &sa), 0);
 		assert_int_equal(stat(b, &sb), 0);

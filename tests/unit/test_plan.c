@@ -690,6 +690,29 @@ static void test_pack_gaps_widen_span(void **state)
 	done_run(r, 4);
 }
 
+/* -u: a record planned after a kept file (gap_before) starts a new pack,
+ * though the block has room: a PACK has no status for a kept file. */
+static void test_pack_ends_at_kept_gap(void **state)
+{
+	struct src_rec *r[3];
+	struct plan *p = plan_new(B, true);
+
+	(void)state;
+	assert_non_null(p);
+	r[0] = rec_new(3, 100, false);
+	r[1] = rec_new(5, 100, false);  /* 4 was a kept file */
+	r[1]->gap_before = true;
+	r[2] = rec_new(7, 100, false);  /* 6 was a directory */
+	for (unsigned i = 0; i < 3; i++)
+		add(p, r[i]);
+	plan_finish(p);
+	expect_pack(p, r, 1, 3, 1, 4 + 100, 0);
+	expect_pack(p, r + 1, 2, 5, 3, 12 + 200, 1);
+	expect_finished(p);
+	plan_free(p);
+	done_run(r, 3);
+}
+
 /* One pack covers at most PROTO_MAX_PACK ids, even when the block has
  * room for more statuses. */
 static void test_pack_max_ids(void **state)
@@ -860,6 +883,7 @@ int main(void)
 		cmocka_unit_test(test_pack_exact_fit),
 		cmocka_unit_test(test_pack_ended_by_big_file),
 		cmocka_unit_test(test_pack_gaps_widen_span),
+		cmocka_unit_test(test_pack_ends_at_kept_gap),
 		cmocka_unit_test(test_pack_max_ids),
 		cmocka_unit_test(test_pack_max_recs),
 		cmocka_unit_test(test_ordered_never_packs),
