@@ -148,16 +148,20 @@ case_errors() {
 
 # Ctrl-C in the middle: exit 20, and no file left on either side.
 case_interrupt() {
-    local pid rc=0 i
+    local pid rc=0
     mkdir -p "$T/remote" "$T/here"
     (cd "$T/here" && exec "${WITH_SIGINT[@]}" "$PCOPY" --probe "pctest:$T/remote" >"$T/out" 2>"$T/err") &
     pid=$!
     track_pid "$pid"
-    # Catch it while its files are open (unnamed: the directories stay empty).
-    for ((i = 0; i < 40; i++)); do
+    # Catch it while its files are open (unnamed: the directories stay
+    # empty), for 2 s of its 10 whatever the machine's load: a count of
+    # checks took longer than the probe on a busy machine.
+    local until=$((${EPOCHREALTIME/./} + 2000000))
+    while ((${EPOCHREALTIME/./} < until)); do
         no_probe_files "$T/remote" "$T/here"
         sleep 0.05
     done
+    kill -0 "$pid" 2>/dev/null || { cat "$T/err" >&2; fail "the probe ended within 2 s"; }
     kill -INT "$pid"
     wait "$pid" || rc=$?
     [[ $rc -eq 20 ]] || { cat "$T/err" >&2; fail "exit $rc after SIGINT, wanted 20"; }
