@@ -75,6 +75,7 @@ _pcopy() {
     '(-L --dereference)'{-L,--dereference}'[follow symbolic links in the sources]' \
     '(-H --hard-links)'{-H,--hard-links}'[keep hard links among the copied files]' \
     '(-u --update)'{-u,--update}'[keep files already there with the same size and time]' \
+    '(-e --verify)'{-e,--verify}'[read each file written back from the disk before putting it in place]' \
     '(-s --streams)'{-s+,--streams=}'[data streams]:streams (1-64):(1 2 4 8 16 32 64)' \
     '(-w --window)'{-w+,--window=}'[TCP window per stream]:size:(256k 1M 4M 16M)' \
     '(-B --block-size)'{-B+,--block-size=}'[block size]:size:(64k 256k 1M 4M 16M 64M)' \

@@ -45,6 +45,7 @@ static const struct option cli_longopts[] = {
 	{ "dereference", no_argument, NULL, 'L' },
 	{ "hard-links", no_argument, NULL, 'H' },
 	{ "update", no_argument, NULL, 'u' },
+	{ "verify", no_argument, NULL, 'e' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "streams", required_argument, NULL, 's' },
 	{ "window", required_argument, NULL, 'w' },
@@ -110,6 +111,8 @@ static void cli_usage(FILE *out)
 	      "  -u, --update          keep files already there with the same size and\n"
 	      "                        modification time (nothing of them travels), and\n"
 	      "                        give the files written the source's times\n"
+	      "  -e, --verify          read each file written back from the disk and put\n"
+	      "                        it in place only if it has the source's bytes\n"
 	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
@@ -225,6 +228,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'L': o->dereference = true; return 0;
 	case 'H': o->hard_links = true; return 0;
 	case 'u': o->update = true; return 0;
+	case 'e': o->verify = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
@@ -320,7 +324,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHu", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHue", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;

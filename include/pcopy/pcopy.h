@@ -42,6 +42,8 @@ struct pcopy_opts {
 	bool numeric_ids;        /* --numeric-ids: owners by number, not by name */
 	bool dereference;        /* -L: follow symbolic links in the sources */
 	bool hard_links;         /* -H: hard links among the sources stay hard links */
+	bool verify;             /* -e: read each file written back from the disk and keep it
+	                            only if it has the source's bytes */
 	bool update;             /* -u: keep a file already there with the source's size and
 	                            modification time; give the files written the source's
 	                            modification time */
@@ -233,6 +235,8 @@ struct pcopy_result {
 	char via_reason[256];    /* why the data went through ssh though direct TCP was
 	                            tried (the automatic fallback); "" otherwise */
 	unsigned files_failed;   /* entries not copied: failed, or skipped by the source */
+	unsigned files_unverified; /* of those, files -e read back from the disk other than
+	                            sent (the code is then -PC_E_INTEGRITY) */
 	struct pcopy_side_stats source, sink;
 	unsigned nstream_stats;  /* entries in stream[]: 0 unless this side was the source */
 	struct pcopy_stream_stats stream[64];

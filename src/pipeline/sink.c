@@ -605,6 +605,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	mask = umask(022);
 	umask(mask);
 	atomic_init(&s->failed, 0);
+	atomic_init(&s->unverified, 0);
 	atomic_init(&s->nfiles, 0);
 	atomic_init(&s->ndirs, 0);
 	atomic_init(&s->nlinks, 0);
@@ -647,6 +648,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		ret = sink_finish(s, r);
 	}
 	r->failed = atomic_load(&s->failed) + s->skipped;
+	r->unverified = atomic_load(&s->unverified);
 	if (cond)
 		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->cond));
 	sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->lock));

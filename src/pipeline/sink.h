@@ -51,6 +51,7 @@ struct sink_opts {
 struct sink_result {
 	unsigned failed;           /* entries that could not be created, and sources or
 	                              entries the source skipped (SKIP) */
+	unsigned unverified;       /* of those, files -e read back other than received */
 	struct proto_stats self;   /* this side's totals */
 	struct proto_stats peer;   /* the source's totals (from END) */
 };

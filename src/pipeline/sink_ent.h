@@ -53,6 +53,7 @@ struct sink_ent {
 	uint64_t bytes;             /* raw bytes accounted, holes included */
 	uint64_t max_end;           /* highest offset + length seen */
 	uint64_t nblocks;           /* blocks accounted */
+	uint64_t digest;            /* -e: the sum of the blocks' verify_mix (verify.h) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */
 	size_t seen_bytes;

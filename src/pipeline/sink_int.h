@@ -85,6 +85,7 @@ struct sink {
 	atomic_uint_least64_t *done;   /* [SINK_TABLE / 64] bits, by id % SINK_TABLE */
 
 	atomic_uint failed;            /* entries that failed */
+	atomic_uint unverified;        /* -e: of those, files read back other than received */
 	atomic_uint_least64_t nfiles, ndirs, nlinks; /* entries finished well, by kind */
 	/* control thread only: */
 	uint64_t unchanged, unchanged_bytes; /* -u: files kept as they were (of nfiles) */

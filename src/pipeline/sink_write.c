@@ -19,6 +19,7 @@
 #include "pipeline/encoder.h"
 #include "pipeline/dest.h"
 #include "pipeline/sink_ent.h"
+#include "pipeline/verify.h"
 #include "sys/fault.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
@@ -174,8 +175,35 @@ void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *wh
 	sink_finished(s, r, code, msg);
 }
 
+/* -e: reads what was written of r (size bytes, fd) back from the disk
+ * and checks it against want, the digest of what the source sent.
+ * Returns 0, or a negative code with the message in e: -PC_E_INTEGRITY for
+ * other bytes. */
+static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_t size,
+		       uint64_t want, struct pc_err *e)
+{
+	char name[PROTO_MAX_PATH + 64];
+	uint64_t got = 0;
+	/* A hole at the end was never written: the size makes it. */
+	int ret = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+
+	if (ret == 0)
+		ret = verify_read_back(fd, size, s->x->block_size, &got);
+
+	if (ret == 0 && got == want)
+		return 0;
+	sink_display(s, r, name, sizeof(name));
+	if (ret < 0)
+		return pc_err_set(e, ret, "cannot read '%s' back to verify it: %s", name,
+				  pc_strerror(ret));
+	atomic_fetch_add(&s->unverified, 1);
+	return pc_err_set(e, -PC_E_INTEGRITY, "'%s' read back from the disk is not what was "
+			  "sent: not put in place (--verify)", name);
+}
+
 /* Every block arrived: gives the file its size, attributes and final
- * name. Called once (the caller won r->finishing). */
+ * name (with -e, once it reads back right). Called once (the caller won
+ * r->finishing). */
 void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r)
 {
 	struct pc_err e;
@@ -189,6 +217,12 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 	sink_ent_entry(r, scratch);
 	if (r->df == NULL) /* a stream that turned out empty */
 		ret = dest_file_open(s->dest, r->path, &r->df, &e);
+	if (ret == 0 && s->x->verify)
+		ret = sink_verify(s, r, dest_file_fd(r->df), r->size, r->digest, &e);
+	if (ret < 0 && r->df != NULL) {
+		dest_file_abort(s->dest, r->df);
+		r->df = NULL;
+	}
 	if (ret == 0)
 		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
 	r->df = NULL;
@@ -231,6 +265,11 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_blo
 	uint64_t B = s->x->block_size, idx = h->offset / B;
 	unsigned want = SINK_CARRY_NONE;
 	int ret = 1;
+	/* -e: the block's share of the file's digest; a hole's checksum is
+	 * that of its zeros (its header's is not checked: no bytes came). */
+	uint64_t mix = !s->x->verify ? 0
+		       : verify_mix(idx, (h->flags & PROTO_BLK_HOLE) ? verify_zeros(h->raw_len)
+								  : h->checksum);
 
 	if (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
 	    want != SINK_CARRY_DATA)
@@ -263,6 +302,7 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_blo
 	}
 	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
 	r->writing++;
+	r->digest += mix;
 out:
 	sync_unlock(&r->lock);
 	return ret;
@@ -461,7 +501,13 @@ static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r,
 		} else {
 			r->bytes = r->size;
 			atomic_fetch_add(&s->x->bytes, r->size);
-			ret = dest_file_commit(s->dest, r->df, &w->e, r->size, &e);
+			if (s->x->verify)
+				ret = sink_verify(s, r, dest_file_fd(r->df), r->size,
+						  verify_mix(0, proto_checksum(p, r->size)), &e);
+			if (ret < 0)
+				dest_file_abort(s->dest, r->df);
+			else
+				ret = dest_file_commit(s->dest, r->df, &w->e, r->size, &e);
 		}
 		r->df = NULL;
 	}

@@ -360,6 +360,7 @@ int source_run(struct xfer *x, const struct source_input *in, struct source_resu
 		ret = source_finish(s, r);
 	}
 	r->failed = s->failed;
+	r->unverified = s->unverified;
 	r->skipped = s->skipped;
 	r->files = s->files;
 	r->dirs = s->dirs;

@@ -32,6 +32,8 @@ struct source_stream_stats {
 
 struct source_result {
 	unsigned failed;          /* entries that failed (the sink's FILE_DONE) */
+	unsigned unverified;      /* of those, files -e read back other than sent (FILE_DONE
+	                             with -PC_E_INTEGRITY) */
 	unsigned skipped;         /* sources and entries that could not be read (SKIP) */
 	uint64_t files, dirs, links; /* entries sent, by kind (regular files; directories;
 	                                symbolic and hard links) */

@@ -305,6 +305,7 @@ static int source_on_file_done(struct source *s, const struct proto_file_done *d
 		return xfer_fail(x, -PC_E_PROTO, "%s reported entry %u failed, which is not in "
 				 "flight", x->peer, (unsigned)d->id);
 	s->failed++;
+	s->unverified += d->status == -PC_E_INTEGRITY;
 	while (f != NULL && f->id < d->id)
 		f = f->wnext;
 	/* A file we gave up on ourselves has been reported already. */

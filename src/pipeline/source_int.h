@@ -121,6 +121,7 @@ struct source {
 	uint8_t done_bits[SOURCE_WINDOW / 8]; /* FILE_DONE seen, by id % SOURCE_WINDOW */
 	bool end_sent, plan_finished;
 	unsigned failed, skipped;
+	unsigned unverified;       /* FILE_DONEs with -PC_E_INTEGRITY (-e) */
 	uint64_t files, dirs, links;
 	uint64_t codec_cpu_us;     /* summed from the readers after join */
 	struct proto_stage stage[PROTO_STAGES]; /* this side's stage times, as END carried them */

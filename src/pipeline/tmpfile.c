@@ -37,7 +37,7 @@ int tmpfile_name(const char *name, char *out)
 
 int tmpfile_open(int dirfd, const char *name, char *tmp)
 {
-	int fd = openat(dirfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	int ret = -EEXIST;
 
 	tmp[0] = '\0';
@@ -49,7 +49,7 @@ int tmpfile_open(int dirfd, const char *name, char *tmp)
 		ret = tmpfile_name(name, tmp);
 		if (ret < 0)
 			break;
-		fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		fd = openat(dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0)
 			return fd;
 		ret = -errno;

@@ -21,7 +21,8 @@
  * (the random source failed). */
 int tmpfile_name(const char *name, char *out);
 
-/* Opens a new file for writing, mode 0600, that will be named name in
+/* Opens a new file for writing and reading (-e reads it back), mode 0600,
+ * that will be named name in
  * dirfd: an unnamed O_TMPFILE (tmp[0] = '\0') or, where unsupported, a
  * fresh temporary name created O_EXCL|O_NOFOLLOW (in tmp, TMPFILE_NAME_CAP
  * bytes). Returns the fd (O_CLOEXEC) or -errno. */

@@ -45,6 +45,7 @@ struct xfer {
 	unsigned progress_s;          /* 0: no progress lines */
 	unsigned timeout_s;           /* how long to wait for the peer; 0: forever */
 	uint64_t bwlimit;             /* source: bytes per second over all streams; 0: no cap */
+	bool verify;                  /* sink, -e (PROTO_SYNC_VERIFY): files are read back */
 	bool update;                  /* -u (PROTO_SYNC_UPDATE): the sink answers each ENTRIES
 	                                 with HAVE, and the source waits for it before it reads */
 	const char *peer;             /* the other side, for messages */

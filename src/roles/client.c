@@ -542,7 +542,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
-	req->sync = o->update ? PROTO_SYNC_UPDATE : 0;
+	req->sync = (o->update ? PROTO_SYNC_UPDATE : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0);
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
 	req->flags |= (o->recursive ? PROTO_REQ_RECURSIVE : 0) |
@@ -1012,6 +1012,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 		bottleneck_judge(&c->relay.src, &c->relay.sink, r);
 		client_name_cap(c->o, r);
 		r->files_failed = c->relay.failed;
+		r->files_unverified = c->relay.unverified;
 		r->xfer_s = (double)c->relay.sink.wall_us / 1e6; /* DONE comes last */
 		return;
 	}
@@ -1022,6 +1023,7 @@ static void client_results(struct client *c, struct pcopy_result *r)
 	bottleneck_judge(source ? &run->self : &run->other, source ? &run->other : &run->self, r);
 	client_name_cap(c->o, r);
 	r->files_failed = run->failed;
+	r->files_unverified = run->unverified;
 	if (!source || run->req == NULL)
 		return;
 	r->nstream_stats = run->req->streams;
@@ -1086,6 +1088,13 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	client_free(c, &ret);
 	r->streams = o->streams;
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
+	/* -e: a file that read back wrong is a data integrity failure (exit
+	 * 12), not just a file not copied. */
+	if (ret == -PC_E_PARTIAL && r->files_unverified > 0)
+		ret = pc_err_replace(&e, -PC_E_INTEGRITY, "%u file%s read back from the disk other than "
+				 "sent, and %s not put in place (--verify)", r->files_unverified,
+				 r->files_unverified == 1 ? "" : "s",
+				 r->files_unverified == 1 ? "was" : "were");
 	api_result(r, &e, ret);
 	/* Each file that failed was reported as it failed; sum them up. */
 	if (ret == -PC_E_PARTIAL && r->files_failed > 0 && !o->recursive)

@@ -203,6 +203,7 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 		rl->done += m.u.file_done.bytes;
 		rl->sizes[m.u.file_done.id % PROTO_MAX_INFLIGHT] = RELAY_FAILED;
 		rl->r->failed++;
+		rl->r->unverified += m.u.file_done.status == -PC_E_INTEGRITY;
 		snprintf(msg, sizeof(msg), "%s: %s", ctl_peer(from), m.u.file_done.msg);
 		log_error("%s", msg);
 		relay_failed(rl, msg, false);

@@ -19,6 +19,7 @@ struct relay_result {
 	struct proto_stats sink;   /* the sink's DONE */
 	unsigned failed;           /* files the sink could not write, and sources the
 	                              source skipped (reported) */
+	unsigned unverified;       /* of those, files -e read back other than sent */
 };
 
 /* What the client shows as the copy goes. */

@@ -584,6 +584,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.timeout_s = run->req->timeout_s,
 		.bwlimit = run->req->bwlimit,
 		.update = (run->req->sync & PROTO_SYNC_UPDATE) != 0,
+		.verify = (run->req->sync & PROTO_SYNC_VERIFY) != 0,
 		.peer = run->peer,
 		.peer_local = run->peer_local,
 		.ctl = run->ctl,
@@ -616,6 +617,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		run->self = r.self;
 		run->other = r.peer;
 		run->failed = r.failed + r.skipped;
+		run->unverified = r.unverified;
 		memcpy(run->streams, r.stream, sizeof(run->streams));
 	} else {
 		struct sink_result r;
@@ -626,6 +628,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		run->self = r.self;
 		run->other = r.peer;
 		run->failed = r.failed;
+		run->unverified = r.unverified;
 	}
 	xfer_destroy(&x);
 	return ret;

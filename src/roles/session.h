@@ -144,6 +144,7 @@ struct session_run {
 	/* results */
 	struct proto_stats self, other;
 	unsigned failed;              /* entries not copied: failed, or skipped by the source */
+	unsigned unverified;          /* of those, files -e read back other than sent */
 	struct source_stream_stats streams[PROTO_MAX_STREAMS]; /* source: per stream */
 };
 

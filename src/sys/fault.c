@@ -19,6 +19,7 @@ static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_WALK_READDIR] = "walk_readdir",
 	[FAULT_SOURCE_OPEN] = "source_open",
 	[FAULT_SINK_WRITE] = "sink_write",
+	[FAULT_SINK_VERIFY] = "sink_verify",
 };
 
 void fault_arm(enum fault_site site, unsigned nth)

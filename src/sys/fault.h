@@ -23,6 +23,8 @@
  *                EACCES, as if it had become unreadable after the walk
  *   sink_write   the sink's write of a block or of a small file fails with
  *                ENOSPC, as on a full disk
+ *   sink_verify  -e: the sink's read back of a file it wrote finds its
+ *                first byte inverted, as after a bad write to the disk
  *
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
@@ -38,6 +40,7 @@ enum fault_site {
 	FAULT_WALK_READDIR,
 	FAULT_SOURCE_OPEN,
 	FAULT_SINK_WRITE,
+	FAULT_SINK_VERIFY,
 	FAULT_SITES
 };
 

@@ -118,7 +118,10 @@ enum proto_role {
 #define PROTO_SYNC_UPDATE 0x1u  /* -u: the sink answers every ENTRIES with HAVE, and keeps
                                    a regular file whose size and mtime match; the files it
                                    writes get the source's mtime */
-#define PROTO_SYNC_KNOWN PROTO_SYNC_UPDATE
+#define PROTO_SYNC_VERIFY 0x2u  /* -e: the sink reads each file it wrote back from the disk
+                                   and puts it in place only if its blocks' checksums are
+                                   the source's */
+#define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY)
 
 /* proto_entry.type */
 enum proto_entry_type {
