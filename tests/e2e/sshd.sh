@@ -22,6 +22,8 @@
 #   SSHD_MORE_ADDRS   (an array) more addresses to listen on that this
 #                     namespace may not reach: they get no Host entry and
 #                     no login check (the target of a ProxyJump)
+#   SSHD_MORE_CONFIG  (an array) more lines for its sshd_config (e.g.
+#                     "DisableForwarding yes"); not for the bastion's
 #
 # After it, the client's ssh reaches that sshd as root through these names:
 #   pctest, h1, h2   the first address (two names for one host, so that a
@@ -73,6 +75,7 @@ SSHD_PID='' SSHD_PORT='' SSHD_LOG='' SSHD_DIR='' SSHD_NETNS='' SSH_CONFIG='' SSH
 SSHD_ADDRS=()
 : "${SSHD_FIXED_PORT:=}"
 [[ -n ${SSHD_MORE_ADDRS+set} ]] || SSHD_MORE_ADDRS=()
+[[ -n ${SSHD_MORE_CONFIG+set} ]] || SSHD_MORE_CONFIG=()
 BASTION_PID='' BASTION_ADDR='' BASTION_LOG=''
 SSHD_LAUNCH_TRIES=0
 
@@ -206,6 +209,9 @@ _sshd_write_configs() {
         echo "Subsystem sftp /usr/lib/openssh/sftp-server"
         # sshd accepts no variable from the client (there is no AcceptEnv).
         echo "SetEnv $setenv"
+        for a in "${SSHD_MORE_CONFIG[@]}"; do
+            echo "$a"
+        done
     } >"$dir/sshd_config"
 
     for a in "${SSHD_ADDRS[@]}"; do
@@ -379,7 +385,7 @@ sshd_bastion_start() {
     # The launcher works on the SSHD_* globals: these shadow them.
     local SSHD_PID='' SSHD_PORT='' SSHD_LOG='' SSHD_DIR='' SSHD_NETNS=$netns
     local SSHD_FIXED_PORT=22 SSH_CONFIG='' SSH_KEY=''
-    local SSHD_ADDRS=("$addr") SSHD_MORE_ADDRS=()
+    local SSHD_ADDRS=("$addr") SSHD_MORE_ADDRS=() SSHD_MORE_CONFIG=()
     _SSHD_N=$((_SSHD_N + 1))
     dir=$T/sshd.$_SSHD_N
     rm -rf "$dir"

@@ -26,6 +26,9 @@
 #             address behind a bastion usually does, so only a fallback
 #             that skips the direct attempt is quick.
 #
+# Far's sshd forbids forwarding of every kind (DisableForwarding yes): data
+# streams through ssh need none.
+#
 # firewall_close [drop|reject] closes far to everything but ssh (tcp port
 # 22), on each of its addresses and even from far itself, and closes here
 # to new connections coming in from far and the bastion (replies to our
@@ -116,6 +119,9 @@ mkdir -p "/etc/netns/$NS_FAR/ssh"
 
 SSHD_FIXED_PORT=22
 SSHD_MORE_ADDRS=("$FAR_IN")
+# Far forbids forwarding of every kind, as locked-down servers do: data
+# streams through ssh must not need it (each is a session of its own).
+SSHD_MORE_CONFIG=("DisableForwarding yes")
 sshd_start "$NS_FAR" "$FAR"
 sshd_bastion_start "$NS_BAST" "$BASTION"
 ssh_config_host inner HostName "$FAR_IN" ProxyJump bastion
@@ -437,6 +443,24 @@ case_via_ssh() {
     expect_exit 5 "$PCOPY" --data-via ssh "$T/f" "dead:$T/remote/dead"
     expect_stderr_contains "port 22: Connection refused"
     no_remote_left
+    # While a pull through ssh streams runs (held to about 4 s by
+    # --bwlimit), far listens on nothing new but loopback: its sessions'
+    # attach socket is a Unix socket, and no TCP listener is opened.
+    "$PCOPY" --data-via ssh -s 4 -x 5M "pctest:$T/f" "$T/pulled.slow" 2>"$T/slow.err" &
+    local cpid=$! listen
+    wait_until 20 _far_has_session || fail "no remote pcopy appeared for the slow pull"
+    listen=$(ip netns exec "$NS_FAR" ss -Hltn | awk '{ print $4 }' | sort -u | tr '\n' ' ')
+    wait_exit 60 "$cpid" || fail "the slow pull did not finish"
+    [[ $WAIT_RC -eq 0 ]] || fail "the slow pull exited with $WAIT_RC: $(cat "$T/slow.err")"
+    same_file "$T/f" "$T/pulled.slow"
+    for a in $listen; do
+        [[ $a == *:22 || $a == 127.0.0.1:* || $a == \[::1\]:* ]] ||
+            fail "during a copy through ssh streams far listened on $a (all: $listen)"
+    done
+}
+
+_far_has_session() {
+    [[ -n $(sshd_remote_pids) ]]
 }
 
 # A tree with -r through the closed firewall.
