@@ -169,11 +169,14 @@ case_session_sigkill() {
 }
 
 case_idle_timeout() {
-    # Input that stalls makes the data streams idle: --timeout 2 gives
-    # exit 30, well before the input would end.
+    # Input that stalls makes the data streams idle: --timeout 4 gives
+    # exit 30, well before the input would end. One stream, and 4 s: the
+    # copy must be seen writing before it times out, and `receiving` looks
+    # at every pcopy's files, which takes a second or two while other tests
+    # run (with -s 2 and 2 s, a stream no block reached timed out first).
     mkdir -p "$T/d"
     IDLE=0
-    start_client "$T/d" out --timeout 2 -s 2 - "$T/d/out"
+    start_client "$T/d" out --timeout 4 -s 1 - "$T/d/out"
     # Meanwhile nothing has the final name, and any named temporary file
     # is .out.pcopy-XXXXXX (an unnamed O_TMPFILE shows no name at all).
     [[ ! -e $T/d/out ]] || fail "$T/d/out exists while the copy is still running"
