@@ -15,6 +15,7 @@
  * blocks into whole files. Each finished entry sets its done bit; the
  * control thread moves the watermark over them and acknowledges (ACK). */
 #include "pipeline/sink_int.h"
+#include "pipeline/verify.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -598,6 +599,8 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	s->x = x;
 	s->t = t;
+	if (x->verify) /* once, not per hole */
+		s->zeros_sum = verify_zeros(x->block_size);
 	if (x->update && (s->have = calloc(1, sizeof(*s->have))) == NULL) {
 		free(s);
 		return xfer_fail(x, -ENOMEM, "out of memory");

@@ -267,9 +267,11 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_blo
 	int ret = 1;
 	/* -e: the block's share of the file's digest; a hole's checksum is
 	 * that of its zeros (its header's is not checked: no bytes came). */
-	uint64_t mix = !s->x->verify ? 0
-		       : verify_mix(idx, (h->flags & PROTO_BLK_HOLE) ? verify_zeros(h->raw_len)
-								  : h->checksum);
+	uint64_t sum = h->checksum;
+
+	if (s->x->verify && (h->flags & PROTO_BLK_HOLE))
+		sum = h->raw_len == B ? s->zeros_sum : verify_zeros(h->raw_len);
+	uint64_t mix = s->x->verify ? verify_mix(idx, sum) : 0;
 
 	if (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
 	    want != SINK_CARRY_DATA)

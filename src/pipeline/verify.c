@@ -51,11 +51,11 @@ int verify_read_back(int fd, uint64_t size, uint32_t block, uint64_t *digest)
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	for (uint64_t idx = 0; off < size; idx++) {
 		size_t want = size - off < cap ? (size_t)(size - off) : cap;
-		ssize_t n = pread(fd, buf, want, (off_t)off);
-		if (n < 0 && errno == EINTR) {
-			idx--;
-			continue;
-		}
+		ssize_t n;
+
+		do
+			n = pread(fd, buf, want, (off_t)off);
+		while (n < 0 && errno == EINTR);
 		if (n < 0) {
 			ret = -errno;
 			goto out;
