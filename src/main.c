@@ -238,8 +238,8 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_TIMEOUT:
 		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s, "a number of seconds");
 	case 'x':
-		if (platform_parse_rate(arg, &o->bwlimit) < 0 || o->bwlimit < 1024 ||
-		    o->bwlimit > (1ull << 40))
+		if (platform_parse_rate(arg, &o->bwlimit) < 0 || o->bwlimit < PCOPY_MIN_BWLIMIT ||
+		    o->bwlimit > PCOPY_MAX_BWLIMIT)
 			return cli_bad("--bwlimit", arg, "a rate from 1k to 1T bytes per second, "
 				       "like 10M or 100mbit");
 		return 0;

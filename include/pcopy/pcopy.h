@@ -24,6 +24,8 @@
 #define PCOPY_MAX_MAX_STARTUPS 4096u
 #define PCOPY_DEFAULT_MAX_PER_SOURCE 32u
 #define PCOPY_MAX_MAX_PER_SOURCE 4096u
+#define PCOPY_MIN_BWLIMIT 1024u          /* --bwlimit: bytes per second, when not 0 */
+#define PCOPY_MAX_BWLIMIT (1ull << 40)
 
 struct pcopy_hooks;
 

@@ -98,6 +98,9 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep);
 
 /* ---- Arguments --------------------------------------------------------- */
 
+_Static_assert(PROTO_MIN_BWLIMIT == PCOPY_MIN_BWLIMIT && PROTO_MAX_BWLIMIT == PCOPY_MAX_BWLIMIT,
+	       "--bwlimit's bounds are the wire's");
+
 /* Checks the options (main checks them too, but the library is also
  * driven by tests and tools). */
 static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
