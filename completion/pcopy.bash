@@ -15,7 +15,7 @@
 # pcopy accepts but --help leaves out (--server, --attach, --control-fd,
 # --bind, --notices) are for pcopy's own use and are not offered.
 _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
--H --hard-links -u --update -e --verify -s --streams -w --window -B --block-size -c --compress
+-H --hard-links -u --update -e --verify --exclude --include --exclude-from -s --streams -w --window -B --block-size -c --compress
 -P --progress --no-progress --json --timeout -x --bwlimit --key-file --rsh --remote-pcopy -Z --port-range
 -z --reverse --data-via -3 -4 --ipv4 -6 --ipv6 --encrypt --no-encrypt
 --cipher --allow-unencrypted --serve --root --max-sessions --max-startups
@@ -167,7 +167,7 @@ _pcopy()
             return
         fi
         ;;
-    --key-file | --gen-key)
+    --key-file | --gen-key | --exclude-from)
         _filedir
         return
         ;;
@@ -183,8 +183,9 @@ _pcopy()
         mapfile -t COMPREPLY < <(compgen -W '512k 1M 10M 100M 10mbit 100mbit 1gbit' -- "$cur")
         return
         ;;
-    # Numbers, ports, addresses and remote paths: nothing to offer.
+    # Numbers, ports, addresses, patterns and remote paths: nothing to offer.
     -P | --progress | --timeout | -Z | --port-range | --serve | --remote-pcopy | \
+        --exclude | --include | \
         --max-sessions | --max-startups | --max-per-source)
         COMPREPLY=()
         return

@@ -76,6 +76,9 @@ _pcopy() {
     '(-H --hard-links)'{-H,--hard-links}'[keep hard links among the copied files]' \
     '(-u --update)'{-u,--update}'[keep files already there with the same size and time]' \
     '(-e --verify)'{-e,--verify}'[read each file written back from the disk before putting it in place]' \
+    '*--exclude=[leave out what PATTERN matches]:pattern' \
+    '*--include=[copy what PATTERN matches, even if a later rule excludes it]:pattern' \
+    '*--exclude-from=[read filter rules from FILE]:rules file:_files' \
     '(-s --streams)'{-s+,--streams=}'[data streams]:streams (1-64):(1 2 4 8 16 32 64)' \
     '(-w --window)'{-w+,--window=}'[TCP window per stream]:size:(256k 1M 4M 16M)' \
     '(-B --block-size)'{-B+,--block-size=}'[block size]:size:(64k 256k 1M 4M 16M 64M)' \

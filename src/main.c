@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,9 @@ struct cli {
 	bool no_progress;        /* --no-progress: no bar on a terminal */
 	bool json;               /* --json[=FILE] */
 	const char *json_path;   /* FILE; NULL = standard output */
+	char **rules;            /* the filter rules, in order (o.filters): owned */
+	unsigned nrules;
+	size_t rule_bytes;       /* their bytes, one NUL each counted */
 };
 
 enum {
@@ -36,7 +40,7 @@ enum {
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
 	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
-	OPT_JSON, OPT_PROBE,
+	OPT_JSON, OPT_PROBE, OPT_EXCLUDE, OPT_INCLUDE, OPT_EXCLUDE_FROM,
 };
 
 static const struct option cli_longopts[] = {
@@ -47,6 +51,9 @@ static const struct option cli_longopts[] = {
 	{ "update", no_argument, NULL, 'u' },
 	{ "verify", no_argument, NULL, 'e' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
+	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
+	{ "include", required_argument, NULL, OPT_INCLUDE },
+	{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
 	{ "streams", required_argument, NULL, 's' },
 	{ "window", required_argument, NULL, 'w' },
 	{ "block-size", required_argument, NULL, 'B' },
@@ -113,6 +120,11 @@ static void cli_usage(FILE *out)
 	      "                        give the files written the source's times\n"
 	      "  -e, --verify          read each file written back from the disk and put\n"
 	      "                        it in place only if it has the source's bytes\n"
+	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
+	      "      --include PATTERN copy what PATTERN matches, even if a later rule\n"
+	      "                        excludes it; the first rule that matches decides\n"
+	      "      --exclude-from FILE  the rules in FILE, one per line: a pattern to\n"
+	      "                        exclude, or '- PATTERN' / '+ PATTERN'; '#' comments\n"
 	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
@@ -217,6 +229,97 @@ static int cli_range(const char *arg, uint16_t *lo, uint16_t *hi)
 	return 0;
 }
 
+/* Appends the filter rule "KIND PATTERN" (KIND '-' or '+'). what names the
+ * option (and line) for a message. Returns 0, or -1 after printing why. */
+static int cli_rule(struct cli *c, char kind, const char *pattern, const char *what)
+{
+	size_t n = strlen(pattern);
+
+	if (n == 0 || n + 2 > PCOPY_MAX_FILTER) {
+		fprintf(stderr, "pcopy: %s: a pattern of 1 to %u bytes is needed, not %zu bytes\n"
+			"Try 'pcopy --help'.\n", what, PCOPY_MAX_FILTER - 2, n);
+		return -1;
+	}
+	if (c->nrules >= PCOPY_MAX_FILTERS || c->rule_bytes + n + 3 > PCOPY_MAX_FILTER_BYTES) {
+		fprintf(stderr, "pcopy: %s: too many filter rules: at most %u rules of %u bytes "
+			"in all\n", what, PCOPY_MAX_FILTERS, PCOPY_MAX_FILTER_BYTES);
+		return -1;
+	}
+	char **rules = realloc(c->rules, (c->nrules + 1) * sizeof(*rules));
+	char *rule = malloc(n + 3);
+	if (rules == NULL || rule == NULL) {
+		free(rule);
+		if (rules != NULL)
+			c->rules = rules;
+		fprintf(stderr, "pcopy: %s: out of memory\n", what);
+		return -1;
+	}
+	rule[0] = kind;
+	rule[1] = ' ';
+	memcpy(rule + 2, pattern, n + 1);
+	c->rules = rules;
+	c->rules[c->nrules++] = rule;
+	c->rule_bytes += n + 3;
+	c->o.filters = (const char *const *)c->rules;
+	c->o.nfilters = c->nrules;
+	return 0;
+}
+
+/* --exclude-from FILE ("-": standard input): a rule per line. A line
+ * "- PATTERN" or "+ PATTERN" is that rule; any other line is a pattern to
+ * exclude; empty lines and lines starting with '#' or ';' are comments.
+ * A '\r' before the newline is dropped. Returns 0 or -1 after printing. */
+static int cli_rules_file(struct cli *c, const char *path)
+{
+	bool std = strcmp(path, "-") == 0;
+	FILE *f = std ? stdin : fopen(path, "r");
+	char *line = NULL, what[64 + PATH_MAX];
+	size_t cap = 0;
+	unsigned no = 0;
+	ssize_t n;
+	int ret = 0;
+
+	if (f == NULL) {
+		fprintf(stderr, "pcopy: --exclude-from: cannot read '%s': %s\n", path,
+			strerror(errno));
+		return -1;
+	}
+	errno = 0;
+	while (ret == 0 && (n = getline(&line, &cap, f)) >= 0) {
+		no++;
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = '\0';
+		if (n == 0 || line[0] == '#' || line[0] == ';')
+			continue;
+		snprintf(what, sizeof(what), "--exclude-from '%s', line %u", path, no);
+		if ((size_t)n != strlen(line))
+			ret = (fprintf(stderr, "pcopy: %s: a NUL byte in a rule\n", what), -1);
+		else if (n >= 2 && (line[0] == '-' || line[0] == '+') && line[1] == ' ')
+			ret = cli_rule(c, line[0], line + 2, what);
+		else
+			ret = cli_rule(c, '-', line, what);
+		errno = 0;
+	}
+	if (ret == 0 && ferror(f)) {
+		fprintf(stderr, "pcopy: --exclude-from: cannot read '%s': %s\n", path,
+			strerror(errno != 0 ? errno : EIO));
+		ret = -1;
+	}
+	free(line);
+	if (!std)
+		fclose(f);
+	return ret;
+}
+
+static void cli_free(struct cli *c)
+{
+	for (unsigned i = 0; i < c->nrules; i++)
+		free(c->rules[i]);
+	free(c->rules);
+	c->rules = NULL;
+	c->nrules = 0;
+}
+
 /* Applies one option. Returns 0, or -1 after printing why it is wrong. */
 static int cli_apply(struct cli *c, int ch, const char *arg)
 {
@@ -230,6 +333,9 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'u': o->update = true; return 0;
 	case 'e': o->verify = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
+	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");
+	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
+	case OPT_EXCLUDE_FROM: return cli_rules_file(c, arg);
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
 	case 'B': return cli_size("-B", arg, &o->block_size);
@@ -519,45 +625,56 @@ static int cli_report_close(struct cli *c, struct report *rep, const struct pcop
 	return code;
 }
 
+static int cli_main(struct cli *c, int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+	struct cli c;
+	int code = cli_main(&c, argc, argv);
+
+	cli_free(&c);
+	return code;
+}
+
+/* main, with c's storage in main's hands (cli_free). */
+static int cli_main(struct cli *c, int argc, char **argv)
 {
 	struct pcopy_result r;
 	struct report rep;
-	struct cli c;
 	int ret;
 
-	if (cli_parse(&c, argc, argv) < 0)
+	if (cli_parse(c, argc, argv) < 0)
 		return 1;
-	if (c.action == CLI_HELP) {
+	if (c->action == CLI_HELP) {
 		cli_usage(stdout);
 		return 0;
 	}
-	if (c.action == CLI_VERSION) {
+	if (c->action == CLI_VERSION) {
 		printf("pcopy %s\n", pcopy_version());
 		return 0;
 	}
-	ret = pcopy_init(c.o.verbosity, c.action == CLI_SERVER ? "pcopy[sink]" : "pcopy");
+	ret = pcopy_init(c->o.verbosity, c->action == CLI_SERVER ? "pcopy[sink]" : "pcopy");
 	if (ret < 0) {
 		/* A bad test-only PCOPY_TEST_FAULT was explained already. */
 		if (pcopy_exit_code(ret) != 1)
 			fprintf(stderr, "pcopy: cannot set up signal handling: %s\n", strerror(-ret));
 		return 1;
 	}
-	bool copy = c.action == CLI_COPY && argc - optind >= 2;
-	if (copy && cli_report_open(&c, argc - optind, argv + optind, &rep) < 0) {
+	bool copy = c->action == CLI_COPY && argc - optind >= 2;
+	if (copy && cli_report_open(c, argc - optind, argv + optind, &rep) < 0) {
 		pcopy_finish();
 		return 1;
 	}
-	ret = cli_run(&c, argc - optind, argv + optind, &r);
+	ret = cli_run(c, argc - optind, argv + optind, &r);
 	pcopy_finish();
 	if (copy)
 		report_bar_clear(&rep); /* the summary or the error takes its line */
 	if (ret == 1 && r.code == -1)
 		return 1; /* usage, already explained */
-	if (c.action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))
-		cli_summary(&c, &r);
-	if (ret < 0 && c.action != CLI_SERVER)
+	if (c->action == CLI_COPY && (ret == 0 || r.sink.files > 0 || r.sink.dirs > 0))
+		cli_summary(c, &r);
+	if (ret < 0 && c->action != CLI_SERVER)
 		pcopy_print_error(&r);
-	return copy ? cli_report_close(&c, &rep, &r, ret, pcopy_exit_code(ret))
+	return copy ? cli_report_close(c, &rep, &r, ret, pcopy_exit_code(ret))
 		    : pcopy_exit_code(ret);
 }

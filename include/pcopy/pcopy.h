@@ -26,6 +26,9 @@
 #define PCOPY_MAX_MAX_PER_SOURCE 4096u
 #define PCOPY_MIN_BWLIMIT 1024u          /* --bwlimit: bytes per second, when not 0 */
 #define PCOPY_MAX_BWLIMIT (1ull << 40)
+#define PCOPY_MAX_FILTERS 256u           /* --exclude, --include, --exclude-from: rules */
+#define PCOPY_MAX_FILTER_BYTES 16384u    /* ...their bytes, one NUL each counted */
+#define PCOPY_MAX_FILTER 1024u           /* bytes in one rule: "- " or "+ " and a pattern */
 
 struct pcopy_hooks;
 
@@ -49,6 +52,11 @@ struct pcopy_opts {
 	bool update;             /* -u: keep a file already there with the source's size and
 	                            modification time; give the files written the source's
 	                            modification time */
+	const char *const *filters; /* --exclude, --include, --exclude-from, in order: each
+	                            "- PATTERN" or "+ PATTERN"; the first rule that
+	                            matches an entry decides (pcopy(1), FILTER RULES).
+	                            At most PCOPY_MAX_FILTERS rules. Borrowed */
+	unsigned nfilters;
 	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
 	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
 	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */

@@ -2,6 +2,7 @@
 /* walk: the streaming tree walker (see walk.h for the order, the skips and
  * the memory bound). */
 #include "pipeline/walk.h"
+#include "pipeline/filter.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -619,6 +620,8 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 			return ret;
 		via_link = true;
 	}
+	if (filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode)))
+		return 0; /* left out, and all beneath it */
 	if (S_ISDIR(st.st_mode)) {
 		if (w->depth >= WALK_MAX_DEPTH)
 			return walk_skip_set(w, sk, -ENAMETOOLONG, "'%s': more than %u directory "
@@ -873,7 +876,7 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 		       struct pc_err *e)
 {
 	const char *name = NULL;
-	bool via_link = false, slash = false, dots;
+	bool via_link = false, slash = false, dots, excluded = false;
 	struct stat st;
 	int pfd = -1, ret = walk_source_locate(w, i, it, sk, &pfd, &name, &slash);
 
@@ -889,9 +892,11 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 	snprintf(w->rel, sizeof(w->rel), "%s", dots ? "" : w->arg);
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		ret = walk_skip_err(w, sk, -errno, "access source", it->display);
+	else if (!dots && filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode) || slash))
+		excluded = true; /* left out: no entry and no skip */
 	else
 		ret = walk_source_check(w, pfd, name, slash, it, sk, &st, &via_link);
-	if (ret != 0) {
+	if (ret != 0 || excluded) {
 		close(pfd);
 		return ret;
 	}

@@ -79,6 +79,8 @@
 
 #define WALK_MAX_DEPTH 1024u /* directory levels below a source; deeper: a skip */
 
+struct filter;
+
 struct walk_opts {
 	bool recursive; /* -r: descend into directory sources; else a directory source is a
 			   skip "omitting directory 'X' (use -r to copy it)" */
@@ -88,6 +90,11 @@ struct walk_opts {
 			   one's id; every REG with st_nlink > 1 gets flags LINKED */
 	bool specials;  /* -p: FIFOs, sockets and devices become entries (FIFO/SOCK/CHR/
 			   BLK); without it each is a skip */
+	const struct filter *filter; /* borrowed, may be NULL: an entry it excludes
+			   (tested on its wire path; a directory as one, whether or
+			   not -L led there) is left out with everything beneath
+			   it: no entry, no skip, no id (pipeline/filter.h). A
+			   top-level source named "." or ".." is never tested */
 };
 
 struct walk_item {

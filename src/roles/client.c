@@ -100,6 +100,9 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep);
 
 _Static_assert(PROTO_MIN_BWLIMIT == PCOPY_MIN_BWLIMIT && PROTO_MAX_BWLIMIT == PCOPY_MAX_BWLIMIT,
 	       "--bwlimit's bounds are the wire's");
+_Static_assert(PROTO_MAX_FILTERS == PCOPY_MAX_FILTERS && PROTO_MAX_FILTER == PCOPY_MAX_FILTER &&
+	       PROTO_REQ_FILTER_BYTES == PCOPY_MAX_FILTER_BYTES,
+	       "pcopy.h's filter bounds are the wire's");
 
 /* Checks the options (main checks them too, but the library is also
  * driven by tests and tools). */
@@ -572,6 +575,14 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 		ret = proto_request_add_path(req, c->src[i].path);
 	if (ret < 0)
 		return pc_err_set(c->e, -PC_E_USAGE, "too many or too long remote paths");
+	/* Both roles: the source walks by them, a sink's --delete spares what
+	 * they exclude. */
+	for (unsigned i = 0; role != PROTO_ROLE_PROBE && i < o->nfilters; i++)
+		if (proto_request_add_filter(req, o->filters[i]) < 0)
+			return pc_err_set(c->e, -PC_E_USAGE, "filter rule '%s' is not '- PATTERN' "
+					  "or '+ PATTERN', or the rules pass %u rules or %u "
+					  "bytes", o->filters[i], PCOPY_MAX_FILTERS,
+					  PCOPY_MAX_FILTER_BYTES);
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "sys/net.h"
 #include "sys/platform.h"
 #include "sys/sync.h"
+#include "pipeline/filter.h"
 #include "pipeline/source.h"
 #include "pipeline/xfer.h"
 
@@ -572,6 +573,27 @@ int session_dial_finish(struct session_dial *d, const struct proto_request *req,
 	return session_dial_join(d, req, go, 0, chans, e);
 }
 
+/* The filter of q's rules (*out NULL when it has none). Returns 0 or
+ * -ENOMEM. The decoder has checked every rule's shape. */
+static int session_filter(const struct proto_request *q, struct filter **out)
+{
+	*out = NULL;
+	if (q->nfilters == 0)
+		return 0;
+	struct filter *f = filter_new();
+	int ret = f != NULL ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < q->nfilters && ret == 0; i++) {
+		const char *rule = proto_request_filter(q, i);
+		ret = rule != NULL ? filter_add(f, rule) : -EINVAL;
+	}
+	if (ret < 0) {
+		filter_free(f);
+		return ret;
+	}
+	*out = f;
+	return 0;
+}
+
 int session_transfer(struct session_run *run, struct pc_err *e)
 {
 	struct xfer x = {
@@ -607,11 +629,18 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		}
 	}
 	uint16_t f = run->req->flags;
+	struct filter *filter = NULL;
+	ret = session_filter(run->req, &filter);
+	if (ret < 0) {
+		xfer_destroy(&x);
+		return pc_err_set(e, ret, "out of memory");
+	}
 	if (run->role == PROTO_ROLE_SOURCE) {
 		struct source_result r;
 		run->input->walk = (struct walk_opts){
 			.recursive = f & PROTO_REQ_RECURSIVE, .deref = f & PROTO_REQ_DEREF,
 			.hardlinks = f & PROTO_REQ_HARDLINKS, .specials = f & PROTO_REQ_PRESERVE,
+			.filter = filter,
 		};
 		ret = source_run(&x, run->input, &r);
 		run->self = r.self;
@@ -630,6 +659,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		run->failed = r.failed;
 		run->unverified = r.unverified;
 	}
+	filter_free(filter);
 	xfer_destroy(&x);
 	return ret;
 }

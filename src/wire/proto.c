@@ -269,16 +269,65 @@ static void get_key(struct rbuf *r, struct proto_msg *m)
 	get_bytes(r, m->u.key.key, PROTO_KEY_LEN);
 }
 
+/* A list of strings in a REQUEST (paths, filters): in memory n
+ * NUL-terminated strings back to back in buf[cap]; on the wire a u16 count,
+ * then each as a string (section 2). At most max strings, each 1..maxlen
+ * bytes, together at most cap bytes counting one NUL each. */
+static void put_list(struct wbuf *w, const char *buf, unsigned n, unsigned max, size_t cap,
+		     size_t maxlen)
+{
+	const char *p = buf;
+
+	if (n > max) {
+		w->bad = true;
+		return;
+	}
+	put_u16(w, (uint16_t)n);
+	for (unsigned i = 0; i < n && !w->bad; i++) {
+		size_t left = cap - (size_t)(p - buf);
+		size_t len = strnlen(p, left);
+		if (len == left || len == 0) {
+			w->bad = true; /* unterminated or empty */
+			return;
+		}
+		put_str(w, p, maxlen);
+		p += len + 1;
+	}
+}
+
+/* The other way: fills buf[cap] and returns the count (0 with r->bad set
+ * when the list breaks a bound). */
+static uint16_t get_list(struct rbuf *r, char *buf, unsigned max, size_t cap, size_t maxlen)
+{
+	uint16_t n = get_u16(r);
+	size_t used = 0;
+
+	if (n > max) {
+		r->bad = true;
+		return 0;
+	}
+	for (unsigned i = 0; i < n && !r->bad; i++) {
+		char s[PROTO_MAX_PATH + 1];
+		get_str(r, s, maxlen);
+		size_t len = strlen(s);
+		if (r->bad || len == 0 || used + len + 1 > cap) {
+			r->bad = true;
+			return 0;
+		}
+		memcpy(buf + used, s, len + 1);
+		used += len + 1;
+	}
+	return n;
+}
+
 static void put_request(struct wbuf *w, const struct proto_msg *m)
 {
 	const struct proto_request *q = m->u.request;
-	const char *p;
 
 	if (q == NULL) {
 		w->bad = true;
 		return;
 	}
-	p = q->paths;
 	put_u8(w, q->role);
 	put_u16(w, q->flags);
 	put_u16(w, q->streams);
@@ -298,29 +347,16 @@ static void put_request(struct wbuf *w, const struct proto_msg *m)
 	put_str(w, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	put_str(w, q->connect_pcopy, PROTO_MAX_PATH);
 	put_str(w, q->codec, PROTO_MAX_CODEC_SPEC);
-	/* The count bound sits here and in get_request, once per direction:
+	/* The count bounds sit here and in get_request, once per direction:
 	 * check_request runs on both and would hide either one's removal. */
-	if (q->npaths > PROTO_MAX_PATHS) {
-		w->bad = true;
-		return;
-	}
-	put_u16(w, q->npaths);
-	for (unsigned i = 0; i < q->npaths && !w->bad; i++) {
-		size_t left = PROTO_REQ_PATHS_BYTES - (size_t)(p - q->paths);
-		size_t n = strnlen(p, left);
-		if (n == left || n == 0) {
-			w->bad = true; /* unterminated or empty */
-			return;
-		}
-		put_str(w, p, PROTO_MAX_PATH);
-		p += n + 1;
-	}
+	put_list(w, q->paths, q->npaths, PROTO_MAX_PATHS, PROTO_REQ_PATHS_BYTES, PROTO_MAX_PATH);
+	put_list(w, q->filters, q->nfilters, PROTO_MAX_FILTERS, PROTO_REQ_FILTER_BYTES,
+		 PROTO_MAX_FILTER);
 }
 
 static void get_request(struct rbuf *r, struct proto_msg *m)
 {
 	struct proto_request *q = m->u.request;
-	size_t used = 0;
 
 	if (q == NULL) {
 		r->bad = true;
@@ -346,22 +382,9 @@ static void get_request(struct rbuf *r, struct proto_msg *m)
 	get_str(r, q->connect_ssh, PROTO_MAX_SSH_DEST);
 	get_str(r, q->connect_pcopy, PROTO_MAX_PATH);
 	get_str(r, q->codec, PROTO_MAX_CODEC_SPEC);
-	q->npaths = get_u16(r);
-	if (q->npaths > PROTO_MAX_PATHS) {
-		r->bad = true;
-		return;
-	}
-	for (unsigned i = 0; i < q->npaths && !r->bad; i++) {
-		char path[PROTO_MAX_PATH + 1];
-		get_str(r, path, PROTO_MAX_PATH);
-		size_t n = strlen(path);
-		if (r->bad || n == 0 || used + n + 1 > PROTO_REQ_PATHS_BYTES) {
-			r->bad = true;
-			return;
-		}
-		memcpy(q->paths + used, path, n + 1);
-		used += n + 1;
-	}
+	q->npaths = get_list(r, q->paths, PROTO_MAX_PATHS, PROTO_REQ_PATHS_BYTES, PROTO_MAX_PATH);
+	q->nfilters = get_list(r, q->filters, PROTO_MAX_FILTERS, PROTO_REQ_FILTER_BYTES,
+			       PROTO_MAX_FILTER);
 }
 
 /* At most one cipher bit, and only with ENCRYPT. */
@@ -402,6 +425,8 @@ static bool proto_request_ssh_ok(const struct proto_request *q)
 	return (q->flags & PROTO_REQ_CONNECT) && proto_ssh_dest_ok(q->connect_ssh);
 }
 
+static bool proto_request_filters_ok(const struct proto_request *q);
+
 static bool check_request(const struct proto_msg *m)
 {
 	const struct proto_request *q = m->u.request;
@@ -416,15 +441,16 @@ static bool check_request(const struct proto_msg *m)
 	       (q->family == 0 || q->family == 4 || q->family == 6) &&
 	       (q->bwlimit == 0 ||
 		(q->bwlimit >= PROTO_MIN_BWLIMIT && q->bwlimit <= PROTO_MAX_BWLIMIT)) &&
-	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 &&
+	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 && proto_request_filters_ok(q) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
 
-const char *proto_request_path(const struct proto_request *q, unsigned i)
+/* The i-th of the n strings in buf[cap] (a list as put_list has it), or NULL. */
+static const char *list_at(const char *buf, size_t cap, unsigned n, unsigned i)
 {
-	const char *p = q->paths, *end = q->paths + PROTO_REQ_PATHS_BYTES;
+	const char *p = buf, *end = buf + cap;
 
-	if (i >= q->npaths)
+	if (i >= n)
 		return NULL;
 	while (i-- > 0) {
 		const char *nul = memchr(p, 0, (size_t)(end - p));
@@ -435,19 +461,65 @@ const char *proto_request_path(const struct proto_request *q, unsigned i)
 	return memchr(p, 0, (size_t)(end - p)) ? p : NULL;
 }
 
+/* Appends s (1..maxlen bytes) to the list buf[cap] of *n strings, at most
+ * max. Returns 0 or -PC_E_PROTO. */
+static int list_add(char *buf, size_t cap, uint16_t *n, unsigned max, size_t maxlen,
+		    const char *s)
+{
+	size_t used = 0, len = strnlen(s, maxlen + 1);
+
+	if (len == 0 || len > maxlen || *n >= max)
+		return -PC_E_PROTO;
+	for (unsigned i = 0; i < *n; i++)
+		used += strnlen(buf + used, cap - used) + 1;
+	if (used + len + 1 > cap)
+		return -PC_E_PROTO;
+	memcpy(buf + used, s, len + 1);
+	(*n)++;
+	return 0;
+}
+
+const char *proto_request_path(const struct proto_request *q, unsigned i)
+{
+	return list_at(q->paths, PROTO_REQ_PATHS_BYTES, q->npaths, i);
+}
+
 int proto_request_add_path(struct proto_request *q, const char *path)
 {
-	size_t used = 0, n = strnlen(path, PROTO_MAX_PATH + 1);
+	return list_add(q->paths, PROTO_REQ_PATHS_BYTES, &q->npaths, PROTO_MAX_PATHS,
+			PROTO_MAX_PATH, path);
+}
 
-	if (n == 0 || n > PROTO_MAX_PATH || q->npaths >= PROTO_MAX_PATHS)
+const char *proto_request_filter(const struct proto_request *q, unsigned i)
+{
+	return list_at(q->filters, PROTO_REQ_FILTER_BYTES, q->nfilters, i);
+}
+
+bool proto_filter_rule_ok(const char *rule)
+{
+	size_t n = strnlen(rule, PROTO_MAX_FILTER + 1);
+
+	return n >= 3 && n <= PROTO_MAX_FILTER && (rule[0] == '-' || rule[0] == '+') &&
+	       rule[1] == ' ';
+}
+
+int proto_request_add_filter(struct proto_request *q, const char *rule)
+{
+	if (!proto_filter_rule_ok(rule))
 		return -PC_E_PROTO;
-	for (unsigned i = 0; i < q->npaths; i++)
-		used += strnlen(q->paths + used, PROTO_REQ_PATHS_BYTES - used) + 1;
-	if (used + n + 1 > PROTO_REQ_PATHS_BYTES)
-		return -PC_E_PROTO;
-	memcpy(q->paths + used, path, n + 1);
-	q->npaths++;
-	return 0;
+	return list_add(q->filters, PROTO_REQ_FILTER_BYTES, &q->nfilters, PROTO_MAX_FILTERS,
+			PROTO_MAX_FILTER, rule);
+}
+
+/* Every rule of q is one the wire carries. */
+static bool proto_request_filters_ok(const struct proto_request *q)
+{
+	for (unsigned i = 0; i < q->nfilters; i++) {
+		const char *rule = proto_request_filter(q, i);
+		if (rule == NULL || !proto_filter_rule_ok(rule))
+			return false;
+	}
+	return true;
 }
 
 static void put_ready(struct wbuf *w, const struct proto_msg *m)

@@ -20,11 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 8u
-#define PROTO_MIN_VERSION 8u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 9u
+#define PROTO_MIN_VERSION 9u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
-                                  END and DONE, nor probe sessions; 7 no rate cap */
+                                  END and DONE, nor probe sessions; 7 no rate cap; 8 no
+                                  filter rules */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -44,6 +45,9 @@
 #define PROTO_ATTACH_ID_LEN 16u       /* names a session's attach socket (data through ssh) */
 #define PROTO_MAX_PATHS 1024u         /* paths in one REQUEST */
 #define PROTO_REQ_PATHS_BYTES 32768u  /* REQUEST.paths, NULs included */
+#define PROTO_MAX_FILTERS 256u        /* filter rules in one REQUEST (version 9) */
+#define PROTO_MAX_FILTER 1024u        /* bytes in one rule: "- " or "+ ", then the pattern */
+#define PROTO_REQ_FILTER_BYTES 16384u /* REQUEST.filters, NULs included */
 #define PROTO_NONCE_LEN 32u
 #define PROTO_KEY_LEN 32u
 #define PROTO_MAC_LEN 32u
@@ -191,6 +195,11 @@ struct proto_request {
 	uint16_t npaths;        /* 1..PROTO_MAX_PATHS */
 	char paths[PROTO_REQ_PATHS_BYTES]; /* sink: the destination; source: the sources.
 	                           npaths NUL-terminated strings back to back */
+	uint16_t nfilters;      /* 0..PROTO_MAX_FILTERS. Version 9 */
+	char filters[PROTO_REQ_FILTER_BYTES]; /* the filter rules, in order: nfilters
+	                           NUL-terminated strings back to back, each "- PATTERN"
+	                           (exclude) or "+ PATTERN" (include): see
+	                           proto_filter_rule_ok and pipeline/filter.h */
 };
 
 struct proto_ready {
@@ -441,6 +450,18 @@ const char *proto_request_path(const struct proto_request *q, unsigned i);
 /* Appends a path to a request. Returns 0, or -PC_E_PROTO if it is empty,
  * too long, or the request is full. Pure. */
 int proto_request_add_path(struct proto_request *q, const char *path);
+
+/* The i-th filter rule of a request (i < nfilters), or NULL. Pure. */
+const char *proto_request_filter(const struct proto_request *q, unsigned i);
+
+/* Appends a filter rule to a request. Returns 0, or -PC_E_PROTO if the rule
+ * breaks proto_filter_rule_ok or the request has no room for it. Pure. */
+int proto_request_add_filter(struct proto_request *q, const char *rule);
+
+/* Whether rule is a filter rule the wire carries: "- " or "+ " followed by
+ * a pattern of at least one byte, PROTO_MAX_FILTER bytes in all at most.
+ * Pure. */
+bool proto_filter_rule_ok(const char *rule);
 
 /* Whether SKIP k may come next (docs/PROTOCOL.md, section 4.11): its index
  * is below npaths, the number of paths of the REQUEST, and not below *next,

@@ -46,6 +46,12 @@ shopt -s lastpipe
 [[ -x $PCOPY ]] || { echo "FAIL: PCOPY=$PCOPY is not an executable" >&2; exit 1; }
 
 TEST_NAME=$(basename "$0" .sh)
+# PROTO_VERSION: the protocol version pcopy speaks, from src/wire/proto.h,
+# for the tests that write or read its bytes by hand.
+PROTO_VERSION=$(sed -n 's/^#define PROTO_VERSION \([0-9]*\)u.*/\1/p' \
+    "${BASH_SOURCE[0]%/*}/../../src/wire/proto.h")
+[[ $PROTO_VERSION =~ ^[0-9]+$ ]] ||
+    { echo "FAIL: no PROTO_VERSION in src/wire/proto.h" >&2; exit 1; }
 mkdir -p "$PCOPY_TEST_TMP"
 # T: this test's scratch directory. Mode 0755 so that the unprivileged user
 # of the permission tests can reach files in it.

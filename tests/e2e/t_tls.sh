@@ -31,7 +31,7 @@
 #     through ssh, holds neither its contents nor its name (and, to a
 #     daemon in TLS, all of the copy passed its one port); a --no-encrypt
 #     capture of the same copy, the control, holds both.
-# And what a user is told: -v (protocol version 8, the cipher), --cipher,
+# And what a user is told: -v (protocol version 9, the cipher), --cipher,
 # the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
 # ssh and third-party copies.
 source "$PCOPY_TEST_LIB"
@@ -231,7 +231,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 8, 8, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 9, 9, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:
@@ -417,8 +417,8 @@ file_has() {
 # 7, zero, a token), followed by a TLS handshake record that offers a data
 # stream's PSK identity (PCDT); else fail, saying it is WHAT.
 route_preamble_of() {
-    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 5043525400080000 ]] ||
-        fail "$2 does not start with a route preamble (PCRT, version 8, 0)"
+    [[ $(head -c 8 "$1" | od -An -tx1 | tr -d ' \n') == 50435254$(printf %04x "$PROTO_VERSION")0000 ]] ||
+        fail "$2 does not start with a route preamble (PCRT, version $PROTO_VERSION, 0)"
     [[ $(tail -c +25 "$1" | head -c 1 | od -An -tu1 | tr -d ' ') == 22 ]] ||
         fail "$2 does not go on with a TLS handshake record after its 24-byte preamble"
     grep -qa PCDT "$1" || fail "$2 offers no data PSK identity (PCDT)"
@@ -505,7 +505,7 @@ case_replay() {
     relay_logged '^data#[0-9]+ connected' && { touch "$T/gate"; fail "the relay let a data connection of session 2 through before the gate opened"; }
     head -c 24 "$held.1" >"$T/preamble.2"
     tail -c +25 "$rec" >"$T/tls.1"
-    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 5043525400080000 ]] ||
+    [[ $(head -c 8 "$T/preamble.2" | od -An -tx1 | tr -d ' \n') == 50435254$(printf %04x "$PROTO_VERSION")0000 ]] ||
         { touch "$T/gate"; fail "session 2's data connection does not start with a route preamble"; }
     cmp -s "$T/preamble.2" <(head -c 24 "$rec") && { touch "$T/gate"; fail "sessions 1 and 2 have the same route token"; }
     # The replay: session 2's preamble, then session 1's TLS bytes, to the
@@ -726,7 +726,7 @@ case_verbose_cipher() {
     daemon_at "$T/root"
     mkfile "$T/src" 2M
     expect_exit 0 "$PCOPY" -v "$T/src" "$DAEMON_URL/auto" --key-file "$DAEMON_KEY"
-    expect_stderr_matches "^pcopy: protocol version 8; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
+    expect_stderr_matches "^pcopy: protocol version 9; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
     expect_summary 2097152 1 4 "$ENCRYPTED"
     same_file "$T/src" "$T/root/auto"
     local c suite
@@ -734,7 +734,7 @@ case_verbose_cipher() {
         suite=${c#*:}
         c=${c%%:*}
         expect_exit 0 "$PCOPY" -v --cipher "$c" "$T/src" "$DAEMON_URL/$c" --key-file "$DAEMON_KEY"
-        expect_stderr_matches "^pcopy: protocol version 8; data encrypted \(TLS 1\.3, $suite\)"
+        expect_stderr_matches "^pcopy: protocol version 9; data encrypted \(TLS 1\.3, $suite\)"
         expect_summary 2097152 1 4 "encrypted \(TLS 1\.3, $suite\)"
         same_file "$T/src" "$T/root/$c"
         expect_exit 0 "$PCOPY" --cipher "$c" "$DAEMON_URL/$c" "$T/back.$c" --key-file "$DAEMON_KEY"
@@ -756,11 +756,11 @@ case_local() {
     mkfile "$T/src" 5M
     expect_exit 0 "$PCOPY" -v "$T/src" "$T/clear"
     expect_summary 5242880 1 4 'not encrypted \(a local copy\)'
-    expect_stderr_contains "protocol version 8; data not encrypted (a local copy)"
+    expect_stderr_contains "protocol version 9; data not encrypted (a local copy)"
     same_file "$T/src" "$T/clear"
     expect_exit 0 "$PCOPY" -v --encrypt "$T/src" "$T/tls"
     expect_summary 5242880 1 4 "$ENCRYPTED"
-    expect_stderr_matches "^pcopy: protocol version 8; data $ENCRYPTED"
+    expect_stderr_matches "^pcopy: protocol version 9; data $ENCRYPTED"
     same_file "$T/src" "$T/tls"
     expect_exit 0 "$PCOPY" --encrypt --cipher chacha20-poly1305 "$T/src" "$T/chacha"
     expect_summary 5242880 1 4 'encrypted \(TLS 1\.3, TLS_CHACHA20_POLY1305_SHA256\)'

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "wire/auth.h"
+#include "pipeline/filter.h"
 #include "sys/err.h"
 #include "sys/platform.h"
 #include "transport/chan.h"
@@ -109,6 +110,27 @@ static void fuzz_entries(const struct proto_entries *es)
 	fuzz_require(b.len == es->body_len && memcmp(b.body, es->body, b.len) == 0);
 }
 
+/* Every filter rule a REQUEST decodes with has the wire's shape, and the
+ * source compiles each and matches it against the request's paths, as a
+ * daemon does while it walks (version 9). */
+static void fuzz_filters(const struct proto_request *q)
+{
+	struct filter *f = filter_new();
+
+	fuzz_require(q->nfilters <= PROTO_MAX_FILTERS && f != NULL);
+	for (unsigned i = 0; i < q->nfilters; i++) {
+		const char *rule = proto_request_filter(q, i);
+		fuzz_require(rule != NULL && proto_filter_rule_ok(rule));
+		fuzz_require(filter_add(f, rule) == 0);
+	}
+	for (unsigned i = 0; i < q->npaths; i++) {
+		const char *path = proto_request_path(q, i);
+		fuzz_require(path != NULL);
+		(void)filter_excludes(f, path, i % 2 == 0);
+	}
+	filter_free(f);
+}
+
 static void fuzz_rules(const struct proto_msg *m)
 {
 	switch (m->type) {
@@ -119,6 +141,7 @@ static void fuzz_rules(const struct proto_msg *m)
 		fuzz_require(m->u.request->bwlimit == 0 ||
 			     (m->u.request->bwlimit >= PROTO_MIN_BWLIMIT &&
 			      m->u.request->bwlimit <= PROTO_MAX_BWLIMIT));
+		fuzz_filters(m->u.request);
 		break;
 	case PROTO_HAVE:
 		/* Within a batch, and nothing past its count: the source reads

@@ -208,6 +208,9 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		strcpy(m->u.request->codec, "zlib:1,lz4");
 		(void)proto_request_add_path(m->u.request, "backup/dir");
 		(void)proto_request_add_path(m->u.request, "b");
+		/* version 9: --exclude '*.o' --include 'keep/' */
+		(void)proto_request_add_filter(m->u.request, "- *.o");
+		(void)proto_request_add_filter(m->u.request, "+ keep/");
 		break;
 	case PROTO_READY:
 		m->u.ready.data_port = 40000;
@@ -374,11 +377,13 @@ static void proto_max_seed(const char *name, uint8_t type, size_t n)
 }
 
 /* A REQUEST with its connect host and codec spec at their longest, and
- * PROTO_MAX_PATHS one-byte paths; and one with a path more. */
+ * PROTO_MAX_PATHS one-byte paths, and no filter rule; one with a path
+ * more; and one with its filter rules at their limits too (version 9). */
 static void proto_request_max_seed(void)
 {
 	static struct seed s;
 	static struct proto_msg m;
+	char rule[PROTO_MAX_FILTER + 1];
 
 	msg_of(PROTO_REQUEST, &m);
 	memset(m.u.request->connect_host, 'h', PROTO_MAX_HOST);
@@ -389,18 +394,31 @@ static void proto_request_max_seed(void)
 	m.u.request->npaths = 0;
 	while (m.u.request->npaths < PROTO_MAX_PATHS)
 		(void)proto_request_add_path(m.u.request, "p");
+	m.u.request->nfilters = 0;
 	s.len = 0;
 	frame(&s, &m);
-	seed_write(&s, "fuzz_proto", "54-request-max");
 	/* One path more than PROTO_MAX_PATHS: the count after the fixed
 	 * fields (bwlimit's 8 bytes and sync's 4 last), the host and the codec
-	 * spec, and a path "p". */
+	 * spec, and a path "p" before the filter count (0). */
 	put_be(s.buf + PROTO_FRAME_HDR_LEN + 60 + PROTO_ATTACH_ID_LEN + 8 + 4 + 2 + PROTO_MAX_HOST + 2 +
 	       PROTO_MAX_SSH_DEST + 2 + PROTO_MAX_PATH + 2 + PROTO_MAX_CODEC_SPEC,
 	       PROTO_MAX_PATHS + 1, 2);
-	seed_put(&s, "\0\1p", 3);
+	s.len -= 2;
+	seed_put(&s, "\0\1p\0\0", 5);
 	put_be(s.buf + 4, (uint32_t)(s.len - PROTO_FRAME_HDR_LEN), 4);
 	seed_write(&s, "fuzz_proto", "55-request-over");
+	/* Rules of PROTO_MAX_FILTER bytes while they fit, then short ones up
+	 * to PROTO_MAX_FILTERS or PROTO_REQ_FILTER_BYTES. */
+	memset(rule, '*', sizeof(rule));
+	memcpy(rule, "- ", 2);
+	rule[PROTO_MAX_FILTER] = '\0';
+	while (proto_request_add_filter(m.u.request, rule) == 0)
+		;
+	while (proto_request_add_filter(m.u.request, "+ a") == 0)
+		;
+	s.len = 0;
+	frame(&s, &m);
+	seed_write(&s, "fuzz_proto", "54-request-max");
 }
 
 /* Strings at their limits, and one byte past them, are where an

@@ -257,7 +257,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_KEY: return 32;
 	case PROTO_REQUEST:
 		return REQ_FIXED + 2 + strlen("h1.example") + SAMPLE_SSH_BYTES + 2 +
-		       strlen("zlib:1,lz4") + 2 + 2 + strlen("dir/sub dir/file.bin");
+		       strlen("zlib:1,lz4") + 2 + 2 + strlen("dir/sub dir/file.bin") + 2;
 	case PROTO_READY: return 4 + strlen("10.1.2.3");
 	case PROTO_ENTRIES:
 		return ENT_OFF + ENT_FIXED + 2 + strlen(ENT_PATH) + 2 + 2 + 5 + 2 + 5;
@@ -575,21 +575,24 @@ static void test_decode_unknown_type(void **state)
 	assert_int_equal(decode(255, frame, 0, &out), -PC_E_PROTO);
 }
 
-/* A string field: its length prefix sits at len_off in the payload. */
+/* A string field: its length prefix sits at len_off in the payload, and
+ * tail bytes follow it. */
 struct str_case {
 	uint8_t type;
 	size_t len_off;
 	size_t max;
+	size_t tail;
 };
 
 static const struct str_case str_cases[] = {
 	/* REQUEST's last string: its only path, after the fixed fields, the
 	 * connect host, the ssh strings, the codec spec and the path count. */
-	{ PROTO_REQUEST, REQ_FIXED + 12 + 2 + 16 + 2 + 20 + 12 + 2, PROTO_MAX_PATH },
-	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG },
-	{ PROTO_FILE_FAIL, 8, PROTO_MAX_MSG },
-	{ PROTO_ERROR, 4, PROTO_MAX_MSG },
-	{ PROTO_SKIP, 8, PROTO_MAX_MSG },
+	{ PROTO_REQUEST, REQ_FIXED + 12 + 2 + 16 + 2 + 20 + 12 + 2, PROTO_MAX_PATH,
+	  2 /* nfilters 0, version 9 */ },
+	{ PROTO_FILE_DONE, 16, PROTO_MAX_MSG, 0 },
+	{ PROTO_FILE_FAIL, 8, PROTO_MAX_MSG, 0 },
+	{ PROTO_ERROR, 4, PROTO_MAX_MSG, 0 },
+	{ PROTO_SKIP, 8, PROTO_MAX_MSG, 0 },
 };
 
 /* Returns the string field of m for a str_case type. */
@@ -618,12 +621,15 @@ static void test_string_limits(void **state)
 		memset(s, 'a', c->max);
 		s[c->max] = '\0';
 		size_t plen = encode_ok(&m);
-		assert_int_equal(plen, c->len_off + 2 + c->max);
+		assert_int_equal(plen, c->len_off + 2 + c->max + c->tail);
 		assert_int_equal(decode(c->type, payload(), plen, &out), 0);
 		msg_same(&m, &out);
 
-		/* A length prefix of max + 1 with max + 1 bytes present. */
-		payload()[plen] = 'a';
+		/* A length prefix of max + 1 with max + 1 bytes present (the
+		 * tail moved up by one). */
+		uint8_t *end = payload() + c->len_off + 2 + c->max;
+		memmove(end + 1, end, c->tail);
+		*end = 'a';
 		put_be(payload() + c->len_off, c->max + 1, 2);
 		assert_int_equal(decode(c->type, payload(), plen + 1, &out), -PC_E_PROTO);
 
@@ -686,7 +692,7 @@ static void test_request_paths(void **state)
 
 /* Builds in the frame buffer a REQUEST payload that claims npaths paths and
  * holds npaths paths of len bytes each ('p'...), as a hostile peer may send
- * it; returns its length. */
+ * it, then no filter rule; returns its length. */
 static size_t request_with_paths(unsigned npaths, size_t len)
 {
 	struct proto_msg m;
@@ -703,7 +709,8 @@ static size_t request_with_paths(unsigned npaths, size_t len)
 		memset(payload() + at + 2, 'p', len);
 		at += 2 + len;
 	}
-	return at;
+	put_be(payload() + at, 0, 2); /* nfilters */
+	return at + 2;
 }
 
 /* REQUEST.npaths is bounded by PROTO_MAX_PATHS, even when every path is
@@ -764,12 +771,114 @@ static void test_request_paths_decode_bounds(void **state)
 	assert_int_equal(out.u.request->npaths, fit);
 	size_t left = PROTO_REQ_PATHS_BYTES - fit * (PROTO_MAX_PATH + 1);
 	plen = request_with_paths(fit + 1, PROTO_MAX_PATH);
-	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left, 2);
-	plen = REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH) + 2 + left;
+	size_t last = REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH);
+	put_be(payload() + last, left, 2);
+	put_be(payload() + last + 2 + left, 0, 2); /* nfilters */
+	plen = last + 2 + left + 2;
 	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
-	put_be(payload() + REQ_NPATHS_OFF + 2 + fit * (2 + PROTO_MAX_PATH), left - 1, 2);
+	put_be(payload() + last, left - 1, 2);
+	put_be(payload() + last + 2 + left - 1, 0, 2);
 	assert_int_equal(decode(PROTO_REQUEST, payload(), plen - 1, &out), 0);
 	assert_int_equal(out.u.request->npaths, fit + 1);
+}
+
+/* Builds in the frame buffer a REQUEST payload with the sample's one path
+ * and n filter rules of len bytes each, "- aaa...", as a peer may send it;
+ * returns its length. */
+static size_t request_with_filters(unsigned n, size_t len)
+{
+	size_t at = request_with_paths(1, 1) - 2;
+
+	put_be(payload() + at, n, 2);
+	at += 2;
+	for (unsigned i = 0; i < n; i++) {
+		assert_true(at + 2 + len <= PROTO_MAX_PAYLOAD);
+		put_be(payload() + at, len, 2);
+		memset(payload() + at + 2, 'a', len);
+		memcpy(payload() + at + 2, "- ", len < 2 ? len : 2);
+		at += 2 + len;
+	}
+	return at;
+}
+
+/* REQUEST.filters (version 9): what proto_request_add_filter takes and the
+ * decoder accepts, and each bound both enforce: the rule's shape, its
+ * length (PROTO_MAX_FILTER), the count (PROTO_MAX_FILTERS) and the bytes
+ * (PROTO_REQ_FILTER_BYTES). */
+static void test_request_filters(void **state)
+{
+	static const char *const bad[] = { "", "-", "- ", "+ ", "x a", "-a", "+\ta", " - a" };
+	char rule[PROTO_MAX_FILTER + 2];
+	struct proto_msg m, out;
+	size_t plen;
+
+	(void)state;
+	sample(PROTO_REQUEST, &m);
+	assert_int_equal(proto_request_add_filter(m.u.request, "- *.o"), 0);
+	assert_int_equal(proto_request_add_filter(m.u.request, "+ keep/"), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(proto_request_add_filter(m.u.request, bad[i]), -PC_E_PROTO);
+	memset(rule, 'a', sizeof(rule));
+	memcpy(rule, "- ", 2);
+	rule[PROTO_MAX_FILTER + 1] = '\0';
+	assert_int_equal(proto_request_add_filter(m.u.request, rule), -PC_E_PROTO);
+	assert_int_equal(m.u.request->nfilters, 2);
+	plen = encode_ok(&m);
+	assert_int_equal(plen, sample_payload_len(PROTO_REQUEST) + 2 + 5 + 2 + 7);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request->nfilters, 2);
+	assert_string_equal(proto_request_filter(out.u.request, 0), "- *.o");
+	assert_string_equal(proto_request_filter(out.u.request, 1), "+ keep/");
+	assert_null(proto_request_filter(out.u.request, 2));
+	/* The encoder checks each rule's shape too. */
+	m.u.request->filters[0] = 'x';
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+
+	/* PROTO_MAX_FILTERS rules, not one more; by the adder and the decoder. */
+	sample(PROTO_REQUEST, &m);
+	for (unsigned i = 0; i < PROTO_MAX_FILTERS; i++)
+		assert_int_equal(proto_request_add_filter(m.u.request, "- a"), 0);
+	assert_int_equal(proto_request_add_filter(m.u.request, "- a"), -PC_E_PROTO);
+	assert_true(encode_ok(&m) > 0);
+	plen = request_with_filters(PROTO_MAX_FILTERS, 3);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	assert_int_equal(out.u.request->nfilters, PROTO_MAX_FILTERS);
+	plen = request_with_filters(PROTO_MAX_FILTERS + 1, 3);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	m.u.request->nfilters = PROTO_MAX_FILTERS + 1;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+
+	/* A rule of PROTO_MAX_FILTER bytes, not one more. */
+	plen = request_with_filters(1, PROTO_MAX_FILTER);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	plen = request_with_filters(1, PROTO_MAX_FILTER + 1);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	/* Empty, and of the wrong shape, on the wire. */
+	plen = request_with_filters(1, 0);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	plen = request_with_filters(1, 2);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	plen = request_with_filters(1, 3);
+	payload()[plen - 3] = '*';
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	payload()[plen - 3] = '+';
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+
+	/* PROTO_REQ_FILTER_BYTES, NULs counted: as many longest rules as fit,
+	 * then one more. */
+	unsigned fit = PROTO_REQ_FILTER_BYTES / (PROTO_MAX_FILTER + 1);
+	plen = request_with_filters(fit, PROTO_MAX_FILTER);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), 0);
+	plen = request_with_filters(fit + 1, PROTO_MAX_FILTER);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), plen, &out), -PC_E_PROTO);
+	sample(PROTO_REQUEST, &m);
+	rule[PROTO_MAX_FILTER] = '\0';
+	for (unsigned i = 0; i < fit; i++)
+		assert_int_equal(proto_request_add_filter(m.u.request, rule), 0);
+	assert_int_equal(proto_request_add_filter(m.u.request, rule), -PC_E_PROTO);
+
+	/* The largest REQUEST, rules included, fits a control payload. */
+	assert_true(39073 + 2 + PROTO_REQ_FILTER_BYTES + PROTO_MAX_FILTERS <= PROTO_MAX_PAYLOAD);
 }
 
 static void test_string_empty(void **state)
@@ -802,7 +911,7 @@ static void test_string_nul_rejected(void **state)
 
 		sample(c->type, &m);
 		size_t plen = encode_ok(&m);
-		size_t slen = plen - c->len_off - 2;
+		size_t slen = plen - c->len_off - 2 - c->tail;
 		size_t where[] = { 0, slen / 2, slen - 1 };
 
 		for (size_t k = 0; k < 3; k++) {
@@ -1346,8 +1455,8 @@ static void test_relpath(void **state)
 			fail_msg("'%s' accepted", bad[i]);
 	assert_int_equal(proto_check_relpath("", 0), -PC_E_PROTO);
 	assert_int_equal(proto_check_relpath("a\0b", 3), -PC_E_PROTO); /* a NUL inside */
-	/* A component of 255 bytes, not 256. */
-	memset(p, 'c', PROTO_MAX_NAME + 1);
+	/* A component of 255 bytes, not 256 (and "x/" and 255 bytes below). */
+	memset(p, 'c', PROTO_MAX_NAME + 2);
 	assert_int_equal(proto_check_relpath(p, PROTO_MAX_NAME), 0);
 	assert_int_equal(proto_check_relpath(p, PROTO_MAX_NAME + 1), -PC_E_PROTO);
 	p[0] = 'x';
@@ -1934,7 +2043,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x08\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x09\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2027,7 +2136,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x08\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x09\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2051,7 +2160,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x08\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x09\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
@@ -2098,6 +2207,7 @@ int main(void)
 		cmocka_unit_test(test_request_paths),
 		cmocka_unit_test(test_request_too_many_paths),
 		cmocka_unit_test(test_request_paths_decode_bounds),
+		cmocka_unit_test(test_request_filters),
 		cmocka_unit_test(test_string_nul_rejected),
 		cmocka_unit_test(test_range_checks),
 		cmocka_unit_test(test_file_size_unknown),
