@@ -40,7 +40,7 @@ enum {
 	OPT_CONTROL_FD, OPT_BIND, OPT_RSH, OPT_REMOTE_PCOPY, OPT_NUMERIC_IDS, OPT_ENCRYPT,
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
 	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
-	OPT_JSON, OPT_PROBE, OPT_EXCLUDE, OPT_INCLUDE, OPT_EXCLUDE_FROM,
+	OPT_JSON, OPT_PROBE, OPT_EXCLUDE, OPT_INCLUDE, OPT_EXCLUDE_FROM, OPT_DELETE,
 };
 
 static const struct option cli_longopts[] = {
@@ -51,6 +51,7 @@ static const struct option cli_longopts[] = {
 	{ "update", no_argument, NULL, 'u' },
 	{ "verify", no_argument, NULL, 'e' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
+	{ "delete", no_argument, NULL, OPT_DELETE },
 	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 	{ "include", required_argument, NULL, OPT_INCLUDE },
 	{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
@@ -120,6 +121,8 @@ static void cli_usage(FILE *out)
 	      "                        give the files written the source's times\n"
 	      "  -e, --verify          read each file written back from the disk and put\n"
 	      "                        it in place only if it has the source's bytes\n"
+	      "      --delete          with -r -u: remove from the copy what the source no\n"
+	      "                        longer has (but what --exclude rules leave out)\n"
 	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
 	      "      --include PATTERN copy what PATTERN matches, even if a later rule\n"
 	      "                        excludes it; the first rule that matches decides\n"
@@ -333,6 +336,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'u': o->update = true; return 0;
 	case 'e': o->verify = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
+	case OPT_DELETE: o->delete_missing = true; return 0;
 	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");
 	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
 	case OPT_EXCLUDE_FROM: return cli_rules_file(c, arg);
@@ -481,6 +485,8 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 	if (c->o.update)
 		fprintf(stderr, ", %" PRIu64 " unchanged (%" PRIu64 " bytes not sent)",
 			r->sink.unchanged, r->sink.unchanged_bytes);
+	if (c->o.delete_missing)
+		fprintf(stderr, ", %" PRIu64 " deleted", r->sink.deleted);
 	if (r->files_failed > 0)
 		fprintf(stderr, ", %u skipped", r->files_failed);
 	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,

@@ -49,6 +49,9 @@ struct pcopy_opts {
 	bool hard_links;         /* -H: hard links among the sources stay hard links */
 	bool verify;             /* -e: read each file written back from the disk and keep it
 	                            only if it has the source's bytes */
+	bool delete_missing;     /* --delete (with -r and -u): remove from each directory of
+	                            the copy what the source does not have there, but what
+	                            the filter rules exclude */
 	bool update;             /* -u: keep a file already there with the source's size and
 	                            modification time; give the files written the source's
 	                            modification time */
@@ -164,6 +167,7 @@ struct pcopy_side_stats {
 	uint64_t links;          /* symbolic and hard links */
 	uint64_t unchanged;      /* -u: regular files already there as they are (not in files) */
 	uint64_t unchanged_bytes; /* their bytes, which did not travel */
+	uint64_t deleted;        /* --delete: entries removed from the destination (sink) */
 	double cpu_s;            /* user + system CPU seconds */
 	double codec_cpu_s;      /* of which compressing (source) or decompressing (sink) */
 	uint64_t maxrss_kib;

@@ -2,6 +2,7 @@
 /* dest: tree entries created beneath a root, through a directory-fd cache. */
 #include "pipeline/dest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -596,6 +597,105 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 out:
 	if (fd >= 0)
 		close(fd);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+/* Removes name in dirfd, and all inside it if it is a directory (see
+ * dest_prune). Returns 0 or the first -errno; *bad gets the path (below
+ * the directory at `at`, which holds at[0..len)) of what failed. */
+static int dest_remove(int dirfd, const char *name, unsigned depth, uint64_t *deleted,
+		       char *at, size_t len, char *bad, size_t badcap)
+{
+	struct stat st;
+	int ret = 0;
+	size_t n = strlen(name);
+
+	if (len + 1 + n < PATH_MAX) { /* the path for a message */
+		at[len] = '/';
+		memcpy(at + len + 1, name, n + 1);
+		len += 1 + n;
+	}
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+		ret = errno == ENOENT ? 0 : -errno;
+	} else if (S_ISDIR(st.st_mode)) {
+		int fd = depth < DEST_PRUNE_DEPTH ?
+			 openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+		DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+		if (dir == NULL) {
+			ret = depth < DEST_PRUNE_DEPTH ? -errno : -ENAMETOOLONG;
+			if (fd >= 0)
+				close(fd);
+		}
+		for (struct dirent *de; dir != NULL && (errno = 0, de = readdir(dir)) != NULL;) {
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			int r = dest_remove(fd, de->d_name, depth + 1, deleted, at, len, bad, badcap);
+			if (r < 0 && ret == 0)
+				ret = r;
+			at[len] = '\0';
+		}
+		if (dir != NULL && errno != 0 && ret == 0)
+			ret = -errno;
+		if (dir != NULL)
+			closedir(dir);
+		if (ret == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
+			ret = errno == ENOENT ? 0 : -errno;
+		else if (ret == 0)
+			(*deleted)++;
+	} else if (unlinkat(dirfd, name, 0) != 0) {
+		ret = errno == ENOENT ? 0 : -errno;
+	} else {
+		(*deleted)++;
+	}
+	if (ret < 0 && bad[0] == '\0')
+		snprintf(bad, badcap, "%s", at);
+	return ret;
+}
+
+int dest_prune(struct dest *d, const struct proto_entry *e,
+	       bool (*keep)(void *arg, const char *name, bool is_dir), void *arg,
+	       uint64_t *deleted, struct pc_err *err)
+{
+	static const char what[] = "cannot delete what the source does not have in";
+	struct dest_loc l;
+	char at[PATH_MAX], bad[PATH_MAX], disp[PROTO_MAX_PATH + 64];
+	DIR *dir = NULL;
+	int fd = -1, first = 0;
+	int ret = dest_begin(d, e, PROTO_ENT_DIR_END, PROTO_ENT_DIR, &l, what, err);
+
+	if (ret < 0)
+		goto out;
+	fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dir = fd >= 0 ? fdopendir(fd) : NULL;
+	if (dir == NULL) {
+		ret = dest_fail(d, l.path, -errno, what, err);
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	bad[0] = '\0';
+	for (struct dirent *de; (errno = 0, de = readdir(dir)) != NULL;) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		bool is_dir = de->d_type == DT_DIR;
+		struct stat st;
+		if (de->d_type == DT_UNKNOWN &&
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			is_dir = S_ISDIR(st.st_mode);
+		if (keep(arg, de->d_name, is_dir))
+			continue;
+		at[0] = '\0';
+		ret = dest_remove(fd, de->d_name, 0, deleted, at, 0, bad, sizeof(bad));
+		if (ret < 0 && first == 0)
+			first = ret;
+	}
+	ret = first != 0 ? first : errno != 0 ? -errno : 0;
+	if (ret < 0)
+		pc_err_set(err, ret, "cannot delete '%s%s' (not in the source): %s",
+			   dest_display(d, l.path, disp, sizeof(disp)), bad, pc_strerror(ret));
+	closedir(dir);
+out:
 	dest_dir_put(d, l.dir);
 	return ret;
 }

@@ -110,6 +110,21 @@ int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err);
  * otherwise, and a final mode such as 0555 would keep us out. */
 int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err);
 
+/* --delete. e: a DIR_END entry. Lists its directory (opened beneath the
+ * root as every parent is, never through a symlink) and removes each name
+ * for which keep(arg, name, is_dir) is false: a file, symlink or special
+ * file with unlinkat, a directory with everything in it, depth first, each
+ * level opened with O_NOFOLLOW relative to its parent (a symlink is
+ * removed, never followed), at most DEST_PRUNE_DEPTH levels deep. Adds to
+ * *deleted one per name removed, inside removed directories too. Goes on
+ * past a name it cannot remove and returns the first error (message in
+ * err, naming it), else 0. Call it before dest_dir_end, from one thread
+ * for a given directory, once nothing in it is being written. */
+#define DEST_PRUNE_DEPTH 1024u
+int dest_prune(struct dest *d, const struct proto_entry *e,
+	       bool (*keep)(void *arg, const char *name, bool is_dir), void *arg,
+	       uint64_t *deleted, struct pc_err *err);
+
 /* e: a SYMLINK entry. symlinkat(e->target) to a temporary name, attributes
  * (-p: owner as root, times, both without following it), renameat over
  * the final name (replacing a file or symlink there; not a directory).

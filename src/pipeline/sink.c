@@ -31,6 +31,8 @@
 #include "pipeline/decoder.h"
 #include "pipeline/encoder.h"
 #include "pipeline/dest.h"
+#include "pipeline/filter.h"
+#include "pipeline/prune.h"
 #include "pipeline/sink_ent.h"
 #include "sys/fault.h"
 #include "sys/log.h"
@@ -106,6 +108,11 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	sync_unlock(&s->lock);
 	atomic_fetch_add(&x->total, e->size);
 	x->entries_total = s->announced;
+	if (s->prune != NULL && (ret = prune_note(s->prune, e)) < 0)
+		return xfer_fail(x, ret, ret == -E2BIG ?
+				 "--delete: the directories being copied hold more names than "
+				 "%u MiB can track; copy the tree in parts" : "out of memory",
+				 PRUNE_MAX_BYTES >> 20);
 	if (e->type == PROTO_ENT_REG && (e->flags & PROTO_ENT_SIZE_UNKNOWN))
 		atomic_fetch_add(&x->unsized, 1);
 	switch (e->type) {
@@ -298,6 +305,43 @@ static int sink_keep_link(struct sink *s, const struct sink_ent *r)
 	return 0;
 }
 
+/* What --delete keeps in the directory of a DIR_END: the names the source
+ * announced in it, and what the filter rules exclude. */
+struct sink_keep_arg {
+	const struct prune_dir *names;
+	const struct filter *filter;
+	const char *dir;          /* the directory's wire path */
+};
+
+static bool sink_keeps(void *arg, const char *name, bool is_dir)
+{
+	const struct sink_keep_arg *k = arg;
+	char path[PROTO_MAX_PATH + PROTO_MAX_NAME + 2];
+
+	if (prune_dir_has(k->names, name))
+		return true;
+	if (k->filter == NULL)
+		return false;
+	snprintf(path, sizeof(path), "%s/%s", k->dir, name);
+	return filter_excludes(k->filter, path, is_dir);
+}
+
+/* --delete, for the DIR_END e the watermark reached: removes from its
+ * directory what the source did not announce there. Returns 0 or the first
+ * error (message in err). */
+static int sink_prune(struct sink *s, const struct proto_entry *e, struct pc_err *err)
+{
+	if (s->prune == NULL)
+		return 0;
+	struct prune_dir *names = prune_take(s->prune, e->id, e->path);
+	if (names == NULL)
+		return 0; /* a DIR_END that closed no directory of this session */
+	struct sink_keep_arg k = { names, s->x->filter, e->path };
+	int ret = dest_prune(s->dest, e, sink_keeps, &k, &s->deleted, err);
+	prune_dir_free(names);
+	return ret;
+}
+
 /* The watermark reached r, which waited for everything before it. */
 static void sink_apply(struct sink *s, struct sink_ent *r)
 {
@@ -307,7 +351,16 @@ static void sink_apply(struct sink *s, struct sink_ent *r)
 	pc_err_init(&e);
 	sink_ent_entry(r, s->scratch);
 	if (r->type == PROTO_ENT_DIR_END) {
+		struct pc_err pe;
+		pc_err_init(&pe);
+		int pruned = sink_prune(s, s->scratch, &pe);
 		ret = dest_dir_end(s->dest, s->scratch, &e);
+		if (ret == 0 && pruned < 0) {
+			char msg[PROTO_MAX_MSG + 1];
+			pc_err_get(&pe, msg, sizeof(msg));
+			ret = pc_err_set(&e, pruned, "%s", msg);
+		}
+		pc_err_destroy(&pe);
 	} else {
 		const char *target = sink_link_path(s, r->link_id);
 		char name[PROTO_MAX_PATH + 64];
@@ -558,6 +611,7 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	m.u.stats.links = atomic_load(&s->nlinks);
 	m.u.stats.unchanged = s->unchanged;
 	m.u.stats.unchanged_bytes = s->unchanged_bytes;
+	m.u.stats.deleted = s->deleted;
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
 		stage_sum_row(&s->stage[i], m.u.stats.wall_us, &m.u.stats.stage[i]);
@@ -601,7 +655,13 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	s->t = t;
 	if (x->verify) /* once, not per hole */
 		s->zeros_sum = verify_zeros(x->block_size);
-	if (x->update && (s->have = calloc(1, sizeof(*s->have))) == NULL) {
+	if (x->update)
+		s->have = calloc(1, sizeof(*s->have));
+	if (x->delete && !t->to_stdout)
+		s->prune = prune_new(PRUNE_MAX_BYTES);
+	if ((x->update && s->have == NULL) || (x->delete && !t->to_stdout && s->prune == NULL)) {
+		free(s->have);
+		prune_free(s->prune);
 		free(s);
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	}
@@ -619,6 +679,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		s->dest = dest_new(t->dirfd, t->is_dir ? NULL : t->name, &d, t->display);
 		if (s->dest == NULL) {
 			free(s->have);
+			prune_free(s->prune);
 			free(s);
 			return xfer_fail(x, -ENOMEM, "out of memory");
 		}
@@ -632,6 +693,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 			close(s->efd);
 		dest_free(s->dest);
 		free(s->have);
+		prune_free(s->prune);
 		free(s);
 		return ret;
 	}
@@ -658,6 +720,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	close(s->efd);
 	dest_free(s->dest);
 	free(s->have);
+	prune_free(s->prune);
 	free(s);
 	if (ret == 0 && r->failed > 0)
 		ret = -PC_E_PARTIAL;

@@ -90,6 +90,8 @@ struct sink {
 	/* control thread only: */
 	uint64_t unchanged, unchanged_bytes; /* -u: files kept as they were (of nfiles) */
 	struct proto_have *have;       /* -u: the answer to the ENTRIES being read */
+	struct prune *prune;           /* --delete: the names each directory keeps */
+	uint64_t deleted;              /* --delete: entries removed */
 	uint64_t zeros_sum;            /* -e: the checksum of a whole block of zeros (a hole's);
 	                                  set before the threads start */
 	/* control thread only: */

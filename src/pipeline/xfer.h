@@ -36,6 +36,8 @@ struct xfer_waker {
 	void *arg;
 };
 
+struct filter;
+
 struct xfer {
 	/* Set before source_run/sink_run; read-only afterwards. */
 	unsigned streams;             /* data connections */
@@ -48,6 +50,10 @@ struct xfer {
 	bool verify;                  /* sink, -e (PROTO_SYNC_VERIFY): files are read back */
 	bool update;                  /* -u (PROTO_SYNC_UPDATE): the sink answers each ENTRIES
 	                                 with HAVE, and the source waits for it before it reads */
+	bool delete;                  /* sink, --delete (PROTO_SYNC_DELETE): each announced
+	                                 directory loses what the source did not announce in it */
+	const struct filter *filter;  /* the REQUEST's rules, or NULL; borrowed. The sink's
+	                                 --delete spares what they exclude */
 	const char *peer;             /* the other side, for messages */
 	bool peer_local;              /* the peer is our own child: its messages need no prefix */
 	struct ctl *ctl;              /* borrowed; ctl_send is thread-safe */

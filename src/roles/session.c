@@ -607,6 +607,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.bwlimit = run->req->bwlimit,
 		.update = (run->req->sync & PROTO_SYNC_UPDATE) != 0,
 		.verify = (run->req->sync & PROTO_SYNC_VERIFY) != 0,
+		.delete = (run->req->sync & PROTO_SYNC_DELETE) != 0,
 		.peer = run->peer,
 		.peer_local = run->peer_local,
 		.ctl = run->ctl,
@@ -635,6 +636,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		xfer_destroy(&x);
 		return pc_err_set(e, ret, "out of memory");
 	}
+	x.filter = filter;
 	if (run->role == PROTO_ROLE_SOURCE) {
 		struct source_result r;
 		run->input->walk = (struct walk_opts){

@@ -441,7 +441,10 @@ static bool check_request(const struct proto_msg *m)
 	       (q->family == 0 || q->family == 4 || q->family == 6) &&
 	       (q->bwlimit == 0 ||
 		(q->bwlimit >= PROTO_MIN_BWLIMIT && q->bwlimit <= PROTO_MAX_BWLIMIT)) &&
-	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 && proto_request_filters_ok(q) &&
+	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 &&
+	       (!(q->sync & PROTO_SYNC_DELETE) ||
+		((q->sync & PROTO_SYNC_UPDATE) && (q->flags & PROTO_REQ_RECURSIVE))) &&
+	       proto_request_filters_ok(q) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
 
@@ -969,6 +972,7 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 	}
 	put_u64(w, s->unchanged);
 	put_u64(w, s->unchanged_bytes);
+	put_u64(w, s->deleted);
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -994,6 +998,7 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 	}
 	s->unchanged = get_u64(r);
 	s->unchanged_bytes = get_u64(r);
+	s->deleted = get_u64(r);
 }
 
 /* One stage's times are possible: within its threads' lifetimes, which lie

@@ -125,7 +125,11 @@ enum proto_role {
 #define PROTO_SYNC_VERIFY 0x2u  /* -e: the sink reads each file it wrote back from the disk
                                    and puts it in place only if its blocks' checksums are
                                    the source's */
-#define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY)
+#define PROTO_SYNC_DELETE 0x4u  /* --delete (version 9), only with UPDATE and RECURSIVE:
+                                   the sink removes what the destination has and the
+                                   source did not announce, in each directory it
+                                   announced, but what the filter rules exclude */
+#define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE)
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -334,6 +338,8 @@ struct proto_stats {
 	struct proto_stage stage[PROTO_STAGES]; /* this side's stages; the other's are 0 */
 	uint64_t unchanged;     /* version 8, -u: regular files kept as they were (HAVE) */
 	uint64_t unchanged_bytes; /* their bytes, which did not travel */
+	uint64_t deleted;       /* version 9, --delete: entries the sink removed (DONE); 0 in
+	                           END */
 };
 
 /* A source of the REQUEST (or an entry inside its tree) that the server, as

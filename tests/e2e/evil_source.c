@@ -486,6 +486,7 @@ static void finish(const struct session *s, int *conns)
 	}
 	put_be(&o, 0, 8); /* version 8: unchanged files, and their bytes */
 	put_be(&o, 0, 8);
+	put_be(&o, 0, 8); /* version 9: deleted entries */
 	send_frame(T_END, &o);
 	while (time(NULL) < until) {
 		int t = recv_frame(&in);

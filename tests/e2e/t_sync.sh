@@ -11,7 +11,9 @@
 # looks only where it should: a symlink at a file's name, even to a file of
 # the same size and time, is replaced; a file of the same size and time
 # but other bytes is kept (that is what size and time can tell: --checksum
-# is the remedy, pcopy(1)).
+# is the remedy, pcopy(1)). --delete (with -u) removes what the source
+# does not have, in every mode, but what --exclude protects, and never
+# follows a symlink out of the copy.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -80,6 +82,24 @@ sync_mode() {
     [[ $(jget "$T/j3" 'j["files"]["bytes_unchanged"]') -gt 0 ]] ||
         fail "bytes_unchanged is 0 with 39 files unchanged"
     check_tree --no-owner "$lsrc" "$ldst"
+    # --delete: what the source does not have goes from every directory of
+    # the copy (a tree, a file, a symlink to a directory outside, which is
+    # removed and not followed), but what an --exclude rule leaves out.
+    mkdir -p "$ldst/gone/deep" "$T/outside"
+    echo x >"$ldst/gone/deep/f"
+    echo y >"$ldst/a/stale"
+    echo z >"$T/outside/z"
+    ln -sfn "$T/outside" "$ldst/a/b/out"
+    echo k >"$ldst/a/local.keep"
+    sync_run "$T/j4" "$src" "$dst" --delete --exclude '*.keep' "$@"
+    expect_counts "$T/j4" 0 43
+    [[ $(jget "$T/j4" 'j["files"]["deleted"]') == 5 ]] ||
+        fail "--delete removed $(jget "$T/j4" 'j["files"]["deleted"]') entries, not 5"
+    [[ -f $ldst/a/local.keep ]] || fail "--delete removed a file an --exclude rule protects"
+    [[ -f $T/outside/z ]] || fail "--delete followed a symlink out of the copy"
+    rm "$ldst/a/local.keep"
+    touch -r "$lsrc/a" "$ldst/a" # as -p left it, before that rm
+    check_tree --no-owner "$lsrc" "$ldst"
 }
 
 case_local() {
@@ -143,6 +163,11 @@ case_quick_check_limits() {
     cmp -s "$T/src/a/small.1" "$T/dst/src/a/small.1" &&
         fail "a file of the same size and time was rewritten: -u looks only at those"
     [[ -f $T/decoy && ! -L $T/decoy ]] || fail "the symlink's target was touched"
+    # --delete only keeps a tree in step: it needs -r and -u.
+    expect_exit 1 "$PCOPY" -r --delete "$T/src" "$T/dst/"
+    expect_stderr_contains "pcopy: --delete needs -r and -u"
+    expect_exit 1 "$PCOPY" -u --delete "$T/src/mid" "$T/dst/"
+    expect_stderr_contains "pcopy: --delete needs -r and -u"
     # Without -u everything is copied again, as always.
     expect_exit 0 "$PCOPY" -r --json="$T/j2" "$T/src" "$T/dst/"
     expect_counts "$T/j2" 43 0

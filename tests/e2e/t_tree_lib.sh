@@ -134,7 +134,7 @@ while True:
     t, pl = recv()
     assert t is not None, "EOF before END"
     if t == 9:
-        assert len(pl) == 312 and pl[80:] == bytes(232), "END payload (no stage times, nothing unchanged)"
+        assert len(pl) == 320 and pl[80:] == bytes(240), "END payload (no stage times, nothing unchanged or deleted)"
         break
     assert t == 6, f"ENTRIES expected, got {t}"
     first, count = struct.unpack(">IH", pl[:6])

@@ -203,6 +203,7 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		strcpy(m->u.request->connect_host, "192.0.2.7");
 		memset(m->u.request->attach_id, 0x5a, PROTO_ATTACH_ID_LEN);
 		m->u.request->bwlimit = 10u << 20; /* version 8: --bwlimit 10M */
+		m->u.request->sync = PROTO_SYNC_UPDATE | PROTO_SYNC_DELETE; /* -u --delete */
 		strcpy(m->u.request->connect_ssh, "bob@h2.example");
 		strcpy(m->u.request->connect_pcopy, "/usr/bin/pcopy");
 		strcpy(m->u.request->codec, "zlib:1,lz4");
@@ -265,6 +266,7 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.stats.links = 2;
 		m->u.stats.unchanged = 3; /* version 8 */
 		m->u.stats.unchanged_bytes = 65536;
+		m->u.stats.deleted = 2; /* version 9 */
 		/* Version 7: this side's three stages, within the bounds. */
 		for (unsigned i = 0; i < 3; i++) {
 			struct proto_stage *g = &m->u.stats.stage[type == PROTO_END ? i : 3 + i];

@@ -211,6 +211,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 				     m->u.stats.wall_us);
 		m->u.stats.unchanged = 0x2122232425262728ull; /* version 8 */
 		m->u.stats.unchanged_bytes = 0xa1a2a3a4a5a6a7a8ull;
+		m->u.stats.deleted = 0xb1b2b3b4b5b6b7b8ull; /* version 9 */
 		break;
 	case PROTO_HAVE:
 		/* 13 entries: bits 0, 2, 4, 6, 9 and 11 */
@@ -264,7 +265,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 16;
+	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 24;
 	case PROTO_HAVE: return 6 + 2;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
@@ -519,10 +520,12 @@ static void test_layout_stats(void **state)
 	m.u.stats.stage[PROTO_STAGE_SEND] = (struct proto_stage){ 0xfe, 0x7071727374757677ull,
 		0x1011121314151617ull, 0x2021222324252627ull, 0x3031323334353637ull };
 	m.u.stats.wall_us = UINT64_MAX;
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 16);
-	/* Version 8: unchanged and unchanged_bytes after the stages. */
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 24);
+	/* Version 8: unchanged and unchanged_bytes after the stages; version 9:
+	 * deleted. */
 	assert_memory_equal(payload() + 296, "\x21\x22\x23\x24\x25\x26\x27\x28"
-			    "\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8", 16);
+			    "\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8"
+			    "\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8", 24);
 	assert_memory_equal(payload() + 64, "\x11\x12\x13\x14\x15\x16\x17\x18", 8);
 	assert_memory_equal(payload() + 72, "\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8", 8);
 	assert_memory_equal(payload() + 80, "\0\0\0\x02" "\0\0\0\0\x75\xbc\xd1\x62", 12);
@@ -533,7 +536,7 @@ static void test_layout_stats(void **state)
 	for (size_t i = 80 + 3 * 36; i < 80 + 6 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the sink's stages */
 	sample(PROTO_DONE, &m);
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 16);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 24);
 	for (size_t i = 80; i < 80 + 3 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the source's stages */
 	assert_memory_equal(payload() + 80 + 3 * 36, "\0\0\0\x02", 4);
@@ -881,6 +884,44 @@ static void test_request_filters(void **state)
 	assert_true(39073 + 2 + PROTO_REQ_FILTER_BYTES + PROTO_MAX_FILTERS <= PROTO_MAX_PAYLOAD);
 }
 
+/* REQUEST.sync DELETE (version 9) goes only with UPDATE and RECURSIVE,
+ * both ways. */
+static void test_request_delete(void **state)
+{
+	static const struct { uint16_t flags; uint32_t sync; int want; } cases[] = {
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE | PROTO_SYNC_UPDATE, 0 },
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_KNOWN, 0 },
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE, -PC_E_PROTO },
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE | PROTO_SYNC_VERIFY, -PC_E_PROTO },
+		{ 0, PROTO_SYNC_DELETE | PROTO_SYNC_UPDATE, -PC_E_PROTO },
+		{ 0, PROTO_SYNC_UPDATE, 0 },
+	};
+	struct proto_msg m, out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		sample(PROTO_REQUEST, &m);
+		m.u.request->flags = (uint16_t)((m.u.request->flags & ~PROTO_REQ_RECURSIVE) |
+						cases[i].flags);
+		m.u.request->sync = cases[i].sync;
+		int n = proto_encode(&m, frame, sizeof(frame));
+		if (cases[i].want == 0) {
+			assert_true(n > 0);
+			assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n -
+						PROTO_FRAME_HDR_LEN, &out), 0);
+			continue;
+		}
+		assert_int_equal(n, -PC_E_PROTO);
+		/* The same bytes from a peer: encode it allowed, then patch. */
+		m.u.request->sync = PROTO_SYNC_UPDATE;
+		n = proto_encode(&m, frame, sizeof(frame));
+		assert_true(n > 0);
+		put_be(payload() + REQ_SYNC_OFF, cases[i].sync, 4);
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), -PC_E_PROTO);
+	}
+}
+
 static void test_string_empty(void **state)
 {
 	(void)state;
@@ -1022,6 +1063,9 @@ static const struct range_case range_cases[] = {
 	{ PROTO_END, 296, 8, 0, 0 },
 	{ PROTO_DONE, 296, 8, UINT64_MAX, 0 },
 	{ PROTO_DONE, 304, 8, UINT64_MAX, 0 },
+	/* END, DONE (version 9): deleted, any value */
+	{ PROTO_DONE, 312, 8, UINT64_MAX, 0 },
+	{ PROTO_END, 312, 8, 0, 0 },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	/* ENTRIES: the batch header, then the sample's one REG entry. */
@@ -2208,6 +2252,7 @@ int main(void)
 		cmocka_unit_test(test_request_too_many_paths),
 		cmocka_unit_test(test_request_paths_decode_bounds),
 		cmocka_unit_test(test_request_filters),
+		cmocka_unit_test(test_request_delete),
 		cmocka_unit_test(test_string_nul_rejected),
 		cmocka_unit_test(test_range_checks),
 		cmocka_unit_test(test_file_size_unknown),
