@@ -76,6 +76,7 @@ _pcopy() {
     '(-H --hard-links)'{-H,--hard-links}'[keep hard links among the copied files]' \
     '(-u --update)'{-u,--update}'[keep files already there with the same size and time]' \
     '(-e --verify)'{-e,--verify}'[read each file written back from the disk before putting it in place]' \
+    '(-n --dry-run)'{-n,--dry-run}'[change nothing: list what would be copied and removed]' \
     '--delete[with -r -u: remove from the copy what the source no longer has]' \
     '*--exclude=[leave out what PATTERN matches]:pattern' \
     '*--include=[copy what PATTERN matches, even if a later rule excludes it]:pattern' \

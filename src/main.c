@@ -52,6 +52,7 @@ static const struct option cli_longopts[] = {
 	{ "verify", no_argument, NULL, 'e' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "delete", no_argument, NULL, OPT_DELETE },
+	{ "dry-run", no_argument, NULL, 'n' },
 	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 	{ "include", required_argument, NULL, OPT_INCLUDE },
 	{ "exclude-from", required_argument, NULL, OPT_EXCLUDE_FROM },
@@ -121,6 +122,8 @@ static void cli_usage(FILE *out)
 	      "                        give the files written the source's times\n"
 	      "  -e, --verify          read each file written back from the disk and put\n"
 	      "                        it in place only if it has the source's bytes\n"
+	      "  -n, --dry-run         change nothing: list on stdout what would be copied\n"
+	      "                        (copy, update) and removed (delete)\n"
 	      "      --delete          with -r -u: remove from the copy what the source no\n"
 	      "                        longer has (but what --exclude rules leave out)\n"
 	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
@@ -337,6 +340,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'e': o->verify = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case OPT_DELETE: o->delete_missing = true; return 0;
+	case 'n': o->dry_run = true; return 0;
 	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");
 	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
 	case OPT_EXCLUDE_FROM: return cli_rules_file(c, arg);
@@ -434,7 +438,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHue", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHuen", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
@@ -477,7 +481,11 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 
 	if (c->o.verbosity < 1)
 		return;
-	fprintf(stderr, "pcopy: %" PRIu64 " bytes in %" PRIu64 " file%s", r->sink.bytes,
+	if (c->o.dry_run)
+		fputs("pcopy: dry run, nothing changed: ", stderr);
+	else
+		fputs("pcopy: ", stderr);
+	fprintf(stderr, "%" PRIu64 " bytes in %" PRIu64 " file%s", r->sink.bytes,
 		r->sink.files, r->sink.files == 1 ? "" : "s");
 	if (c->o.recursive)
 		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
@@ -486,7 +494,8 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 		fprintf(stderr, ", %" PRIu64 " unchanged (%" PRIu64 " bytes not sent)",
 			r->sink.unchanged, r->sink.unchanged_bytes);
 	if (c->o.delete_missing)
-		fprintf(stderr, ", %" PRIu64 " deleted", r->sink.deleted);
+		fprintf(stderr, ", %" PRIu64 " %s", r->sink.deleted,
+			c->o.dry_run ? "to delete" : "deleted");
 	if (r->files_failed > 0)
 		fprintf(stderr, ", %u skipped", r->files_failed);
 	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
@@ -609,6 +618,7 @@ static int cli_report_open(struct cli *c, int nargs, char **args, struct report 
 			fclose(json);
 		return -1;
 	}
+	rep->dry_run = c->o.dry_run;
 	c->o.hooks = &rep->hooks;
 	if (bar)
 		pcopy_log_hooks(tty_log_before, tty_log_after, &rep->bar);

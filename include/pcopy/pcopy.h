@@ -49,6 +49,8 @@ struct pcopy_opts {
 	bool hard_links;         /* -H: hard links among the sources stay hard links */
 	bool verify;             /* -e: read each file written back from the disk and keep it
 	                            only if it has the source's bytes */
+	bool dry_run;            /* -n: change nothing; list what would be copied and removed
+	                            (pcopy_hooks.listed) */
 	bool delete_missing;     /* --delete (with -r and -u): remove from each directory of
 	                            the copy what the source does not have there, but what
 	                            the filter rules exclude */
@@ -131,7 +133,19 @@ struct pcopy_hooks {
 	 * reported once. Any thread, possibly several at once: the callback
 	 * does its own locking. Strings valid during the call. */
 	void (*failed)(void *arg, const char *path, const char *reason, bool skipped);
+	/* One line of the listing: what (PCOPY_LISTED_*) the copy did or, with
+	 * -n, would do to the entry at path (the destination as the user named
+	 * it, then the entry's path; cut at 1024 bytes; bytes from the peer,
+	 * unescaped). The control thread. */
+	void (*listed)(void *arg, int what, const char *path);
 	void *arg;               /* passed to each callback */
+};
+
+/* pcopy_hooks.listed: what */
+enum {
+	PCOPY_LISTED_NEW = 1,      /* -n: would be created */
+	PCOPY_LISTED_CHANGED = 2,  /* -n: would replace what is there */
+	PCOPY_LISTED_GONE = 3,     /* --delete: removed (-n: would be) */
 };
 
 /* pcopy_opts.data_via: how a copy through ssh carries its data streams */

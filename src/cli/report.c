@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli/json.h"
+#include "sys/log.h"
+#include "wire/proto.h"
 
 /* pcopy_hooks.progress: on the copy's control thread. */
 static void report_on_progress(void *arg, const struct pcopy_progress *p)
@@ -66,6 +68,34 @@ static void report_on_failed(void *arg, const char *path, const char *reason, bo
 		abort();
 }
 
+/* pcopy_hooks.listed: the control thread. With -n, the listing goes to
+ * standard output (standard error when --json has it), a line per entry:
+ * "copy PATH", "update PATH" or "delete PATH"; otherwise a removal shows
+ * with -v. The path comes from the peer: its control bytes are escaped. */
+static void report_on_listed(void *arg, int what, const char *path)
+{
+	static const char *const verb[] = {
+		[PCOPY_LISTED_NEW] = "copy", [PCOPY_LISTED_CHANGED] = "update",
+		[PCOPY_LISTED_GONE] = "delete",
+	};
+	struct report *r = arg;
+	char safe[4 * PROTO_MAX_MSG + 1];
+
+	if (what < PCOPY_LISTED_NEW || what > PCOPY_LISTED_GONE)
+		return;
+	if (!r->dry_run) {
+		if (what == PCOPY_LISTED_GONE)
+			log_info("deleted '%s'", path);
+		return;
+	}
+	log_escape(safe, sizeof(safe), path);
+	if (r->bar_on)
+		tty_log_before(&r->bar);
+	fprintf(r->json == stdout ? stderr : stdout, "%s %s\n", verb[what], safe);
+	if (r->bar_on)
+		tty_log_after(&r->bar);
+}
+
 int report_init(struct report *r, int fd, bool bar, bool tree, FILE *json, bool json_close,
 		unsigned json_every_s)
 {
@@ -92,6 +122,7 @@ int report_init(struct report *r, int fd, bool bar, bool tree, FILE *json, bool 
 		/* The bar's pace; -P's when only the JSON events want it. */
 		.interval_ms = bar ? REPORT_BAR_MS : json_every_s * 1000u,
 		.failed = report_on_failed,
+		.listed = report_on_listed,
 		.arg = r,
 	};
 	return 0;
@@ -226,6 +257,7 @@ int report_summary(struct report *r, const struct pcopy_opts *o, const struct pc
 	json_int(&j, "schema", REPORT_JSON_SCHEMA);
 	json_str(&j, "pcopy_version", pcopy_version());
 	json_bool(&j, "ok", ret == 0);
+	json_bool(&j, "dry_run", r->dry_run);
 	json_int(&j, "exit_code", exit_code);
 	json_str(&j, "error", ret < 0 ? res->msg : NULL);
 	json_u64(&j, "bytes", res->sink.bytes);

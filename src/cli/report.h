@@ -37,6 +37,7 @@ struct report {
 	struct report_fail *fails;  /* [nfails]; lock */
 	size_t nfails, cap;         /* lock */
 	bool oom;                   /* lock: a failure could not be kept */
+	bool dry_run;               /* -n: the listing is the output (set after init) */
 };
 
 /* Sets r up: a bar on fd (stderr) if bar; JSON to json (NULL: none; owned

@@ -601,24 +601,34 @@ out:
 	return ret;
 }
 
+/* What dest_prune carries down the tree it removes. */
+struct dest_rm {
+	const struct dest_prune_ops *ops;
+	uint64_t *deleted;
+	char at[PATH_MAX];    /* the display path of what is being removed */
+	char bad[PATH_MAX];   /* the first one that could not be */
+};
+
 /* Removes name in dirfd, and all inside it if it is a directory (see
- * dest_prune). Returns 0 or the first -errno; *bad gets the path (below
- * the directory at `at`, which holds at[0..len)) of what failed. */
-static int dest_remove(int dirfd, const char *name, unsigned depth, uint64_t *deleted,
-		       char *at, size_t len, char *bad, size_t badcap)
+ * dest_prune); at[0..len) is dirfd's display path. Returns 0 or the first
+ * -errno (and its path in rm->bad). */
+static int dest_remove(struct dest_rm *rm, int dirfd, const char *name, unsigned depth,
+		       size_t len)
 {
 	struct stat st;
 	int ret = 0;
 	size_t n = strlen(name);
 
-	if (len + 1 + n < PATH_MAX) { /* the path for a message */
-		at[len] = '/';
-		memcpy(at + len + 1, name, n + 1);
+	if (len + 1 + n < sizeof(rm->at)) {
+		rm->at[len] = '/';
+		memcpy(rm->at + len + 1, name, n + 1);
 		len += 1 + n;
 	}
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
 		ret = errno == ENOENT ? 0 : -errno;
-	} else if (S_ISDIR(st.st_mode)) {
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
 		int fd = depth < DEST_PRUNE_DEPTH ?
 			 openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
 		DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
@@ -626,46 +636,55 @@ static int dest_remove(int dirfd, const char *name, unsigned depth, uint64_t *de
 			ret = depth < DEST_PRUNE_DEPTH ? -errno : -ENAMETOOLONG;
 			if (fd >= 0)
 				close(fd);
+			goto out;
 		}
-		for (struct dirent *de; dir != NULL && (errno = 0, de = readdir(dir)) != NULL;) {
+		for (struct dirent *de; (errno = 0, de = readdir(dir)) != NULL;) {
 			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 				continue;
-			int r = dest_remove(fd, de->d_name, depth + 1, deleted, at, len, bad, badcap);
+			int r = dest_remove(rm, fd, de->d_name, depth + 1, len);
 			if (r < 0 && ret == 0)
 				ret = r;
-			at[len] = '\0';
+			rm->at[len] = '\0';
 		}
-		if (dir != NULL && errno != 0 && ret == 0)
+		if (errno != 0 && ret == 0)
 			ret = -errno;
-		if (dir != NULL)
-			closedir(dir);
-		if (ret == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
+		closedir(dir);
+		if (ret == 0 && !rm->ops->dry && unlinkat(dirfd, name, AT_REMOVEDIR) != 0)
 			ret = errno == ENOENT ? 0 : -errno;
-		else if (ret == 0)
-			(*deleted)++;
-	} else if (unlinkat(dirfd, name, 0) != 0) {
+	} else if (!rm->ops->dry && unlinkat(dirfd, name, 0) != 0) {
 		ret = errno == ENOENT ? 0 : -errno;
-	} else {
-		(*deleted)++;
 	}
-	if (ret < 0 && bad[0] == '\0')
-		snprintf(bad, badcap, "%s", at);
+	if (ret == 0) {
+		(*rm->deleted)++;
+		if (rm->ops->gone != NULL)
+			rm->ops->gone(rm->ops->arg, rm->at);
+	}
+out:
+	if (ret < 0 && rm->bad[0] == '\0')
+		snprintf(rm->bad, sizeof(rm->bad), "%s", rm->at);
 	return ret;
 }
 
-int dest_prune(struct dest *d, const struct proto_entry *e,
-	       bool (*keep)(void *arg, const char *name, bool is_dir), void *arg,
+int dest_prune(struct dest *d, const struct proto_entry *e, const struct dest_prune_ops *ops,
 	       uint64_t *deleted, struct pc_err *err)
 {
 	static const char what[] = "cannot delete what the source does not have in";
 	struct dest_loc l;
-	char at[PATH_MAX], bad[PATH_MAX], disp[PROTO_MAX_PATH + 64];
+	struct dest_rm *rm = NULL;
 	DIR *dir = NULL;
 	int fd = -1, first = 0;
 	int ret = dest_begin(d, e, PROTO_ENT_DIR_END, PROTO_ENT_DIR, &l, what, err);
 
 	if (ret < 0)
 		goto out;
+	rm = malloc(sizeof(*rm));
+	if (rm == NULL) {
+		ret = pc_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	rm->ops = ops;
+	rm->deleted = deleted;
+	rm->bad[0] = '\0';
 	fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	dir = fd >= 0 ? fdopendir(fd) : NULL;
 	if (dir == NULL) {
@@ -674,7 +693,8 @@ int dest_prune(struct dest *d, const struct proto_entry *e,
 			close(fd);
 		goto out;
 	}
-	bad[0] = '\0';
+	dest_display(d, l.path, rm->at, sizeof(rm->at));
+	size_t len = strlen(rm->at);
 	for (struct dirent *de; (errno = 0, de = readdir(dir)) != NULL;) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
@@ -683,21 +703,58 @@ int dest_prune(struct dest *d, const struct proto_entry *e,
 		if (de->d_type == DT_UNKNOWN &&
 		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 			is_dir = S_ISDIR(st.st_mode);
-		if (keep(arg, de->d_name, is_dir))
+		if (ops->keep(ops->arg, de->d_name, is_dir))
 			continue;
-		at[0] = '\0';
-		ret = dest_remove(fd, de->d_name, 0, deleted, at, 0, bad, sizeof(bad));
+		ret = dest_remove(rm, fd, de->d_name, 0, len);
+		rm->at[len] = '\0';
 		if (ret < 0 && first == 0)
 			first = ret;
 	}
 	ret = first != 0 ? first : errno != 0 ? -errno : 0;
 	if (ret < 0)
-		pc_err_set(err, ret, "cannot delete '%s%s' (not in the source): %s",
-			   dest_display(d, l.path, disp, sizeof(disp)), bad, pc_strerror(ret));
+		pc_err_set(err, ret, "cannot delete '%s' (not in the source): %s",
+			   rm->bad[0] != '\0' ? rm->bad : rm->at, pc_strerror(ret));
 	closedir(dir);
 out:
+	free(rm);
 	dest_dir_put(d, l.dir);
 	return ret;
+}
+
+int dest_same_symlink(struct dest *d, const struct proto_entry *e)
+{
+	struct pc_err err;
+	struct dest_loc l;
+	char text[PROTO_MAX_PATH + 1];
+	int same = 0;
+
+	pc_err_init(&err);
+	if (e->type == PROTO_ENT_SYMLINK &&
+	    dest_begin(d, e, PROTO_ENT_SYMLINK, PROTO_ENT_SYMLINK, &l, "cannot look at", &err) == 0) {
+		ssize_t n = readlinkat(l.dirfd, l.name, text, sizeof(text));
+		same = n >= 0 && (size_t)n == strlen(e->target) &&
+		       memcmp(text, e->target, (size_t)n) == 0;
+		dest_dir_put(d, l.dir);
+	}
+	pc_err_destroy(&err);
+	return same;
+}
+
+int dest_exists(struct dest *d, const struct proto_entry *e)
+{
+	struct pc_err err;
+	struct dest_loc l;
+	struct stat st;
+	int what = 0;
+
+	pc_err_init(&err);
+	if (dest_begin(d, e, e->type, e->type, &l, "cannot look at", &err) == 0) {
+		if (fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			what = S_ISDIR(st.st_mode) ? 1 : 2;
+		dest_dir_put(d, l.dir);
+	}
+	pc_err_destroy(&err);
+	return what;
 }
 
 /* Renames tmp over l's final name, and removes tmp if that fails. */

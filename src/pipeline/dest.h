@@ -110,20 +110,38 @@ int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err);
  * otherwise, and a final mode such as 0555 would keep us out. */
 int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err);
 
+/* How dest_prune treats a directory's names. */
+struct dest_prune_ops {
+	bool (*keep)(void *arg, const char *name, bool is_dir); /* spare this name */
+	void (*gone)(void *arg, const char *path); /* NULL, or told each path removed
+	                           (or, dry, that would be), as the user sees it */
+	void *arg;
+	bool dry;             /* -n: remove nothing, only count and tell */
+};
+
 /* --delete. e: a DIR_END entry. Lists its directory (opened beneath the
  * root as every parent is, never through a symlink) and removes each name
- * for which keep(arg, name, is_dir) is false: a file, symlink or special
- * file with unlinkat, a directory with everything in it, depth first, each
- * level opened with O_NOFOLLOW relative to its parent (a symlink is
- * removed, never followed), at most DEST_PRUNE_DEPTH levels deep. Adds to
- * *deleted one per name removed, inside removed directories too. Goes on
+ * ops->keep refuses: a file, symlink or special file with unlinkat, a
+ * directory with everything in it, depth first, each level opened with
+ * O_NOFOLLOW relative to its parent (a symlink is removed, never followed),
+ * at most DEST_PRUNE_DEPTH levels deep. Adds to *deleted one per name
+ * removed, inside removed directories too, and tells ops->gone. Goes on
  * past a name it cannot remove and returns the first error (message in
  * err, naming it), else 0. Call it before dest_dir_end, from one thread
  * for a given directory, once nothing in it is being written. */
 #define DEST_PRUNE_DEPTH 1024u
-int dest_prune(struct dest *d, const struct proto_entry *e,
-	       bool (*keep)(void *arg, const char *name, bool is_dir), void *arg,
+int dest_prune(struct dest *d, const struct proto_entry *e, const struct dest_prune_ops *ops,
 	       uint64_t *deleted, struct pc_err *err);
+
+/* -u: whether e, a SYMLINK entry, is at its name already: a symlink whose
+ * text is e->target byte for byte (its times and owner are not compared).
+ * Looks beneath the root, never through a symlink on the way. */
+int dest_same_symlink(struct dest *d, const struct proto_entry *e);
+
+/* -n: what is at e's name now: 0 nothing (or its parent is not there
+ * either), 1 a directory, 2 anything else. Looks beneath the root, never
+ * through a symlink. */
+int dest_exists(struct dest *d, const struct proto_entry *e);
 
 /* e: a SYMLINK entry. symlinkat(e->target) to a temporary name, attributes
  * (-p: owner as root, times, both without following it), renameat over

@@ -89,6 +89,8 @@ static void sink_keep(struct sink *s, struct sink_ent *r, const struct proto_ent
 	sink_finished(s, r, 0, "");
 }
 
+static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
+
 /* One announced entry: its record goes in the table, and what can be
  * done now is done (a directory is created) or handed out (an entry
  * without contents). */
@@ -113,6 +115,13 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 				 "--delete: the directories being copied hold more names than "
 				 "%u MiB can track; copy the tree in parts" : "out of memory",
 				 PRUNE_MAX_BYTES >> 20);
+	if (s->have != NULL && s->dest != NULL && e->type == PROTO_ENT_SYMLINK &&
+	    dest_same_symlink(s->dest, e)) {
+		sink_finished(s, r, 0, ""); /* -u: the same link is there: left as it is */
+		return 0;
+	}
+	if (x->dry_run)
+		return sink_dry(s, r, e);
 	if (e->type == PROTO_ENT_REG && (e->flags & PROTO_ENT_SIZE_UNKNOWN))
 		atomic_fetch_add(&x->unsized, 1);
 	switch (e->type) {
@@ -305,11 +314,28 @@ static int sink_keep_link(struct sink *s, const struct sink_ent *r)
 	return 0;
 }
 
+/* One line of the listing (-n, --delete): to our own user when we are the
+ * client, else to the client (LIST). */
+static void sink_list(struct sink *s, uint8_t what, const char *path)
+{
+	struct xfer *x = s->x;
+
+	if (x->report) {
+		xfer_listed(x, what, path);
+		return;
+	}
+	struct proto_msg m = { .type = PROTO_LIST };
+	m.u.list.what = what;
+	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", path);
+	if (ctl_send(x->ctl, &m) < 0)
+		xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
+}
+
 /* What --delete keeps in the directory of a DIR_END: the names the source
  * announced in it, and what the filter rules exclude. */
 struct sink_keep_arg {
+	struct sink *s;
 	const struct prune_dir *names;
-	const struct filter *filter;
 	const char *dir;          /* the directory's wire path */
 };
 
@@ -320,15 +346,22 @@ static bool sink_keeps(void *arg, const char *name, bool is_dir)
 
 	if (prune_dir_has(k->names, name))
 		return true;
-	if (k->filter == NULL)
+	if (k->s->x->filter == NULL)
 		return false;
 	snprintf(path, sizeof(path), "%s/%s", k->dir, name);
-	return filter_excludes(k->filter, path, is_dir);
+	return filter_excludes(k->s->x->filter, path, is_dir);
+}
+
+static void sink_gone(void *arg, const char *path)
+{
+	const struct sink_keep_arg *k = arg;
+
+	sink_list(k->s, PROTO_LIST_GONE, path);
 }
 
 /* --delete, for the DIR_END e the watermark reached: removes from its
- * directory what the source did not announce there. Returns 0 or the first
- * error (message in err). */
+ * directory what the source did not announce there (-n: lists it).
+ * Returns 0 or the first error (message in err). */
 static int sink_prune(struct sink *s, const struct proto_entry *e, struct pc_err *err)
 {
 	if (s->prune == NULL)
@@ -336,10 +369,39 @@ static int sink_prune(struct sink *s, const struct proto_entry *e, struct pc_err
 	struct prune_dir *names = prune_take(s->prune, e->id, e->path);
 	if (names == NULL)
 		return 0; /* a DIR_END that closed no directory of this session */
-	struct sink_keep_arg k = { names, s->x->filter, e->path };
-	int ret = dest_prune(s->dest, e, sink_keeps, &k, &s->deleted, err);
+	if (s->x->dry_run && dest_exists(s->dest, e) != 1) {
+		prune_dir_free(names); /* -n: a directory that would be new holds nothing */
+		return 0;
+	}
+	struct sink_keep_arg k = { s, names, e->path };
+	struct dest_prune_ops ops = { sink_keeps, sink_gone, &k, s->x->dry_run };
+	int ret = dest_prune(s->dest, e, &ops, &s->deleted, err);
 	prune_dir_free(names);
 	return ret;
+}
+
+/* -n: entry r (e) is not made; the listing says what would be, and it is
+ * finished at once. A regular file -u keeps is kept, as in a real run. A
+ * DIR_END waits for the watermark, to list what --delete would remove. */
+static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+{
+	char name[PROTO_MAX_PATH + 64];
+
+	if (e->type == PROTO_ENT_DIR_END)
+		return 0;
+	if (e->type == PROTO_ENT_REG && s->have != NULL && s->dest != NULL &&
+	    dest_unchanged(s->dest, e)) {
+		sink_keep(s, r, e);
+		return 0;
+	}
+	atomic_store(&r->carry, SINK_CARRY_KEPT); /* no block of it may come */
+	int there = s->dest != NULL ? dest_exists(s->dest, e) : 0;
+	if (s->dest != NULL && !(e->type == PROTO_ENT_DIR && there == 1)) {
+		sink_display(s, r, name, sizeof(name));
+		sink_list(s, there != 0 ? PROTO_LIST_CHANGED : PROTO_LIST_NEW, name);
+	}
+	sink_finished(s, r, 0, "");
+	return 0;
 }
 
 /* The watermark reached r, which waited for everything before it. */
@@ -354,7 +416,7 @@ static void sink_apply(struct sink *s, struct sink_ent *r)
 		struct pc_err pe;
 		pc_err_init(&pe);
 		int pruned = sink_prune(s, s->scratch, &pe);
-		ret = dest_dir_end(s->dest, s->scratch, &e);
+		ret = s->x->dry_run ? 0 : dest_dir_end(s->dest, s->scratch, &e);
 		if (ret == 0 && pruned < 0) {
 			char msg[PROTO_MAX_MSG + 1];
 			pc_err_get(&pe, msg, sizeof(msg));

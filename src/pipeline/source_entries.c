@@ -133,6 +133,12 @@ static bool source_readable(struct source *s)
 	return ctl_pending(s->x->ctl) || poll(&p, 1, 0) > 0;
 }
 
+/* -n: f is never read nor sent; its bytes leave the progress total. */
+static void source_dry(struct source *s, struct src_rec *f)
+{
+	atomic_fetch_sub(&s->x->total, f->size);
+}
+
 /* Sends the batch of entries, and hands their files to the plan. Returns
  * 0 or a negative code. */
 static int source_flush(struct source *s)
@@ -164,6 +170,10 @@ static int source_flush(struct source *s)
 			/* Read nothing before the sink says whether it has it. */
 			if (s->held == NULL)
 				s->held = f;
+			continue;
+		}
+		if (s->x->dry_run) {
+			source_dry(s, f);
 			continue;
 		}
 		src_rec_get(f); /* the plan's */
@@ -345,6 +355,10 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 			s->plan_gap = true;
 			continue;
 		}
+		if (x->dry_run) {
+			source_dry(s, f);
+			continue;
+		}
 		f->gap_before = s->plan_gap;
 		s->plan_gap = false;
 		src_rec_get(f); /* the plan's */
@@ -355,6 +369,20 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 		return xfer_fail(x, -PC_E_PROTO, "%s says it has %u of entries %u to %u, but only "
 				 "%u of them are files it could have", x->peer, (unsigned)named,
 				 (unsigned)h->first_id, (unsigned)end, (unsigned)kept);
+	return 0;
+}
+
+/* LIST: a line of the listing, for our user. Only a sink that is a server
+ * sends it to its client, and only in a dry run (-n) or, GONE, with
+ * --delete. */
+static int source_on_list(struct source *s, const struct proto_list *l)
+{
+	struct xfer *x = s->x;
+
+	if (!x->report || !(x->dry_run || (x->delete && l->what == PROTO_LIST_GONE)))
+		return xfer_fail(x, -PC_E_PROTO, "%s sent LIST in a session that lists nothing",
+				 x->peer);
+	xfer_listed(x, l->what, l->path);
 	return 0;
 }
 
@@ -373,6 +401,8 @@ int source_on_message(struct source *s)
 		return source_on_file_done(s, &m.u.file_done);
 	case PROTO_HAVE:
 		return source_on_have(s, &m.u.have);
+	case PROTO_LIST:
+		return source_on_list(s, &m.u.list);
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
 	default:

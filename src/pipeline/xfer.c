@@ -274,6 +274,12 @@ void xfer_failed(struct xfer *x, const char *path, const char *reason, bool skip
 		x->hooks->failed(x->hooks->arg, path, reason, skipped);
 }
 
+void xfer_listed(struct xfer *x, uint8_t what, const char *path)
+{
+	if (x->report && x->hooks != NULL && x->hooks->listed != NULL)
+		x->hooks->listed(x->hooks->arg, what, path);
+}
+
 void xfer_on_signal(struct xfer *x)
 {
 	struct signalfd_siginfo si;

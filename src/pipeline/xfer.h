@@ -52,6 +52,8 @@ struct xfer {
 	                                 with HAVE, and the source waits for it before it reads */
 	bool delete;                  /* sink, --delete (PROTO_SYNC_DELETE): each announced
 	                                 directory loses what the source did not announce in it */
+	bool dry_run;                 /* -n (PROTO_SYNC_DRY_RUN): the sink changes nothing and
+	                                 lists what it would do; the source sends no block */
 	const struct filter *filter;  /* the REQUEST's rules, or NULL; borrowed. The sink's
 	                                 --delete spares what they exclude */
 	const char *peer;             /* the other side, for messages */
@@ -142,6 +144,10 @@ void xfer_progress(struct xfer *x);
  * it) to the hooks' failed callback.
  * Any thread. */
 void xfer_failed(struct xfer *x, const char *path, const char *reason, bool skipped);
+
+/* One line of the listing, on the client (x->report): passes what
+ * (PROTO_LIST_*) and path to the hooks' listed callback. Control thread. */
+void xfer_listed(struct xfer *x, uint8_t what, const char *path);
 
 /* Handles a readable signalfd: reads the signal and fails the transfer with
  * -PC_E_INTERRUPTED. Control thread only. */

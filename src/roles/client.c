@@ -100,6 +100,9 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep);
 
 _Static_assert(PROTO_MIN_BWLIMIT == PCOPY_MIN_BWLIMIT && PROTO_MAX_BWLIMIT == PCOPY_MAX_BWLIMIT,
 	       "--bwlimit's bounds are the wire's");
+_Static_assert((int)PROTO_LIST_NEW == (int)PCOPY_LISTED_NEW &&
+	       (int)PROTO_LIST_CHANGED == (int)PCOPY_LISTED_CHANGED &&
+	       (int)PROTO_LIST_GONE == (int)PCOPY_LISTED_GONE, "pcopy.h's listing kinds are LIST's");
 _Static_assert(PROTO_MAX_FILTERS == PCOPY_MAX_FILTERS && PROTO_MAX_FILTER == PCOPY_MAX_FILTER &&
 	       PROTO_REQ_FILTER_BYTES == PCOPY_MAX_FILTER_BYTES,
 	       "pcopy.h's filter bounds are the wire's");
@@ -552,7 +555,7 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
 	req->sync = (o->update ? PROTO_SYNC_UPDATE : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
-		    (o->delete_missing ? PROTO_SYNC_DELETE : 0);
+		    (o->delete_missing ? PROTO_SYNC_DELETE : 0) | (o->dry_run ? PROTO_SYNC_DRY_RUN : 0);
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
 	req->flags |= (o->recursive ? PROTO_REQ_RECURSIVE : 0) |

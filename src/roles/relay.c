@@ -213,6 +213,12 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 			break;
 		relay_have(rl, &m.u.have);
 		return relay_forward(rl, to, &m);
+	case PROTO_LIST: /* for the user, who is here: not passed on */
+		if (from_src)
+			break;
+		if (rl->hooks != NULL && rl->hooks->listed != NULL)
+			rl->hooks->listed(rl->hooks->arg, m.u.list.what, m.u.list.path);
+		return 0;
 	case PROTO_ACK:
 		if (from_src)
 			break;

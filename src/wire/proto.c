@@ -944,6 +944,24 @@ static bool check_have(const struct proto_msg *m)
 	return true;
 }
 
+static void put_list_msg(struct wbuf *w, const struct proto_msg *m)
+{
+	put_u8(w, m->u.list.what);
+	put_str(w, m->u.list.path, PROTO_MAX_MSG);
+}
+
+static void get_list_msg(struct rbuf *r, struct proto_msg *m)
+{
+	m->u.list.what = get_u8(r);
+	get_str(r, m->u.list.path, PROTO_MAX_MSG);
+}
+
+static bool check_list_msg(const struct proto_msg *m)
+{
+	return m->u.list.what >= PROTO_LIST_NEW && m->u.list.what <= PROTO_LIST_GONE &&
+	       m->u.list.path[0] != '\0';
+}
+
 bool proto_have_bit(const struct proto_have *h, uint32_t i)
 {
 	return (h->bits[i / 8] >> (i % 8)) & 1u;
@@ -1207,6 +1225,7 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_PROBE] = { "PROBE", put_probe, get_probe, check_probe },
 	[PROTO_PROBE_FIG] = { "PROBE_FIG", put_probe_fig, get_probe_fig, check_probe_fig },
 	[PROTO_HAVE] = { "HAVE", put_have, get_have, check_have },
+	[PROTO_LIST] = { "LIST", put_list_msg, get_list_msg, check_list_msg },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)

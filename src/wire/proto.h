@@ -78,6 +78,8 @@ enum proto_type {
 	PROTO_PROBE_FIG = 16, /* server -> client: the figures that step measured */
 	/* version 8: sync (REQUEST.sync; docs/PROTOCOL.md 4.16) */
 	PROTO_HAVE = 17,     /* sink -> source: which files of a batch it has already */
+	PROTO_LIST = 18,     /* sink -> client: an entry a dry run would write, or one
+	                        --delete removes (or would) (version 9) */
 	PROTO_TYPE_MAX
 };
 
@@ -129,7 +131,11 @@ enum proto_role {
                                    the sink removes what the destination has and the
                                    source did not announce, in each directory it
                                    announced, but what the filter rules exclude */
-#define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE)
+#define PROTO_SYNC_DRY_RUN 0x8u /* -n (version 9): the sink changes nothing; it lists what it
+                                   would write and remove (LIST), and the source sends no
+                                   block */
+#define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE | \
+			  PROTO_SYNC_DRY_RUN)
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -295,6 +301,22 @@ struct proto_have {
 	                           at or past count is 0 */
 };
 
+/* LIST.what */
+enum proto_list_what {
+	PROTO_LIST_NEW = 1,     /* a dry run would create it: nothing is at its name */
+	PROTO_LIST_CHANGED = 2, /* a dry run would replace what is at its name */
+	PROTO_LIST_GONE = 3,    /* --delete removed it (in a dry run: would remove it) */
+};
+
+/* One line of a listing, for the user: what the sink does or would do to
+ * the entry at path. Informational: no peer acts on it. */
+struct proto_list {
+	uint8_t what;           /* enum proto_list_what */
+	char path[PROTO_MAX_MSG + 1]; /* relative to the destination, as an entry's path;
+	                           a longer one cut to PROTO_MAX_MSG bytes. Not empty,
+	                           no NUL */
+};
+
 /* Whether HAVE says entry first_id + i is kept (i < h->count). */
 bool proto_have_bit(const struct proto_have *h, uint32_t i);
 
@@ -417,6 +439,7 @@ struct proto_msg {
 		struct proto_file_fail file_fail;
 		struct proto_ack ack;
 		struct proto_have have;
+		struct proto_list list;
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
 		struct proto_skip skip;

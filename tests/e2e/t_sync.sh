@@ -13,7 +13,8 @@
 # but other bytes is kept (that is what size and time can tell: --checksum
 # is the remedy, pcopy(1)). --delete (with -u) removes what the source
 # does not have, in every mode, but what --exclude protects, and never
-# follows a symlink out of the copy.
+# follows a symlink out of the copy; -n lists exactly what it and an update
+# would do, and changes nothing.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -38,6 +39,12 @@ sync_run() {
     local json=$1
     shift
     expect_exit 0 "$PCOPY" -r -p -u -s 4 --json="$json" "$@"
+}
+
+# tree_state DIR: every name below DIR with its type, size and mtime (ns),
+# sorted: what a dry run must leave as it was.
+tree_state() {
+    (cd "$1" && find . -printf '%y %s %T@ %P\n' | LC_ALL=C sort -k4)
 }
 
 # file_times DIR: each regular file's mtime (ns) and path, sorted.
@@ -91,8 +98,24 @@ sync_mode() {
     echo z >"$T/outside/z"
     ln -sfn "$T/outside" "$ldst/a/b/out"
     echo k >"$ldst/a/local.keep"
+    echo more >>"$lsrc/a/small.3"
+    # -n first: it lists what the real run then does, on stdout, and
+    # changes nothing (every name and mtime below as before).
+    tree_state "$ldst" >"$T/state.before"
+    tree_state "$T/outside" >>"$T/state.before"
+    sync_run "$T/jn" "$src" "$dst" -n --delete --exclude '*.keep' "$@" >"$T/listing"
+    tree_state "$ldst" >"$T/state.after"
+    tree_state "$T/outside" >>"$T/state.after"
+    diff "$T/state.before" "$T/state.after" >&2 || fail "-n changed the destination"
+    sed -E 's#^(copy|update|delete) .*/src/#\1 src/#' "$T/listing" | LC_ALL=C sort >"$T/listed"
+    printf '%s\n' 'delete src/a/b/out' 'delete src/a/stale' 'delete src/gone' \
+        'delete src/gone/deep' 'delete src/gone/deep/f' 'update src/a/small.3' >"$T/want"
+    diff "$T/want" "$T/listed" >&2 || fail "-n listed other entries than it should"
+    expect_counts "$T/jn" 1 42
+    [[ $(jget "$T/jn" 'j["files"]["deleted"]') == 5 && $(jget "$T/jn" 'j["bytes"]') == 0 ]] ||
+        fail "-n: counts other than 5 to delete and 0 bytes"
     sync_run "$T/j4" "$src" "$dst" --delete --exclude '*.keep' "$@"
-    expect_counts "$T/j4" 0 43
+    expect_counts "$T/j4" 1 42
     [[ $(jget "$T/j4" 'j["files"]["deleted"]') == 5 ]] ||
         fail "--delete removed $(jget "$T/j4" 'j["files"]["deleted"]') entries, not 5"
     [[ -f $ldst/a/local.keep ]] || fail "--delete removed a file an --exclude rule protects"

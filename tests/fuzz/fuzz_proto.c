@@ -143,6 +143,12 @@ static void fuzz_rules(const struct proto_msg *m)
 			      m->u.request->bwlimit <= PROTO_MAX_BWLIMIT));
 		fuzz_filters(m->u.request);
 		break;
+	case PROTO_LIST:
+		/* A listing line: a known kind, a path to show. */
+		fuzz_require(m->u.list.what >= PROTO_LIST_NEW && m->u.list.what <= PROTO_LIST_GONE);
+		fuzz_require(m->u.list.path[0] != '\0' &&
+			     strlen(m->u.list.path) <= PROTO_MAX_MSG);
+		break;
 	case PROTO_HAVE:
 		/* Within a batch, and nothing past its count: the source reads
 		 * only bits of entries it announced. */

@@ -257,6 +257,10 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.have.count = 4;
 		m->u.have.bits[0] = 0x2;
 		break;
+	case PROTO_LIST: /* version 9: --delete removed a file */
+		m->u.list.what = PROTO_LIST_GONE;
+		strcpy(m->u.list.path, "backup/dir/old.txt");
+		break;
 	case PROTO_END:
 	case PROTO_DONE:
 		m->u.stats.bytes = 123456;
@@ -564,6 +568,7 @@ static void proto_session_seeds(void)
 	static const uint8_t sink_view[] = { PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_READY,
 					     PROTO_ENTRIES, PROTO_HAVE, PROTO_ENTRIES,
 					     PROTO_FILE_END, PROTO_FILE_FAIL, PROTO_FILE_DONE,
+					     PROTO_LIST,
 					     PROTO_ACK, PROTO_END, PROTO_DONE };
 	static struct seed s;
 	static struct proto_msg m;
@@ -678,6 +683,7 @@ static void proto_seeds(void)
 	proto_msg_seed("15-probe", PROTO_PROBE);
 	proto_msg_seed("16-probe_fig", PROTO_PROBE_FIG);
 	proto_msg_seed("17-have", PROTO_HAVE);
+	proto_msg_seed("18-list", PROTO_LIST);
 	proto_probe_seeds();
 	proto_session_seeds();
 	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);

@@ -248,6 +248,11 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	memset(m->u.have.bits, 0xa5, sizeof(m->u.have.bits));
 
 	m = &out[n++];
+	m->type = PROTO_LIST;
+	m->u.list.what = PROTO_LIST_GONE;
+	memset(m->u.list.path, 'g', PROTO_MAX_MSG);
+
+	m = &out[n++];
 	m->type = PROTO_PROBE;
 	m->u.probe.op = PROTO_PROBE_MARK;
 
@@ -329,6 +334,10 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 	case PROTO_PROBE_FIG:
 	case PROTO_HAVE:
 		assert_memory_equal(&a->u, &b->u, sizeof(a->u));
+		break;
+	case PROTO_LIST:
+		assert_int_equal(a->u.list.what, b->u.list.what);
+		assert_string_equal(a->u.list.path, b->u.list.path);
 		break;
 	case PROTO_FILE_END:
 		assert_int_equal(a->u.file_end.id, b->u.file_end.id);

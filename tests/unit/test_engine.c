@@ -701,6 +701,8 @@ struct have_script {
 	uint16_t count;
 	uint8_t bits;        /* bits[0] */
 	bool ack_first;      /* send ACK(upto count) instead, before any HAVE */
+	bool list;           /* send LIST (GONE) instead, to a source ... */
+	bool report, dry;    /* ... that is the client (report), in a dry run */
 };
 
 static void *source_thread(void *arg)
@@ -726,6 +728,8 @@ static void have_refused(struct fixture *f, const struct have_script *sc)
 				       .paths = f->paths, .npaths = 1,
 				       .walk = { .recursive = true } };
 	f->so.x.update = true;
+	f->so.x.report = sc->report;
+	f->so.x.dry_run = sc->dry;
 	assert_int_equal(pthread_create(&tid, NULL, source_thread, f), 0);
 	assert_int_equal(ctl_recv(f->si.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_ENTRIES);
@@ -734,6 +738,10 @@ static void have_refused(struct fixture *f, const struct have_script *sc)
 	if (sc->ack_first) {
 		m.type = PROTO_ACK;
 		m.u.ack.upto = sc->count;
+	} else if (sc->list) {
+		m.type = PROTO_LIST;
+		m.u.list.what = PROTO_LIST_GONE;
+		strcpy(m.u.list.path, "t/x");
 	} else {
 		m.type = PROTO_HAVE;
 		m.u.have = (struct proto_have){ .first_id = sc->first_id, .count = sc->count };
@@ -763,6 +771,19 @@ static void test_have_names_a_directory(void **state)
 static void test_ack_before_have(void **state)
 {
 	have_refused(*state, &(struct have_script){ .count = 3, .ack_first = true });
+}
+
+/* LIST (version 9) goes only to a client, in a dry run or with --delete:
+ * a server acting as source refuses it even in a dry run, and a client
+ * refuses it in a session that lists nothing. */
+static void test_list_to_a_server(void **state)
+{
+	have_refused(*state, &(struct have_script){ .list = true, .dry = true });
+}
+
+static void test_list_unasked(void **state)
+{
+	have_refused(*state, &(struct have_script){ .list = true, .report = true });
 }
 
 /* A sink with -u keeps f; a DATA block for it then is a protocol error
@@ -827,6 +848,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_have_past_announced, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_have_names_a_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ack_before_have, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_to_a_server, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_unasked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_for_kept, setup, teardown),
 	};
 

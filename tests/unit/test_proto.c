@@ -220,6 +220,10 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.have.bits[0] = 0x55;
 		m->u.have.bits[1] = 0x0a;
 		break;
+	case PROTO_LIST: /* version 9 */
+		m->u.list.what = PROTO_LIST_CHANGED;
+		strcpy(m->u.list.path, "top/a b/c");
+		break;
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
 		strcpy(m->u.error.msg, "peer speaks protocol versions 2..3; we speak 1..1");
@@ -267,6 +271,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_END:
 	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 24;
 	case PROTO_HAVE: return 6 + 2;
+	case PROTO_LIST: return 3 + strlen("top/a b/c");
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
@@ -596,6 +601,7 @@ static const struct str_case str_cases[] = {
 	{ PROTO_FILE_FAIL, 8, PROTO_MAX_MSG, 0 },
 	{ PROTO_ERROR, 4, PROTO_MAX_MSG, 0 },
 	{ PROTO_SKIP, 8, PROTO_MAX_MSG, 0 },
+	{ PROTO_LIST, 1, PROTO_MAX_MSG, 0 },
 };
 
 /* Returns the string field of m for a str_case type. */
@@ -606,6 +612,7 @@ static char *str_field(struct proto_msg *m)
 	case PROTO_FILE_DONE: return m->u.file_done.msg;
 	case PROTO_FILE_FAIL: return m->u.file_fail.msg;
 	case PROTO_SKIP: return m->u.skip.msg;
+	case PROTO_LIST: return m->u.list.path;
 	default: return m->u.error.msg;
 	}
 }
@@ -931,8 +938,8 @@ static void test_string_empty(void **state)
 
 		sample(c->type, &m);
 		memset(str_field(&m), 0, c->max + 1);
-		if (c->type == PROTO_REQUEST) {
-			/* A request's paths may not be empty. */
+		if (c->type == PROTO_REQUEST || c->type == PROTO_LIST) {
+			/* A request's paths, and a listed path, may not be empty. */
 			assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
 			continue;
 		}
@@ -1059,6 +1066,12 @@ static const struct range_case range_cases[] = {
 	{ PROTO_HAVE, 4, 2, 17, -PC_E_PROTO },         /* 3 bytes of bits, 2 came */
 	{ PROTO_HAVE, 4, 2, PROTO_MAX_BATCH + 1, -PC_E_PROTO },
 	{ PROTO_HAVE, 4, 2, 0xffff, -PC_E_PROTO },
+	/* LIST (version 9): what is NEW, CHANGED or GONE, nothing else */
+	{ PROTO_LIST, 0, 1, 0, -PC_E_PROTO },
+	{ PROTO_LIST, 0, 1, PROTO_LIST_NEW, 0 },
+	{ PROTO_LIST, 0, 1, PROTO_LIST_GONE, 0 },
+	{ PROTO_LIST, 0, 1, PROTO_LIST_GONE + 1, -PC_E_PROTO },
+	{ PROTO_LIST, 0, 1, 0xff, -PC_E_PROTO },
 	/* END, DONE (version 8): unchanged and its bytes, any value */
 	{ PROTO_END, 296, 8, 0, 0 },
 	{ PROTO_DONE, 296, 8, UINT64_MAX, 0 },
@@ -1374,6 +1387,7 @@ static void test_type_names(void **state)
 	assert_string_equal(proto_type_name(PROTO_FILE_FAIL), "FILE_FAIL");
 	assert_string_equal(proto_type_name(PROTO_ACK), "ACK");
 	assert_string_equal(proto_type_name(PROTO_HAVE), "HAVE");
+	assert_string_equal(proto_type_name(PROTO_LIST), "LIST");
 	assert_string_equal(proto_type_name(0), "?");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX), "?");
 	assert_string_equal(proto_type_name(255), "?");
