@@ -506,27 +506,42 @@ static int dest_begin(struct dest *d, const struct proto_entry *e, int a, int b,
 	return dest_dir_get(d, l, what, err);
 }
 
-int dest_unchanged(struct dest *d, const struct proto_entry *e)
+/* Calls look(dirfd, name, e) on e's name, beneath the root and never
+ * through a symlink on the way, and returns what it returns; 0 when the
+ * name's parent cannot be reached (it is not there either). */
+static int dest_look(struct dest *d, const struct proto_entry *e,
+		     int (*look)(int dirfd, const char *name, const struct proto_entry *e))
 {
 	struct pc_err err;
 	struct dest_loc l;
-	struct stat st;
-	int same = 0;
+	int ret = 0;
 
 	pc_err_init(&err);
-	if (e->type == PROTO_ENT_REG && !(e->flags & PROTO_ENT_SIZE_UNKNOWN) &&
-	    dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err) == 0) {
-		/* A filesystem without nanoseconds stores 0: then seconds
-		 * decide, as rsync's quick check does. */
-		same = fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-		       S_ISREG(st.st_mode) && (uint64_t)st.st_size == e->size &&
-		       (int64_t)st.st_mtim.tv_sec == e->mtime_s &&
-		       ((uint32_t)st.st_mtim.tv_nsec == e->mtime_ns || st.st_mtim.tv_nsec == 0 ||
-			e->mtime_ns == 0);
+	if (dest_begin(d, e, e->type, e->type, &l, "cannot look at", &err) == 0) {
+		ret = look(l.dirfd, l.name, e);
 		dest_dir_put(d, l.dir);
 	}
 	pc_err_destroy(&err);
-	return same;
+	return ret;
+}
+
+/* A regular file of e's size and mtime. A filesystem without nanoseconds
+ * stores 0: then seconds decide, as rsync's quick check does. */
+static int dest_look_same(int dirfd, const char *name, const struct proto_entry *e)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	       (uint64_t)st.st_size == e->size && (int64_t)st.st_mtim.tv_sec == e->mtime_s &&
+	       ((uint32_t)st.st_mtim.tv_nsec == e->mtime_ns || st.st_mtim.tv_nsec == 0 ||
+		e->mtime_ns == 0);
+}
+
+int dest_unchanged(struct dest *d, const struct proto_entry *e)
+{
+	if (e->type != PROTO_ENT_REG || (e->flags & PROTO_ENT_SIZE_UNKNOWN))
+		return 0;
+	return dest_look(d, e, dest_look_same);
 }
 
 int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
@@ -721,40 +736,34 @@ out:
 	return ret;
 }
 
+/* A symlink whose text is e's target. */
+static int dest_look_link(int dirfd, const char *name, const struct proto_entry *e)
+{
+	char text[PROTO_MAX_PATH + 1];
+	ssize_t n = readlinkat(dirfd, name, text, sizeof(text));
+
+	return n >= 0 && (size_t)n == strlen(e->target) && memcmp(text, e->target, (size_t)n) == 0;
+}
+
 int dest_same_symlink(struct dest *d, const struct proto_entry *e)
 {
-	struct pc_err err;
-	struct dest_loc l;
-	char text[PROTO_MAX_PATH + 1];
-	int same = 0;
+	return e->type == PROTO_ENT_SYMLINK ? dest_look(d, e, dest_look_link) : 0;
+}
 
-	pc_err_init(&err);
-	if (e->type == PROTO_ENT_SYMLINK &&
-	    dest_begin(d, e, PROTO_ENT_SYMLINK, PROTO_ENT_SYMLINK, &l, "cannot look at", &err) == 0) {
-		ssize_t n = readlinkat(l.dirfd, l.name, text, sizeof(text));
-		same = n >= 0 && (size_t)n == strlen(e->target) &&
-		       memcmp(text, e->target, (size_t)n) == 0;
-		dest_dir_put(d, l.dir);
-	}
-	pc_err_destroy(&err);
-	return same;
+/* 1 a directory, 2 anything else, 0 nothing. */
+static int dest_look_any(int dirfd, const char *name, const struct proto_entry *e)
+{
+	struct stat st;
+
+	(void)e;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0;
+	return S_ISDIR(st.st_mode) ? 1 : 2;
 }
 
 int dest_exists(struct dest *d, const struct proto_entry *e)
 {
-	struct pc_err err;
-	struct dest_loc l;
-	struct stat st;
-	int what = 0;
-
-	pc_err_init(&err);
-	if (dest_begin(d, e, e->type, e->type, &l, "cannot look at", &err) == 0) {
-		if (fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			what = S_ISDIR(st.st_mode) ? 1 : 2;
-		dest_dir_put(d, l.dir);
-	}
-	pc_err_destroy(&err);
-	return what;
+	return dest_look(d, e, dest_look_any);
 }
 
 /* Renames tmp over l's final name, and removes tmp if that fails. */
