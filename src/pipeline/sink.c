@@ -325,8 +325,10 @@ static void sink_list(struct sink *s, uint8_t what, const char *path)
 		return;
 	}
 	struct proto_msg m = { .type = PROTO_LIST };
+	size_t n = strnlen(path, PROTO_MAX_MSG); /* a longer one is cut (PROTOCOL 4.17) */
 	m.u.list.what = what;
-	snprintf(m.u.list.path, sizeof(m.u.list.path), "%s", path);
+	memcpy(m.u.list.path, path, n);
+	m.u.list.path[n] = '\0';
 	if (ctl_send(x->ctl, &m) < 0)
 		xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
 }
