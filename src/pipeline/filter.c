@@ -213,10 +213,14 @@ static bool rule_matches(const struct rule *r, const char *path, bool is_dir)
 		last = last != NULL ? last + 1 : path;
 		return match(r, last, n - (size_t)(last - path));
 	}
-	for (const char *p = path; p != NULL; p = strchr(p, '/'), p = p != NULL ? p + 1 : NULL)
+	/* Each tail that starts at a component: the path, then after each '/'. */
+	for (const char *p = path;; p++) {
 		if (match(r, p, n - (size_t)(p - path)))
 			return true;
-	return false;
+		p = strchr(p, '/');
+		if (p == NULL)
+			return false;
+	}
 }
 
 struct filter *filter_new(void)
