@@ -41,6 +41,7 @@ enum {
 	OPT_NO_ENCRYPT, OPT_CIPHER, OPT_ALLOW_UNENCRYPTED, OPT_MAX_SESSIONS, OPT_MAX_STARTUPS,
 	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
 	OPT_JSON, OPT_PROBE, OPT_EXCLUDE, OPT_INCLUDE, OPT_EXCLUDE_FROM, OPT_DELETE,
+	OPT_CHECKSUM,
 };
 
 static const struct option cli_longopts[] = {
@@ -52,6 +53,7 @@ static const struct option cli_longopts[] = {
 	{ "verify", no_argument, NULL, 'e' },
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "delete", no_argument, NULL, OPT_DELETE },
+	{ "checksum", no_argument, NULL, OPT_CHECKSUM },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 	{ "include", required_argument, NULL, OPT_INCLUDE },
@@ -120,13 +122,15 @@ static void cli_usage(FILE *out)
 	      "  -u, --update          keep files already there with the same size and\n"
 	      "                        modification time (nothing of them travels), and\n"
 	      "                        give the files written the source's times\n"
+	      "      --checksum        as -u, but compare contents, not size and time:\n"
+	      "                        only the blocks that differ travel\n"
 	      "  -e, --verify          read each file written back from the disk and put\n"
 	      "                        it in place only if it has the source's bytes\n"
 	      "  -n, --dry-run         change nothing: list on stdout what would be copied\n"
 	      "                        (copy, update) and removed (delete)\n"
-	      "      --delete          with -r -u: remove from the copy what the source no\n"
-	      "                        longer has (but what --exclude rules leave out)\n"
-	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
+	      "      --delete          with -r and -u or --checksum: remove from the copy\n"
+	      "                        what the source no longer has (but what --exclude\n"
+	      "                        rules leave out)\n"	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
 	      "      --include PATTERN copy what PATTERN matches, even if a later rule\n"
 	      "                        excludes it; the first rule that matches decides\n"
 	      "      --exclude-from FILE  the rules in FILE, one per line: a pattern to\n"
@@ -340,6 +344,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case 'e': o->verify = true; return 0;
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case OPT_DELETE: o->delete_missing = true; return 0;
+	case OPT_CHECKSUM: o->checksum = true; return 0;
 	case 'n': o->dry_run = true; return 0;
 	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");
 	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
@@ -490,7 +495,7 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 	if (c->o.recursive)
 		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
 			r->sink.dirs == 1 ? "y" : "ies", r->sink.links, r->sink.links == 1 ? "" : "s");
-	if (c->o.update)
+	if (c->o.update || c->o.checksum)
 		fprintf(stderr, ", %" PRIu64 " unchanged (%" PRIu64 " bytes not sent)",
 			r->sink.unchanged, r->sink.unchanged_bytes);
 	if (c->o.delete_missing)

@@ -51,12 +51,15 @@ struct pcopy_opts {
 	                            only if it has the source's bytes */
 	bool dry_run;            /* -n: change nothing; list what would be copied and removed
 	                            (pcopy_hooks.listed) */
-	bool delete_missing;     /* --delete (with -r and -u): remove from each directory of
+	bool delete_missing;     /* --delete (with -r and -u or --checksum): remove from each directory of
 	                            the copy what the source does not have there, but what
 	                            the filter rules exclude */
 	bool update;             /* -u: keep a file already there with the source's size and
 	                            modification time; give the files written the source's
 	                            modification time */
+	bool checksum;           /* --checksum: as -u, but compare contents instead of size
+	                            and time: only the blocks that differ travel, and the
+	                            others are taken from the file already there */
 	const char *const *filters; /* --exclude, --include, --exclude-from, in order: each
 	                            "- PATTERN" or "+ PATTERN"; the first rule that
 	                            matches an entry decides (pcopy(1), FILTER RULES).

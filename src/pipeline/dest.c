@@ -544,6 +544,36 @@ int dest_unchanged(struct dest *d, const struct proto_entry *e)
 	return dest_look(d, e, dest_look_same);
 }
 
+int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size)
+{
+	struct pc_err err;
+	struct dest_loc l;
+	struct stat st;
+	int ret = 0;
+
+	*fd = -1;
+	*size = 0;
+	if (e->type != PROTO_ENT_REG || (e->flags & PROTO_ENT_SIZE_UNKNOWN))
+		return 0;
+	pc_err_init(&err);
+	if (dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err) == 0) {
+		/* O_NONBLOCK: a FIFO there must not stop us; it is no file. */
+		int f = openat(l.dirfd, l.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (f < 0) {
+			ret = errno == ENOENT || errno == ELOOP ? 0 : -errno;
+		} else if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(f);
+		} else {
+			*fd = f;
+			*size = (uint64_t)st.st_size;
+			ret = 1;
+		}
+		dest_dir_put(d, l.dir);
+	}
+	pc_err_destroy(&err);
+	return ret;
+}
+
 int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
 {
 	struct dest_loc l;

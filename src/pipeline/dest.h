@@ -97,6 +97,13 @@ void dest_free(struct dest *d);
  * writing it will say why). */
 int dest_unchanged(struct dest *d, const struct proto_entry *e);
 
+/* --checksum: opens for reading the regular file (not a symlink, nor a
+ * link to one) that is already at e's path, a REG entry of known size,
+ * beneath the root with no symlink on the way. Returns 1 with *fd (the
+ * caller's to close) and its *size, 0 when nothing of the kind is there
+ * (or its parent cannot be reached), or -errno. */
+int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size);
+
 /* e: a DIR entry. Creates the directory 0700, so that it can be filled
  * whatever its final mode (dest_dir_end sets that). An existing directory
  * (not a symlink to one) is fine: the copy merges into it. Anything else

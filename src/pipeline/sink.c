@@ -91,6 +91,13 @@ static void sink_keep(struct sink *s, struct sink_ent *r, const struct proto_ent
 
 static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
 
+/* -u's quick check: a regular file of e's size and mtime is there. Not
+ * with --checksum, which looks at the contents instead. */
+static bool sink_quick_keep(struct sink *s, const struct proto_entry *e)
+{
+	return s->have != NULL && s->dest != NULL && !s->x->checksum && dest_unchanged(s->dest, e);
+}
+
 /* One announced entry: its record goes in the table, and what can be
  * done now is done (a directory is created) or handed out (an entry
  * without contents). */
@@ -135,10 +142,12 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	case PROTO_ENT_HARDLINK:
 		return 0; /* when everything before it is done */
 	case PROTO_ENT_REG:
-		if (s->have != NULL && s->dest != NULL && dest_unchanged(s->dest, e)) {
+		if (sink_quick_keep(s, e)) {
 			sink_keep(s, r, e);
 			return 0;
 		}
+		if (r->data && x->checksum && s->dest != NULL)
+			return sink_sums_send(s, r, e); /* and its blocks come */
 		if (r->data)
 			return 0; /* when its blocks are in */
 		if (s->t->to_stdout) {
@@ -391,8 +400,7 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 
 	if (e->type == PROTO_ENT_DIR_END)
 		return 0;
-	if (e->type == PROTO_ENT_REG && s->have != NULL && s->dest != NULL &&
-	    dest_unchanged(s->dest, e)) {
+	if (e->type == PROTO_ENT_REG && sink_quick_keep(s, e)) {
 		sink_keep(s, r, e);
 		return 0;
 	}
@@ -461,6 +469,13 @@ static int sink_advance(struct sink *s, bool flush)
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
 		s->inflight_bytes -= strlen(r->path) + strlen(r->target) + strlen(r->user) +
 				     strlen(r->group);
+		if (r->lock_ok) { /* --checksum: hashes this ACK will free; a PACK or a
+				     failure may have left its old file open */
+			sync_lock(&r->lock);
+			s->sums_retired += r->nsums * PROTO_SUM_LEN;
+			sink_base_close(r);
+			sync_unlock(&r->lock);
+		}
 		sync_lock(&s->lock);
 		s->table[id % SINK_TABLE] = NULL;
 		atomic_fetch_and(&s->done[(id % SINK_TABLE) / 64], ~(1ull << (id % 64)));
@@ -477,6 +492,8 @@ static int sink_advance(struct sink *s, bool flush)
 			return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s",
 					 s->x->peer);
 		s->acked = s->low;
+		s->sums_inflight -= s->sums_retired;
+		s->sums_retired = 0;
 	}
 	return 0;
 }
@@ -674,7 +691,7 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	m.u.stats.dirs = atomic_load(&s->ndirs);
 	m.u.stats.links = atomic_load(&s->nlinks);
 	m.u.stats.unchanged = s->unchanged;
-	m.u.stats.unchanged_bytes = s->unchanged_bytes;
+	m.u.stats.unchanged_bytes = s->unchanged_bytes + atomic_load(&s->same_bytes);
 	m.u.stats.deleted = s->deleted;
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
@@ -784,6 +801,8 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	close(s->efd);
 	dest_free(s->dest);
 	free(s->have);
+	free(s->sums_buf);
+	free(s->sums_msg);
 	prune_free(s->prune);
 	free(s);
 	if (ret == 0 && r->failed > 0)

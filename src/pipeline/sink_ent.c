@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sys/sync.h"
 
@@ -45,6 +46,7 @@ struct sink_ent *sink_ent_new(const struct proto_entry *e)
 	r->user = sink_ent_str(&at, e->user);
 	r->group = sink_ent_str(&at, e->group);
 	r->fd = -1;
+	r->base_fd = -1;
 	r->size_known = !(e->flags & PROTO_ENT_SIZE_UNKNOWN);
 	r->size = e->size;
 	r->data = e->type == PROTO_ENT_REG && (e->size > 0 || !r->size_known);
@@ -92,6 +94,8 @@ void sink_ent_put(struct sink_ent *r)
 		return;
 	if (r->lock_ok)
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&r->lock));
+	if (r->base_fd >= 0) /* the sink closes it sooner: this only on an abort */
+		close(r->base_fd);
 	free(r->seen);
 	free(r);
 }

@@ -54,6 +54,10 @@ struct sink_ent {
 	uint64_t max_end;           /* highest offset + length seen */
 	uint64_t nblocks;           /* blocks accounted */
 	uint64_t digest;            /* -e: the sum of the blocks' verify_mix (verify.h) */
+	int base_fd;                /* --checksum: the file already at the destination, which
+	                               SAME blocks are read from, open from the first of
+	                               them until the entry is finished; else -1 */
+	uint64_t nsums;             /* --checksum: blocks of it SUMS named (set once) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */
 	size_t seen_bytes;

@@ -94,6 +94,13 @@ struct sink {
 	uint64_t deleted;              /* --delete: entries removed */
 	uint64_t zeros_sum;            /* -e: the checksum of a whole block of zeros (a hole's);
 	                                  set before the threads start */
+	/* --checksum: */
+	atomic_uint_least64_t same_bytes; /* bytes of SAME blocks, taken from the old files */
+	uint8_t *sums_buf;             /* control thread: a block of an old file being hashed */
+	uint8_t *sums_msg;             /* control thread: the hashes of one SUMS */
+	uint64_t sums_inflight;        /* control thread: hash bytes sent for entries our
+	                                  last ACK does not cover (PROTO_MAX_INFLIGHT_SUMS) */
+	uint64_t sums_retired;         /* ...of which, of entries behind the watermark */
 	/* control thread only: */
 	unsigned skipped;              /* SKIPs received */
 	uint32_t next_skip;            /* lowest index the next SKIP may have */
@@ -154,6 +161,30 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b);
 void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b);
 
 void *sink_receiver(void *arg);
+
+/* --checksum, for a REG entry r (e) with contents, not kept: if it is
+ * more than a quarter block and the destination has a regular file at its
+ * path, hashes that file's blocks and sends them (SUMS), and sets
+ * r->nsums. Nothing there, or the budget of hashes in flight spent: no
+ * SUMS (or fewer), and the file travels whole. Control thread. Returns 0,
+ * or a negative code when the session must end. */
+int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
+
+/* For r's first SAME block: opens the file at its name again, into
+ * r->base_fd (the writer of r's blocks; scratch is its entry). Returns 0,
+ * or a negative code with the message in e (the file is gone: -PC_E_FILEIO). */
+int sink_base_open(struct sink *s, struct sink_ent *r, struct proto_entry *scratch,
+		   struct pc_err *e);
+
+/* A SAME block b of r claimed (sink_claim): reads its raw_len bytes from
+ * the old file base at its offset into b->data and checks them against
+ * the block's checksum. Returns 0, or -PC_E_FILEIO (the old file
+ * changed since it was hashed) or -errno, with the message in e. Writer. */
+int sink_same_read(struct sink *s, const struct sink_ent *r, int base, struct buf *b,
+		   struct pc_err *e);
+
+/* Closes r's old file, if open (r->lock held). */
+void sink_base_close(struct sink_ent *r);
 
 /* Lets go of a buffer and the reference its block held. */
 void sink_release(struct sink *s, struct buf *b);

@@ -168,7 +168,8 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 	}
 	b->hdr = h;
 	b->ctx = r;
-	ret = h.flags & PROTO_BLK_HOLE ? 0 : sink_read_payload(rc, ch, b);
+	ret = (h.flags & PROTO_BLK_HOLE) || h.type == PROTO_BLK_SAME ? 0
+								  : sink_read_payload(rc, ch, b);
 	t = platform_now_ns();
 	if (ret < 0) {
 		bufpool_release(s->pool, b);
@@ -176,11 +177,12 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 			sink_ent_put(r);
 		return sink_chan_failed(rc, ch, ret);
 	}
-	if (h.type == PROTO_BLK_DATA && r == NULL) {
+	if (h.type != PROTO_BLK_PACK && r == NULL) {
 		bufpool_release(s->pool, b); /* an entry already given up: drop it */
 		return 0;
 	}
-	ret = decoder_verify(rc->dec, b);
+	/* A SAME block's bytes are checked where they are read, by its writer. */
+	ret = h.type == PROTO_BLK_SAME ? 0 : decoder_verify(rc->dec, b);
 	sink_recv_lap(rc, &t, RLAP_DECODE);
 	if (ret < 0) {
 		bufpool_release(s->pool, b);

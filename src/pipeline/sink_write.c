@@ -166,6 +166,9 @@ void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *wh
 		dest_file_abort(s->dest, r->df);
 	r->df = NULL;
 	r->fd = -1;
+	sync_lock(&r->lock);
+	sink_base_close(r);
+	sync_unlock(&r->lock);
 	if (r->fail_msg[0] != '\0') {
 		snprintf(msg, sizeof(msg), "%s", r->fail_msg);
 	} else {
@@ -214,6 +217,11 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		return;
 	}
 	pc_err_init(&e);
+	if (r->lock_ok) {
+		sync_lock(&r->lock);
+		sink_base_close(r);
+		sync_unlock(&r->lock);
+	}
 	sink_ent_entry(r, scratch);
 	if (r->df == NULL) /* a stream that turned out empty */
 		ret = dest_file_open(s->dest, r->path, &r->df, &e);
@@ -257,9 +265,9 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
 }
 
 /* Before writing: checks a block against its file and marks its index as
- * seen, so a duplicate can never be written. Returns 1 to write it, 0 to
- * drop it (the file failed), or a negative code for a block that cannot be
- * right. */
+ * seen, so a duplicate can never be written. A SAME block must stand for
+ * a block SUMS named. Returns 1 to write it, 0 to drop it (the file
+ * failed), or a negative code for a block that cannot be right. */
 static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_block *h)
 {
 	uint64_t B = s->x->block_size, idx = h->offset / B;
@@ -300,6 +308,10 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_blo
 	}
 	if (r->seen[idx / 8] & (1u << (idx % 8))) {
 		ret = -PC_E_INTEGRITY;
+		goto out;
+	}
+	if (h->type == PROTO_BLK_SAME && idx >= r->nsums) {
+		ret = -PC_E_PROTO;
 		goto out;
 	}
 	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
@@ -410,8 +422,17 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 		return;
 	}
 	pc_err_init(&e);
+	ret = 0;
+	/* SAME: the bytes come from the old file, if they still are the
+	 * source's; if not, this file fails and the rest goes on. */
+	if (h->type == PROTO_BLK_SAME) {
+		ret = sink_base_open(s, r, &w->e, &e);
+		/* Open until r is finished, which this claim holds off. */
+		ret = ret == 0 ? sink_same_read(s, r, r->base_fd, b, &e) : ret;
+	}
 	sync_lock(&r->lock);
-	ret = sink_data_open_locked(s, r, &e);
+	if (ret == 0)
+		ret = sink_data_open_locked(s, r, &e);
 	if (ret < 0 && !sink_fatal(ret)) {
 		r->failed = true;
 		r->fail_code = ret;

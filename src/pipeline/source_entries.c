@@ -239,8 +239,13 @@ int source_fill_window(struct source *s)
 	struct walk_skip k;
 	int ret = 0;
 
+	/* --checksum: a batch's answer (its SUMS, then HAVE) may be long, and
+	 * the sink writes it before it reads on. The next batch waits until
+	 * the answer is read: were we to block writing a batch while the sink
+	 * blocked writing hashes, neither would read again. */
 	while (!s->walk_done && s->next_id - s->acked < SOURCE_WINDOW &&
-	       s->inflight_bytes < SOURCE_WINDOW_BYTES && !xfer_aborted(s->x)) {
+	       s->inflight_bytes < SOURCE_WINDOW_BYTES && !xfer_aborted(s->x) &&
+	       (!s->x->checksum || s->have_next == s->announced)) {
 		ret = source_produce(s, &k);
 		if (ret == 0)
 			s->walk_done = true;
@@ -301,6 +306,9 @@ static int source_on_ack(struct source *s, uint32_t upto)
 		s->win_head = f->wnext;
 		if (s->win_head == NULL)
 			s->win_tail = NULL;
+		s->sums_bytes -= f->nsums * PROTO_SUM_LEN;
+		if (s->sums_at == f)
+			s->sums_at = NULL;
 		src_rec_put(f);
 	}
 	return 0;
@@ -372,6 +380,50 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 	return 0;
 }
 
+/* SUMS (--checksum): hashes of blocks of a file the sink has already,
+ * before the HAVE of its batch. They come for files with contents whose
+ * batch is not yet answered, in id order, each file's from block 0 on and
+ * within its blocks, and within PROTO_MAX_INFLIGHT_SUMS. */
+static int source_on_sums(struct source *s, const struct proto_sums *k)
+{
+	struct xfer *x = s->x;
+	struct src_rec *f = s->sums_at != NULL ? s->sums_at : s->held;
+
+	if (!x->checksum || k->id < s->have_next || k->id >= s->announced ||
+	    (s->sums_at != NULL && k->id < s->sums_at->id))
+		return xfer_fail(x, -PC_E_PROTO, "%s sent hashes for entry %u out of turn",
+				 x->peer, (unsigned)k->id);
+	while (f != NULL && f->id < k->id)
+		f = f->wnext;
+	if (f == NULL || f->id != k->id || f->stream || !proto_sums_wanted(f->size, x->block_size) ||
+	    k->first != f->nsums ||
+	    k->first + k->count > src_rec_blocks(f->size, x->block_size))
+		return xfer_fail(x, -PC_E_PROTO, "%s sent hashes for blocks %llu to %llu of entry "
+				 "%u, which has no such blocks or had others named", x->peer,
+				 (unsigned long long)k->first,
+				 (unsigned long long)(k->first + k->count - 1), (unsigned)k->id);
+	size_t add = (size_t)k->count * PROTO_SUM_LEN;
+	if (s->sums_bytes + add > PROTO_MAX_INFLIGHT_SUMS)
+		return xfer_fail(x, -PC_E_PROTO, "%s sent more than %u MiB of hashes for files "
+				 "not yet finished", x->peer, PROTO_MAX_INFLIGHT_SUMS >> 20);
+	size_t used = (size_t)f->nsums * PROTO_SUM_LEN;
+	if (used + add > f->sums_cap) { /* doubling, within the bound */
+		size_t cap = f->sums_cap ? 2 * f->sums_cap : add;
+		cap = cap < used + add ? used + add : cap;
+		cap = cap > PROTO_MAX_INFLIGHT_SUMS ? PROTO_MAX_INFLIGHT_SUMS : cap;
+		uint8_t *p = realloc(f->sums, cap);
+		if (p == NULL)
+			return xfer_fail(x, -ENOMEM, "out of memory");
+		f->sums = p;
+		f->sums_cap = cap;
+	}
+	memcpy(f->sums + used, k->hashes, add);
+	f->nsums += k->count;
+	s->sums_bytes += add;
+	s->sums_at = f;
+	return 0;
+}
+
 /* LIST: a line of the listing, for our user. Only a sink that is a server
  * sends it to its client, and only in a dry run (-n) or, GONE, with
  * --delete. */
@@ -403,6 +455,8 @@ int source_on_message(struct source *s)
 		return source_on_have(s, &m.u.have);
 	case PROTO_LIST:
 		return source_on_list(s, &m.u.list);
+	case PROTO_SUMS:
+		return source_on_sums(s, &m.u.sums);
 	case PROTO_ERROR:
 		return xfer_fail_peer(s->x, m.u.error.code, m.u.error.msg);
 	default:

@@ -113,6 +113,8 @@ struct source {
 	uint32_t have_next;        /* -u: the first id the next HAVE must answer for */
 	bool plan_gap;             /* -u: a kept file since the last file planned */
 	uint64_t unchanged, unchanged_bytes; /* -u: files the sink had already, their bytes */
+	struct src_rec *sums_at;   /* --checksum: the record the last SUMS named, or NULL */
+	uint64_t sums_bytes;       /* --checksum: hash bytes of the records not yet acknowledged */
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */

@@ -338,6 +338,25 @@ static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
 			 name, pc_strerror(ret));
 }
 
+/* --checksum: true, with b made a SAME block, if the sink has the block
+ * already: its hash is the one SUMS gave for that index. */
+static bool source_same(struct source *s, const struct src_rec *f, struct buf *b)
+{
+	uint64_t idx = b->hdr.offset / s->x->block_size;
+	uint8_t sum[PROTO_SUM_LEN];
+
+	if (idx >= f->nsums)
+		return false;
+	proto_block_sum(b->data, b->len, sum);
+	if (memcmp(sum, f->sums + idx * PROTO_SUM_LEN, PROTO_SUM_LEN) != 0)
+		return false;
+	b->hdr.type = PROTO_BLK_SAME;
+	b->hdr.codec = PROTO_CODEC_NONE;
+	b->hdr.enc_len = 0;
+	b->len = 0;
+	return true;
+}
+
 /* Reads, checksums and encodes one claimed block into b. Returns 1 (send
  * it), 0 (nothing to send), or a negative code. */
 static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
@@ -361,6 +380,11 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
 	b->hdr.checksum = proto_checksum(b->data, b->len);
+	if (c->kind == PLAN_BLOCK && source_same(s, c->f, b)) {
+		reader_lap(r, LAP_ENCODE);
+		b->untried = false;
+		return 1;
+	}
 	ret = source_encode(s, r->enc, b, choice);
 	reader_lap(r, LAP_ENCODE);
 	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);

@@ -45,6 +45,7 @@ void src_rec_put(struct src_rec *r)
 		close(r->fd);
 	free(r->open_path);
 	free(r->display);
+	free(r->sums);
 	free(r);
 }
 

@@ -33,6 +33,12 @@ struct src_rec {
 	                            PACK has no status for a kept file); set before
 	                            plan_add, immutable after */
 	int base_fd;             /* borrowed: open open_path beneath it; immutable */
+	uint8_t *sums;           /* --checksum: owned; the hashes of blocks 0 .. nsums - 1 as
+	                            the destination has them (SUMS), PROTO_SUM_LEN each.
+	                            Control thread until the file is planned, then
+	                            immutable */
+	uint64_t nsums;
+	size_t sums_cap;         /* bytes allocated at sums */
 	char *open_path;         /* owned; NULL for a pre-opened stream; immutable */
 	char *display;           /* owned: names the file in messages; immutable */
 	int fd;                  /* -1 until opened; guarded by the source's open lock

@@ -52,6 +52,10 @@ struct xfer {
 	                                 with HAVE, and the source waits for it before it reads */
 	bool delete;                  /* sink, --delete (PROTO_SYNC_DELETE): each announced
 	                                 directory loses what the source did not announce in it */
+	bool checksum;                /* --checksum (PROTO_SYNC_CHECKSUM, with update): the sink
+	                                 keeps nothing by size and time, and hashes what is
+	                                 there (SUMS); the source sends matching blocks as
+	                                 SAME */
 	bool dry_run;                 /* -n (PROTO_SYNC_DRY_RUN): the sink changes nothing and
 	                                 lists what it would do; the source sends no block */
 	const struct filter *filter;  /* the REQUEST's rules, or NULL; borrowed. The sink's

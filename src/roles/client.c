@@ -135,9 +135,10 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 				  : o->max_startups != 0 ? "--max-startups" : "--max-per-source");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
-	if (o->delete_missing && (!o->recursive || !o->update))
-		return pc_err_set(e, -PC_E_USAGE, "--delete needs -r and -u: it keeps a copy of a "
-				  "tree in step, removing what the source no longer has");
+	if (o->delete_missing && (!o->recursive || !(o->update || o->checksum)))
+		return pc_err_set(e, -PC_E_USAGE, "--delete needs -r and -u (or --checksum): it "
+				  "keeps a copy of a tree in step, removing what the source no "
+				  "longer has");
 	if (o->relay && o->reverse)
 		return pc_err_set(e, -PC_E_USAGE, "-3 and -z do not go together: with -3 this "
 				  "host connects to both");
@@ -554,7 +555,8 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
-	req->sync = (o->update ? PROTO_SYNC_UPDATE : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
+	req->sync = (o->update || o->checksum ? PROTO_SYNC_UPDATE : 0) |
+		    (o->checksum ? PROTO_SYNC_CHECKSUM : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
 		    (o->delete_missing ? PROTO_SYNC_DELETE : 0) | (o->dry_run ? PROTO_SYNC_DRY_RUN : 0);
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;

@@ -213,6 +213,10 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 			break;
 		relay_have(rl, &m.u.have);
 		return relay_forward(rl, to, &m);
+	case PROTO_SUMS: /* --checksum: the source checks them */
+		if (from_src)
+			break;
+		return relay_forward(rl, to, &m);
 	case PROTO_LIST: /* for the user, who is here: not passed on */
 		if (from_src)
 			break;

@@ -20,6 +20,7 @@ static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_SOURCE_OPEN] = "source_open",
 	[FAULT_SINK_WRITE] = "sink_write",
 	[FAULT_SINK_VERIFY] = "sink_verify",
+	[FAULT_SINK_SAME] = "sink_same",
 };
 
 void fault_arm(enum fault_site site, unsigned nth)

@@ -25,6 +25,9 @@
  *                ENOSPC, as on a full disk
  *   sink_verify  -e: the sink's read back of a file it wrote finds its
  *                first byte inverted, as after a bad write to the disk
+ *   sink_same    --checksum: the sink's read of a block it has already (a
+ *                SAME block) finds its first byte inverted, as if the file
+ *                had changed since it was hashed
  *
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
@@ -41,6 +44,7 @@ enum fault_site {
 	FAULT_SOURCE_OPEN,
 	FAULT_SINK_WRITE,
 	FAULT_SINK_VERIFY,
+	FAULT_SINK_SAME,
 	FAULT_SITES
 };
 

@@ -444,6 +444,7 @@ static bool check_request(const struct proto_msg *m)
 	       (q->sync & ~PROTO_SYNC_KNOWN) == 0 &&
 	       (!(q->sync & PROTO_SYNC_DELETE) ||
 		((q->sync & PROTO_SYNC_UPDATE) && (q->flags & PROTO_REQ_RECURSIVE))) &&
+	       (!(q->sync & PROTO_SYNC_CHECKSUM) || (q->sync & PROTO_SYNC_UPDATE)) &&
 	       proto_request_filters_ok(q) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
@@ -962,6 +963,46 @@ static bool check_list_msg(const struct proto_msg *m)
 	       m->u.list.path[0] != '\0';
 }
 
+/* SUMS: which file and which blocks need the session (the source checks);
+ * the decoder checks the count, the length and that the range does not
+ * wrap. */
+static void put_sums(struct wbuf *w, const struct proto_msg *m)
+{
+	const struct proto_sums *k = &m->u.sums;
+
+	put_u32(w, k->id);
+	put_u64(w, k->first);
+	put_u16(w, k->count);
+	if (k->count > PROTO_MAX_SUMS || k->hashes == NULL) {
+		w->bad = true;
+		return;
+	}
+	put_bytes(w, k->hashes, (size_t)k->count * PROTO_SUM_LEN);
+}
+
+static void get_sums(struct rbuf *r, struct proto_msg *m)
+{
+	struct proto_sums *k = &m->u.sums;
+	size_t n;
+
+	k->id = get_u32(r);
+	k->first = get_u64(r);
+	k->count = get_u16(r);
+	n = (size_t)k->count * PROTO_SUM_LEN;
+	if (k->count > PROTO_MAX_SUMS) {
+		r->bad = true;
+		return;
+	}
+	k->hashes = get_room(r, n);
+}
+
+static bool check_sums(const struct proto_msg *m)
+{
+	const struct proto_sums *k = &m->u.sums;
+
+	return k->count >= 1 && k->count <= PROTO_MAX_SUMS && k->first <= UINT64_MAX - k->count;
+}
+
 bool proto_have_bit(const struct proto_have *h, uint32_t i)
 {
 	return (h->bits[i / 8] >> (i % 8)) & 1u;
@@ -1226,6 +1267,7 @@ static const struct proto_ops proto_ops[PROTO_TYPE_MAX] = {
 	[PROTO_PROBE_FIG] = { "PROBE_FIG", put_probe_fig, get_probe_fig, check_probe_fig },
 	[PROTO_HAVE] = { "HAVE", put_have, get_have, check_have },
 	[PROTO_LIST] = { "LIST", put_list_msg, get_list_msg, check_list_msg },
+	[PROTO_SUMS] = { "SUMS", put_sums, get_sums, check_sums },
 };
 
 static const struct proto_ops *proto_ops_get(uint8_t type)
@@ -1417,6 +1459,13 @@ static bool block_pack_ok(const struct proto_block *b, uint32_t max_block)
 	return b->enc_len > 0 && b->enc_len < b->raw_len;
 }
 
+/* SAME: a block's place, with no payload and nothing to decode. */
+static bool block_same_ok(const struct proto_block *b, uint32_t max_block)
+{
+	return b->flags == 0 && b->codec == PROTO_CODEC_NONE && b->enc_len == 0 &&
+	       b->raw_len > 0 && b->raw_len <= max_block && b->offset <= UINT64_MAX - b->raw_len;
+}
+
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
 		       struct proto_block *b)
 {
@@ -1435,10 +1484,25 @@ int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block
 		return block_data_ok(b, max_block) ? 0 : -PC_E_PROTO;
 	if (b->type == PROTO_BLK_PACK)
 		return block_pack_ok(b, max_block) ? 0 : -PC_E_PROTO;
+	if (b->type == PROTO_BLK_SAME)
+		return block_same_ok(b, max_block) ? 0 : -PC_E_PROTO;
 	return -PC_E_PROTO;
 }
 
 uint64_t proto_checksum(const void *buf, size_t len)
 {
 	return XXH3_64bits(buf, len);
+}
+
+bool proto_sums_wanted(uint64_t size, uint32_t block_size)
+{
+	return size > block_size / 4;
+}
+
+void proto_block_sum(const void *buf, size_t len, uint8_t out[PROTO_SUM_LEN])
+{
+	XXH128_hash_t h = XXH3_128bits(buf, len);
+
+	be64_put(out, h.high64);
+	be64_put(out + 8, h.low64);
 }

@@ -20,12 +20,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 9u
-#define PROTO_MIN_VERSION 9u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 10u
+#define PROTO_MIN_VERSION 10u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
                                   END and DONE, nor probe sessions; 7 no rate cap; 8 no
-                                  filter rules */
+                                  filter rules; 9 no block delta (SUMS, SAME) */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -55,6 +55,10 @@
 #define PROTO_MIN_DATA_PORT 1024u /* no privileged port for data: a daemon listens before auth */
 #define PROTO_MIN_BLOCK 4096u
 #define PROTO_MAX_BLOCK (64u << 20)
+#define PROTO_MAX_SUMS 2048u          /* block hashes in one SUMS (version 10) */
+#define PROTO_SUM_LEN 16u             /* bytes of one: XXH3-128, big-endian */
+#define PROTO_MAX_INFLIGHT_SUMS (64u << 20) /* hash bytes sent for entries not yet
+                                         covered by an ACK */
 #define PROTO_MIN_BWLIMIT 1024u        /* REQUEST.bwlimit, bytes per second, when not 0 */
 #define PROTO_MAX_BWLIMIT (1ull << 40) /* 1 TiB/s: the limiter's arithmetic stays exact */
 
@@ -80,6 +84,8 @@ enum proto_type {
 	PROTO_HAVE = 17,     /* sink -> source: which files of a batch it has already */
 	PROTO_LIST = 18,     /* sink -> client: an entry a dry run would write, or one
 	                        --delete removes (or would) (version 9) */
+	PROTO_SUMS = 19,     /* sink -> source: hashes of the blocks a file has at the
+	                        destination (--checksum; version 10) */
 	PROTO_TYPE_MAX
 };
 
@@ -134,8 +140,12 @@ enum proto_role {
 #define PROTO_SYNC_DRY_RUN 0x8u /* -n (version 9): the sink changes nothing; it lists what it
                                    would write and remove (LIST), and the source sends no
                                    block */
+#define PROTO_SYNC_CHECKSUM 0x10u /* --checksum (version 10), only with UPDATE: the sink
+                                   keeps nothing by size and time; it sends the hashes
+                                   of the blocks each file has already (SUMS), and the
+                                   source sends a block that matches as SAME */
 #define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE | \
-			  PROTO_SYNC_DRY_RUN)
+			  PROTO_SYNC_DRY_RUN | PROTO_SYNC_CHECKSUM)
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -301,6 +311,24 @@ struct proto_have {
 	                           at or past count is 0 */
 };
 
+/* The hashes of blocks first .. first + count - 1 of entry id as the
+ * destination has them (sink -> source, --checksum): hash k is XXH3-128
+ * of the destination's bytes where the source's block first + k lies. The
+ * message borrows the hashes, as ENTRIES its body. */
+struct proto_sums {
+	uint32_t id;            /* an announced REG entry (the receiver checks) */
+	uint64_t first;         /* index of the first block; first + count does not wrap */
+	uint16_t count;         /* 1..PROTO_MAX_SUMS */
+	const uint8_t *hashes;  /* borrowed: count * PROTO_SUM_LEN bytes */
+};
+
+/* Whether SUMS may name a REG entry of this size at this block size: one
+ * of more than a quarter block (a smaller one travels whole). */
+bool proto_sums_wanted(uint64_t size, uint32_t block_size);
+
+/* XXH3-128 of buf, big-endian, into out (a SUMS hash). */
+void proto_block_sum(const void *buf, size_t len, uint8_t out[PROTO_SUM_LEN]);
+
 /* LIST.what */
 enum proto_list_what {
 	PROTO_LIST_NEW = 1,     /* a dry run would create it: nothing is at its name */
@@ -440,6 +468,7 @@ struct proto_msg {
 		struct proto_ack ack;
 		struct proto_have have;
 		struct proto_list list;
+		struct proto_sums sums;     /* SUMS: borrows its hashes */
 		struct proto_stats stats;   /* END and DONE */
 		struct proto_error error;
 		struct proto_skip skip;
@@ -640,7 +669,11 @@ int proto_route_decode(const uint8_t *in, size_t len, uint8_t token[PROTO_ROUTE_
  * the raw bytes are n big-endian i32 statuses, then the contents of every
  * id whose status is 0 and that is a REG of known size > 0, in id order
  * (docs/PROTOCOL.md 6.3). */
-enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2, PROTO_BLK_PACK = 3 };
+/* SAME (version 10, --checksum): a DATA block the sink has already, where
+ * a SUMS hash said so: no payload; checksum is XXH3-64 of the source's raw
+ * bytes, which the sink checks against its own before it uses them. */
+enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2, PROTO_BLK_PACK = 3,
+	PROTO_BLK_SAME = 4 };
 
 /* Block flags */
 #define PROTO_BLK_HOLE 0x1u      /* all zeros: no payload, raw_len zero bytes */
@@ -676,7 +709,9 @@ void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR
  * sent compressed only when that is smaller); an END block has all other
  * fields zero. A PACK has flags 0, 1 <= offset (n) <= PROTO_MAX_PACK,
  * raw_len >= 4n, and file_id + n <= UINT32_MAX; the per-id rules are the
- * sink's. Returns 0 or -PC_E_PROTO. */
+ * sink's. A SAME has flags 0, codec NONE, enc_len 0, 0 < raw_len <=
+ * max_block, and offset + raw_len does not overflow. Returns 0 or
+ * -PC_E_PROTO. */
 int proto_block_decode(const uint8_t in[PROTO_BLOCK_HDR_LEN], uint32_t max_block,
 		       struct proto_block *b);
 

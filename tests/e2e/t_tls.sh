@@ -31,7 +31,7 @@
 #     through ssh, holds neither its contents nor its name (and, to a
 #     daemon in TLS, all of the copy passed its one port); a --no-encrypt
 #     capture of the same copy, the control, holds both.
-# And what a user is told: -v (protocol version 9, the cipher), --cipher,
+# And what a user is told: -v (protocol version 10, the cipher), --cipher,
 # the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
 # ssh and third-party copies.
 source "$PCOPY_TEST_LIB"
@@ -231,7 +231,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 9, 9, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 10, 10, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:
@@ -726,7 +726,7 @@ case_verbose_cipher() {
     daemon_at "$T/root"
     mkfile "$T/src" 2M
     expect_exit 0 "$PCOPY" -v "$T/src" "$DAEMON_URL/auto" --key-file "$DAEMON_KEY"
-    expect_stderr_matches "^pcopy: protocol version 9; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
+    expect_stderr_matches "^pcopy: protocol version $PROTO_VERSION; data $ENCRYPTED, kernel TLS (on|off \(.*\)); control channel TLS 1\.3 too\$"
     expect_summary 2097152 1 4 "$ENCRYPTED"
     same_file "$T/src" "$T/root/auto"
     local c suite
@@ -734,7 +734,7 @@ case_verbose_cipher() {
         suite=${c#*:}
         c=${c%%:*}
         expect_exit 0 "$PCOPY" -v --cipher "$c" "$T/src" "$DAEMON_URL/$c" --key-file "$DAEMON_KEY"
-        expect_stderr_matches "^pcopy: protocol version 9; data encrypted \(TLS 1\.3, $suite\)"
+        expect_stderr_matches "^pcopy: protocol version $PROTO_VERSION; data encrypted \(TLS 1\.3, $suite\)"
         expect_summary 2097152 1 4 "encrypted \(TLS 1\.3, $suite\)"
         same_file "$T/src" "$T/root/$c"
         expect_exit 0 "$PCOPY" --cipher "$c" "$DAEMON_URL/$c" "$T/back.$c" --key-file "$DAEMON_KEY"
@@ -756,11 +756,11 @@ case_local() {
     mkfile "$T/src" 5M
     expect_exit 0 "$PCOPY" -v "$T/src" "$T/clear"
     expect_summary 5242880 1 4 'not encrypted \(a local copy\)'
-    expect_stderr_contains "protocol version 9; data not encrypted (a local copy)"
+    expect_stderr_contains "protocol version $PROTO_VERSION; data not encrypted (a local copy)"
     same_file "$T/src" "$T/clear"
     expect_exit 0 "$PCOPY" -v --encrypt "$T/src" "$T/tls"
     expect_summary 5242880 1 4 "$ENCRYPTED"
-    expect_stderr_matches "^pcopy: protocol version 9; data $ENCRYPTED"
+    expect_stderr_matches "^pcopy: protocol version $PROTO_VERSION; data $ENCRYPTED"
     same_file "$T/src" "$T/tls"
     expect_exit 0 "$PCOPY" --encrypt --cipher chacha20-poly1305 "$T/src" "$T/chacha"
     expect_summary 5242880 1 4 'encrypted \(TLS 1\.3, TLS_CHACHA20_POLY1305_SHA256\)'

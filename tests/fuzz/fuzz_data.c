@@ -7,7 +7,7 @@
  *
  * Input: one byte choosing the block size (FUZZ_SIZES), then the stream as
  * it comes off the socket: a 40-byte header, enc_len payload bytes (none for
- * a HOLE), the next header... It stops at an END block, at the first block
+ * a HOLE or a SAME), the next header... It stops at an END block, at the first block
  * the sink would refuse, or where the input ends, as the sink does. A block
  * that verifies must hold exactly raw_len bytes whose XXH3 is the header's
  * checksum; verification may only fail with -PC_E_INTEGRITY or -PC_E_PROTO.
@@ -80,6 +80,13 @@ static int fuzz_block(struct decoder *d, struct buf *b, const struct proto_block
 		ret = proto_pack_walk(src, h->enc_len, h->file_id, (uint32_t)h->offset,
 				      fuzz_pack_visit, shape);
 		fuzz_require(ret == 0 || ret == -PC_E_PROTO);
+	}
+	/* SAME: nothing to decode here; its writer reads and checks the
+	 * bytes the sink has. */
+	if (h->type == PROTO_BLK_SAME) {
+		fuzz_require(h->flags == 0 && h->codec == PROTO_CODEC_NONE && h->enc_len == 0);
+		fuzz_require(h->raw_len > 0 && h->offset <= UINT64_MAX - h->raw_len);
+		return 0;
 	}
 	b->hdr = *h;
 	b->len = 0;

@@ -45,6 +45,11 @@ static int fuzz_same(const struct proto_msg *a, const struct proto_msg *b)
 		       a->u.entries.count == b->u.entries.count &&
 		       a->u.entries.body_len == b->u.entries.body_len &&
 		       memcmp(a->u.entries.body, b->u.entries.body, a->u.entries.body_len) == 0;
+	if (a->type == PROTO_SUMS)
+		return a->u.sums.id == b->u.sums.id && a->u.sums.first == b->u.sums.first &&
+		       a->u.sums.count == b->u.sums.count &&
+		       memcmp(a->u.sums.hashes, b->u.sums.hashes,
+			      (size_t)a->u.sums.count * PROTO_SUM_LEN) == 0;
 	return memcmp(a, b, sizeof(*a)) == 0;
 }
 
@@ -156,6 +161,13 @@ static void fuzz_rules(const struct proto_msg *m)
 		for (uint32_t i = m->u.have.count; i < PROTO_MAX_BATCH; i++)
 			fuzz_require(!proto_have_bit(&m->u.have, i));
 		break;
+	case PROTO_SUMS:
+		/* Hashes borrowed from the payload, exactly count of them, and
+		 * a range of blocks that does not wrap. */
+		fuzz_require(m->u.sums.count >= 1 && m->u.sums.count <= PROTO_MAX_SUMS);
+		fuzz_require(m->u.sums.first + m->u.sums.count > m->u.sums.first);
+		fuzz_require(m->u.sums.hashes != NULL);
+		break;
 	case PROTO_ENTRIES:
 		fuzz_entries(&m->u.entries);
 		break;
@@ -245,9 +257,13 @@ static void fuzz_block(const uint8_t *in, uint32_t max_block)
 	if (proto_block_decode(in, max_block, &b) != 0)
 		return;
 	fuzz_require(b.type == PROTO_BLK_DATA || b.type == PROTO_BLK_END ||
-		     b.type == PROTO_BLK_PACK);
+		     b.type == PROTO_BLK_PACK || b.type == PROTO_BLK_SAME);
 	fuzz_require(b.raw_len <= max_block && b.enc_len <= max_block);
-	if (b.type == PROTO_BLK_PACK) {
+	if (b.type == PROTO_BLK_SAME) {
+		/* A place and a checksum: no payload, no codec, no flag. */
+		fuzz_require(b.enc_len == 0 && b.codec == PROTO_CODEC_NONE && b.flags == 0);
+		fuzz_require(b.raw_len > 0 && b.offset + b.raw_len >= b.offset);
+	} else if (b.type == PROTO_BLK_PACK) {
 		/* n ids from file_id, each with its 4-byte status. */
 		fuzz_require(b.offset >= 1 && b.offset <= PROTO_MAX_PACK && b.flags == 0);
 		fuzz_require(b.raw_len >= 4 * b.offset);

@@ -257,6 +257,16 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		m->u.have.count = 4;
 		m->u.have.bits[0] = 0x2;
 		break;
+	case PROTO_SUMS: { /* version 10: hashes of blocks 0 to 2 of entry 1 */
+		static uint8_t hashes[3 * PROTO_SUM_LEN];
+		for (unsigned i = 0; i < 3; i++)
+			proto_block_sum("pcopy", 5 + i, hashes + i * PROTO_SUM_LEN);
+		m->u.sums.id = 1;
+		m->u.sums.first = 0;
+		m->u.sums.count = 3;
+		m->u.sums.hashes = hashes;
+		break;
+	}
 	case PROTO_LIST: /* version 9: --delete removed a file */
 		m->u.list.what = PROTO_LIST_GONE;
 		strcpy(m->u.list.path, "backup/dir/old.txt");
@@ -311,7 +321,7 @@ static void ctl_seeds(void)
 {
 	CTL_SEED("0-frames-all", 0, PROTO_HELLO, PROTO_AUTH, PROTO_KEY, PROTO_REQUEST,
 		 PROTO_READY, PROTO_SKIP, PROTO_ENTRIES, PROTO_FILE_END, PROTO_FILE_FAIL,
-		 PROTO_FILE_DONE, PROTO_ACK, PROTO_END, PROTO_DONE, PROTO_ERROR);
+		 PROTO_FILE_DONE, PROTO_ACK, PROTO_END, PROTO_DONE, PROTO_ERROR, PROTO_SUMS);
 	CTL_SEED("1-expect-order", 1, PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_AUTH,
 		 PROTO_READY, PROTO_ENTRIES, PROTO_FILE_FAIL, PROTO_FILE_END, PROTO_END,
 		 PROTO_FILE_DONE, PROTO_ACK, PROTO_DONE);
@@ -566,7 +576,7 @@ static void proto_msg_seed(const char *name, uint8_t type)
 static void proto_session_seeds(void)
 {
 	static const uint8_t sink_view[] = { PROTO_HELLO, PROTO_KEY, PROTO_REQUEST, PROTO_READY,
-					     PROTO_ENTRIES, PROTO_HAVE, PROTO_ENTRIES,
+					     PROTO_ENTRIES, PROTO_SUMS, PROTO_HAVE, PROTO_ENTRIES,
 					     PROTO_FILE_END, PROTO_FILE_FAIL, PROTO_FILE_DONE,
 					     PROTO_LIST,
 					     PROTO_ACK, PROTO_END, PROTO_DONE };
@@ -684,6 +694,7 @@ static void proto_seeds(void)
 	proto_msg_seed("16-probe_fig", PROTO_PROBE_FIG);
 	proto_msg_seed("17-have", PROTO_HAVE);
 	proto_msg_seed("18-list", PROTO_LIST);
+	proto_msg_seed("19-sums", PROTO_SUMS);
 	proto_probe_seeds();
 	proto_session_seeds();
 	proto_max_seed("50-ready-host", PROTO_READY, PROTO_MAX_HOST);
@@ -768,6 +779,18 @@ static void hole_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t s
 	seed_put(s, hdr, sizeof(hdr));
 }
 
+/* SAME (version 10): a block the sink has already; sum is the source's
+ * checksum of its bytes. */
+static void same_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t seq, uint64_t sum)
+{
+	struct proto_block b = { .type = PROTO_BLK_SAME, .offset = offset, .raw_len = len,
+				 .seq = seq, .checksum = sum };
+	uint8_t hdr[PROTO_BLOCK_HDR_LEN];
+
+	proto_block_encode(&b, hdr);
+	seed_put(s, hdr, sizeof(hdr));
+}
+
 static void end_block(struct seed *s)
 {
 	struct proto_block b = { .type = PROTO_BLK_END };
@@ -836,6 +859,16 @@ static void data_seeds(void)
 		snprintf(name, sizeof(name), "6-pack-%s", names[id]);
 		seed_write(&s, "fuzz_data", name);
 	}
+	/* Block size 4096: a block the sink has (SAME), a changed one, the
+	 * last one the sink has too (--checksum). */
+	s.len = 0;
+	seed_put(&s, "\0", 1);
+	fill_text(raw, 4096, 11);
+	same_block(&s, 4096, 0, 0, proto_checksum(raw, 4096));
+	data_block(&s, CODEC_NONE, raw, 4096, 4096, 1);
+	same_block(&s, 100, 8192, 2, proto_checksum(raw, 100));
+	end_block(&s);
+	seed_write(&s, "fuzz_data", "7-same");
 }
 
 /* ---- fuzz_tree: options, then operations ------------------------------ */

@@ -252,6 +252,16 @@ static unsigned sample_msgs(struct proto_msg *out, unsigned cap)
 	m->u.list.what = PROTO_LIST_GONE;
 	memset(m->u.list.path, 'g', PROTO_MAX_MSG);
 
+	static uint8_t hashes[PROTO_MAX_SUMS * PROTO_SUM_LEN]; /* SUMS at its largest */
+	for (size_t i = 0; i < sizeof(hashes); i++)
+		hashes[i] = (uint8_t)(i * 7);
+	m = &out[n++];
+	m->type = PROTO_SUMS;
+	m->u.sums.id = UINT32_MAX;
+	m->u.sums.first = UINT64_MAX - PROTO_MAX_SUMS;
+	m->u.sums.count = PROTO_MAX_SUMS;
+	m->u.sums.hashes = hashes;
+
 	m = &out[n++];
 	m->type = PROTO_PROBE;
 	m->u.probe.op = PROTO_PROBE_MARK;
@@ -334,6 +344,13 @@ static void msg_equal(const struct proto_msg *a, const struct proto_msg *b)
 	case PROTO_PROBE_FIG:
 	case PROTO_HAVE:
 		assert_memory_equal(&a->u, &b->u, sizeof(a->u));
+		break;
+	case PROTO_SUMS:
+		assert_int_equal(a->u.sums.id, b->u.sums.id);
+		assert_true(a->u.sums.first == b->u.sums.first);
+		assert_int_equal(a->u.sums.count, b->u.sums.count);
+		assert_memory_equal(a->u.sums.hashes, b->u.sums.hashes,
+				    (size_t)a->u.sums.count * PROTO_SUM_LEN);
 		break;
 	case PROTO_LIST:
 		assert_int_equal(a->u.list.what, b->u.list.what);

@@ -825,6 +825,199 @@ static void test_block_for_kept(void **state)
 	assert_same_file(want, path);
 }
 
+/* The sink's hashes, played by hand against a source with --checksum over
+ * t/f (a file of `size` bytes; entries 0 t, 1 t/f, 2 the end of t): each
+ * script must end the source with -PC_E_PROTO. `times` SUMS of `count`
+ * hashes go out, each starting where the one before ended. */
+struct sums_script {
+	bool plain;          /* the source has -u but not --checksum */
+	uint32_t id;
+	uint64_t first;
+	uint16_t count;
+	unsigned times;      /* 0: once */
+	uint64_t size;       /* of t/f (made sparse, or cut); 0: 2 blocks */
+};
+
+static void sums_refused(struct fixture *f, const struct sums_script *sc)
+{
+	static uint8_t hashes[PROTO_MAX_SUMS * PROTO_SUM_LEN];
+	char p[256];
+	struct proto_msg m;
+	pthread_t tid;
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/t", f->src);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/t/f", f->src);
+	write_file(p, 2 * BLOCK, 5);
+	if (sc->size != 0) { /* sparse: nothing of it is read */
+		fd = open(p, O_WRONLY);
+		assert_true(fd >= 0);
+		assert_int_equal(ftruncate(fd, (off_t)sc->size), 0);
+		close(fd);
+	}
+	f->paths[0] = (struct source_path){ .path = "t" };
+	f->in = (struct source_input){ .dirfd = open(f->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+				       .paths = f->paths, .npaths = 1,
+				       .walk = { .recursive = true } };
+	f->so.x.update = true;
+	f->so.x.checksum = !sc->plain;
+	assert_int_equal(pthread_create(&tid, NULL, source_thread, f), 0);
+	assert_int_equal(ctl_recv(f->si.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_ENTRIES);
+	assert_int_equal(m.u.entries.count, 3);
+	for (unsigned i = 0; i < (sc->times ? sc->times : 1); i++) {
+		m = (struct proto_msg){ .type = PROTO_SUMS };
+		m.u.sums = (struct proto_sums){ .id = sc->id, .first = sc->first + (uint64_t)i * sc->count,
+						.count = sc->count, .hashes = hashes };
+		assert_int_equal(ctl_send(f->si.ctl, &m), 0);
+	}
+	assert_int_equal(pthread_join(tid, NULL), 0);
+	close(f->in.dirfd);
+	assert_int_equal(f->so.ret, -PC_E_PROTO);
+}
+
+static void test_sums_unasked(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .plain = true, .id = 1, .count = 1 });
+}
+
+static void test_sums_for_a_directory(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .id = 0, .count = 1 });
+}
+
+static void test_sums_not_from_block_0(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .id = 1, .first = 1, .count = 1 });
+}
+
+/* A file of at most a quarter block travels whole: no hash may name it. */
+static void test_sums_for_a_small_file(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .id = 1, .count = 1, .size = BLOCK / 4 });
+}
+
+static void test_sums_past_the_file(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .id = 1, .count = 3 });
+}
+
+/* PROTO_MAX_INFLIGHT_SUMS: a (sparse) file of more blocks than 64 MiB of
+ * hashes cover; the source takes hashes up to the bound, and refuses the
+ * SUMS that passes it. */
+static void test_sums_bound(void **state)
+{
+	uint64_t fit = PROTO_MAX_INFLIGHT_SUMS / PROTO_SUM_LEN / PROTO_MAX_SUMS;
+
+	sums_refused(*state, &(struct sums_script){
+		.id = 1, .count = PROTO_MAX_SUMS, .times = (unsigned)fit + 1,
+		.size = (fit + 1) * PROTO_MAX_SUMS * (uint64_t)BLOCK });
+}
+
+/* A sink with --checksum, where f has 2 blocks and 100 bytes of an old
+ * version: it sends the hashes of those 2 whole blocks (SUMS) before the
+ * HAVE, takes SAME blocks for them from the old file and a DATA block for
+ * the third, and the new f is old[0, 2 blocks) + the new block. With bad
+ * set, the second SAME's checksum is not the old bytes' (f changed since
+ * it was hashed): f fails alone, and the old f stays as it was. */
+static void sink_same(struct fixture *f, bool bad)
+{
+	struct proto_entry e[2];
+	struct proto_msg m;
+	uint8_t sum[PROTO_SUM_LEN];
+	char path[256], want[256];
+	uint8_t *old = malloc(3 * BLOCK), *nb = malloc(BLOCK);
+	int fd;
+
+	assert_non_null(old);
+	assert_non_null(nb);
+	snprintf(path, sizeof(path), "%s/f", f->dst);
+	write_file(path, 2 * BLOCK + 100, 9);
+	fd = open(path, O_RDONLY);
+	assert_int_equal(read(fd, old, 2 * BLOCK), 2 * BLOCK);
+	close(fd);
+	memset(nb, 0x5a, BLOCK);
+	f->si.x.update = f->si.x.checksum = true;
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
+	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
+	send_entries(f->so.ctl, 0, e, 2);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_SUMS);
+	assert_int_equal(m.u.sums.id, 0);
+	assert_true(m.u.sums.first == 0);
+	assert_int_equal(m.u.sums.count, 2);
+	for (unsigned k = 0; k < 2; k++) {
+		proto_block_sum(old + (size_t)k * BLOCK, BLOCK, sum);
+		assert_memory_equal(m.u.sums.hashes + k * PROTO_SUM_LEN, sum, PROTO_SUM_LEN);
+	}
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_HAVE); /* g has no old version: no SUMS */
+	assert_int_equal(m.u.have.count, 2);
+	assert_int_equal(m.u.have.bits[0], 0);
+	for (unsigned k = 0; k < 2; k++) {
+		struct proto_block h = { .type = PROTO_BLK_SAME, .file_id = 0,
+					 .offset = (uint64_t)k * BLOCK, .raw_len = BLOCK, .seq = k,
+					 .checksum = proto_checksum(old + (size_t)k * BLOCK, BLOCK) };
+		h.checksum ^= bad && k == 1;
+		send_block(f->data[0][0], &h, NULL);
+	}
+	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 0, .offset = 2 * BLOCK,
+				 .raw_len = BLOCK, .enc_len = BLOCK, .seq = 2,
+				 .checksum = proto_checksum(nb, BLOCK) };
+	send_block(f->data[0][0], &h, nb);
+	h = (struct proto_block){ .type = PROTO_BLK_DATA, .file_id = 1, .raw_len = 100,
+				  .enc_len = 100, .seq = 3, .checksum = proto_checksum(nb, 100) };
+	send_block(f->data[0][0], &h, nb);
+	send_end(f);
+	if (bad) {
+		assert_int_equal(join_sink(f), -PC_E_PARTIAL);
+		snprintf(want, sizeof(want), "%s/want", f->base);
+		write_file(want, 2 * BLOCK + 100, 9);
+	} else {
+		assert_int_equal(join_sink(f), 0);
+		assert_int_equal(f->sr.self.unchanged_bytes, 2 * BLOCK);
+		snprintf(want, sizeof(want), "%s/want", f->base);
+		fd = open(want, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, old, 2 * BLOCK), 2 * BLOCK);
+		assert_int_equal(write(fd, nb, BLOCK), BLOCK);
+		close(fd);
+	}
+	assert_same_file(want, path);
+	free(old);
+	free(nb);
+}
+
+static void test_sink_same(void **state)
+{
+	sink_same(*state, false);
+}
+
+static void test_sink_same_changed(void **state)
+{
+	sink_same(*state, true);
+}
+
+/* A SAME block for a file the sink sent no hashes of is a protocol error. */
+static void test_same_unasked(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e;
+	struct proto_msg m;
+
+	f->si.x.update = f->si.x.checksum = true;
+	start_sink(f);
+	send_entries(f->so.ctl, 0, entry(&e, 0, PROTO_ENT_REG, "g", BLOCK, NULL), 1);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_HAVE);
+	struct proto_block h = { .type = PROTO_BLK_SAME, .file_id = 0, .raw_len = BLOCK };
+	send_block(f->data[0][0], &h, NULL);
+	send_end(f);
+	assert_int_equal(join_sink(f), -PC_E_PROTO);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error code, not a death */
@@ -851,6 +1044,15 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list_to_a_server, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_unasked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_for_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_unasked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_for_a_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_not_from_block_0, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_for_a_small_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_past_the_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_bound, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_same, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_same_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_same_unasked, setup, teardown),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));

@@ -47,6 +47,12 @@ static void msg_same(const struct proto_msg *a, const struct proto_msg *b)
 	assert_int_equal(a->type, b->type);
 	if (a->type == PROTO_REQUEST) {
 		assert_memory_equal(a->u.request, b->u.request, sizeof(*a->u.request));
+	} else if (a->type == PROTO_SUMS) {
+		assert_int_equal(a->u.sums.id, b->u.sums.id);
+		assert_true(a->u.sums.first == b->u.sums.first);
+		assert_int_equal(a->u.sums.count, b->u.sums.count);
+		assert_memory_equal(a->u.sums.hashes, b->u.sums.hashes,
+				    (size_t)a->u.sums.count * PROTO_SUM_LEN);
 	} else if (a->type == PROTO_ENTRIES) {
 		assert_int_equal(a->u.entries.first_id, b->u.entries.first_id);
 		assert_int_equal(a->u.entries.count, b->u.entries.count);
@@ -224,6 +230,15 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.list.what = PROTO_LIST_CHANGED;
 		strcpy(m->u.list.path, "top/a b/c");
 		break;
+	case PROTO_SUMS: { /* version 10: two hashes */
+		static uint8_t hashes[2 * PROTO_SUM_LEN];
+		fill_pattern(hashes, sizeof(hashes), 0x40);
+		m->u.sums.id = 0x01020304;
+		m->u.sums.first = 0x1122334455667788ull;
+		m->u.sums.count = 2;
+		m->u.sums.hashes = hashes;
+		break;
+	}
 	case PROTO_ERROR:
 		m->u.error.code = -PC_E_VERSION;
 		strcpy(m->u.error.msg, "peer speaks protocol versions 2..3; we speak 1..1");
@@ -272,6 +287,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 24;
 	case PROTO_HAVE: return 6 + 2;
 	case PROTO_LIST: return 3 + strlen("top/a b/c");
+	case PROTO_SUMS: return 14 + 2 * PROTO_SUM_LEN;
 	case PROTO_ERROR: return 6 + strlen("peer speaks protocol versions 2..3; we speak 1..1");
 	case PROTO_SKIP: return 10 + strlen("cannot open source 'a/b': No such file or directory");
 	case PROTO_FILE_FAIL: return 10 + strlen("'a/b' shrank while it was being copied");
@@ -891,6 +907,67 @@ static void test_request_filters(void **state)
 	assert_true(39073 + 2 + PROTO_REQ_FILTER_BYTES + PROTO_MAX_FILTERS <= PROTO_MAX_PAYLOAD);
 }
 
+/* SUMS carries at most PROTO_MAX_SUMS hashes: that many decode, one more
+ * does not even when its bytes are there, and the encoder refuses it. */
+static void test_sums_bound(void **state)
+{
+	static uint8_t hashes[(PROTO_MAX_SUMS + 1) * PROTO_SUM_LEN];
+	struct proto_msg m = { .type = PROTO_SUMS }, out;
+	int n;
+
+	(void)state;
+	fill_pattern(hashes, sizeof(hashes), 3);
+	m.u.sums.id = 7;
+	m.u.sums.hashes = hashes;
+	m.u.sums.count = PROTO_MAX_SUMS;
+	n = proto_encode(&m, frame, sizeof(frame));
+	assert_int_equal(n, (int)(PROTO_FRAME_HDR_LEN + 14 + PROTO_MAX_SUMS * PROTO_SUM_LEN));
+	assert_true((size_t)n - PROTO_FRAME_HDR_LEN <= PROTO_MAX_PAYLOAD);
+	assert_int_equal(decode(PROTO_SUMS, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out), 0);
+	msg_same(&m, &out);
+	m.u.sums.count = PROTO_MAX_SUMS + 1;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	uint8_t *p = payload();
+	put_be(p, 7, 4);
+	put_be(p + 4, 0, 8);
+	put_be(p + 12, PROTO_MAX_SUMS + 1, 2);
+	memcpy(p + 14, hashes, (PROTO_MAX_SUMS + 1) * PROTO_SUM_LEN);
+	assert_int_equal(decode(PROTO_SUMS, p, 14 + (PROTO_MAX_SUMS + 1) * PROTO_SUM_LEN, &out),
+			 -PC_E_PROTO);
+	/* The hash is XXH3-128, high half first. */
+	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
+	XXH128_hash_t h = XXH3_128bits("pcopy", 5);
+	put_be(want, h.high64, 8);
+	put_be(want + 8, h.low64, 8);
+	proto_block_sum("pcopy", 5, sum);
+	assert_memory_equal(sum, want, sizeof(sum));
+}
+
+/* REQUEST.sync CHECKSUM (version 10) goes only with UPDATE, both ways. */
+static void test_request_checksum(void **state)
+{
+	struct proto_msg m, out;
+	int n;
+
+	(void)state;
+	sample(PROTO_REQUEST, &m);
+	m.u.request->sync = PROTO_SYNC_CHECKSUM | PROTO_SYNC_UPDATE;
+	n = proto_encode(&m, frame, sizeof(frame));
+	assert_true(n > 0);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out), 0);
+	assert_int_equal(out.u.request->sync, PROTO_SYNC_CHECKSUM | PROTO_SYNC_UPDATE);
+	m.u.request->sync = PROTO_SYNC_CHECKSUM;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	m.u.request->sync = PROTO_SYNC_UPDATE;
+	n = proto_encode(&m, frame, sizeof(frame));
+	put_be(payload() + REQ_SYNC_OFF, PROTO_SYNC_CHECKSUM | PROTO_SYNC_VERIFY, 4);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out),
+			 -PC_E_PROTO);
+	put_be(payload() + REQ_SYNC_OFF, PROTO_SYNC_KNOWN << 1, 4);
+	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out),
+			 -PC_E_PROTO);
+}
+
 /* REQUEST.sync DELETE (version 9) goes only with UPDATE and RECURSIVE,
  * both ways. */
 static void test_request_delete(void **state)
@@ -1079,6 +1156,18 @@ static const struct range_case range_cases[] = {
 	/* END, DONE (version 9): deleted, any value */
 	{ PROTO_DONE, 312, 8, UINT64_MAX, 0 },
 	{ PROTO_END, 312, 8, 0, 0 },
+	/* SUMS (version 10): a count of 1..PROTO_MAX_SUMS that the bytes
+	 * match, a range that does not wrap; id and first are the source's
+	 * to check */
+	{ PROTO_SUMS, 0, 4, UINT32_MAX, 0 },
+	{ PROTO_SUMS, 4, 8, 0, 0 },
+	{ PROTO_SUMS, 4, 8, UINT64_MAX - 2, 0 },
+	{ PROTO_SUMS, 4, 8, UINT64_MAX - 1, -PC_E_PROTO },
+	{ PROTO_SUMS, 4, 8, UINT64_MAX, -PC_E_PROTO },
+	{ PROTO_SUMS, 12, 2, 0, -PC_E_PROTO },
+	{ PROTO_SUMS, 12, 2, 1, -PC_E_PROTO },        /* a hash too many */
+	{ PROTO_SUMS, 12, 2, 3, -PC_E_PROTO },        /* a hash too few */
+	{ PROTO_SUMS, 12, 2, PROTO_MAX_SUMS + 1, -PC_E_PROTO },
 	{ PROTO_READY, 0, 2, 0, 0 }, /* port 0: the server connects instead */
 	{ PROTO_READY, 0, 2, 1, 0 },
 	/* ENTRIES: the batch header, then the sample's one REG entry. */
@@ -1388,6 +1477,7 @@ static void test_type_names(void **state)
 	assert_string_equal(proto_type_name(PROTO_ACK), "ACK");
 	assert_string_equal(proto_type_name(PROTO_HAVE), "HAVE");
 	assert_string_equal(proto_type_name(PROTO_LIST), "LIST");
+	assert_string_equal(proto_type_name(PROTO_SUMS), "SUMS");
 	assert_string_equal(proto_type_name(0), "?");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX), "?");
 	assert_string_equal(proto_type_name(255), "?");
@@ -1965,7 +2055,7 @@ static void test_block_validation(void **state)
 
 	(void)state;
 	b = sample_block; b.type = 0;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
-	b = sample_block; b.type = 4;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b = sample_block; b.type = 5;                 assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.flags = 0x2;              assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.flags = 0x8000;           assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b = sample_block; b.codec = 1;                assert_int_equal(block_check(&b), -PC_E_PROTO);
@@ -1987,6 +2077,20 @@ static void test_block_validation(void **state)
 	b = sample_block; b.flags = PROTO_BLK_HOLE;   assert_int_equal(block_check(&b), -PC_E_PROTO);
 	b.enc_len = 0;                                assert_int_equal(block_check(&b), 0);
 	b.raw_len = (1u << 20) + 1;                   assert_int_equal(block_check(&b), -PC_E_PROTO);
+
+	/* SAME (version 10): a place and a checksum, no payload, no codec, no
+	 * flag, 1..max_block bytes. */
+	b = sample_block; b.type = PROTO_BLK_SAME; b.enc_len = 0;
+	assert_int_equal(block_check(&b), 0);
+	b.raw_len = 1u << 20;                         assert_int_equal(block_check(&b), 0);
+	b.raw_len = (1u << 20) + 1;                   assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.raw_len = 0;                                assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.raw_len = 100; b.enc_len = 100;             assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.enc_len = 0; b.flags = PROTO_BLK_HOLE;      assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.flags = 0; b.codec = PROTO_CODEC_LZ4;       assert_int_equal(block_check(&b), -PC_E_PROTO);
+	b.codec = PROTO_CODEC_NONE; b.offset = UINT64_MAX - 100;
+	assert_int_equal(block_check(&b), 0);
+	b.offset++;                                   assert_int_equal(block_check(&b), -PC_E_PROTO);
 
 	/* offset + raw_len must not overflow. */
 	b = sample_block;
@@ -2101,7 +2205,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x09\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x0a\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2194,7 +2298,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x09\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x0a\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2218,7 +2322,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x09\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x0a\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
@@ -2267,6 +2371,8 @@ int main(void)
 		cmocka_unit_test(test_request_paths_decode_bounds),
 		cmocka_unit_test(test_request_filters),
 		cmocka_unit_test(test_request_delete),
+		cmocka_unit_test(test_request_checksum),
+		cmocka_unit_test(test_sums_bound),
 		cmocka_unit_test(test_string_nul_rejected),
 		cmocka_unit_test(test_range_checks),
 		cmocka_unit_test(test_file_size_unknown),

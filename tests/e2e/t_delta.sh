@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# t_delta: --checksum sends only the blocks that differ, in every mode: a
+# local copy, a push and a pull through ssh, a push and a pull with a
+# daemon, a third-party copy and one relayed through the client (-3). The
+# destination holds an earlier copy of a tree; then, in the source, two
+# blocks of a big file change with its size and mtime kept (what -u cannot
+# see), a file grows, one is rewritten whole, one is new. One --checksum
+# run makes the copy exact, and sends little more than what changed; a
+# second sends no block of data at all. And a SAME block whose bytes at
+# the destination are no longer the source's (the file changed after it
+# was hashed) fails that file alone, leaves it as it was, and the next run
+# mends it.
+source "$PCOPY_TEST_LIB"
+needs_root "it runs an sshd that logs in as root"
+source "${PCOPY_TEST_LIB%/*}/sshd.sh"
+
+BS=65536 # -B: the block the delta works in
+
+# make_tree DIR: the source as it was first copied.
+make_tree() {
+    local d=$1 i
+    mkdir -p "$d/sub"
+    mkfile "$d/big" 2M
+    mkfile "$d/sub/grown" 300k
+    mkfile "$d/sub/other" 200k
+    for i in 1 2 3; do
+        echo "small $i" >"$d/sub/small.$i"
+    done
+}
+
+# change_tree DIR: what changes in the source after that copy: 2 blocks of
+# big (10 and 20 bytes, size and mtime kept), grown by 100k, other
+# rewritten whole, new added. Unchanged: 30 blocks of big and the first 4
+# of grown, whose 5th block now lies past its old end.
+change_tree() {
+    local d=$1
+    touch -r "$d/big" "$T/big.time"
+    head -c 10 /dev/urandom | dd of="$d/big" bs=1 seek=$((3 * BS + 100)) conv=notrunc status=none
+    head -c 20 /dev/urandom | dd of="$d/big" bs=1 seek=$((20 * BS)) conv=notrunc status=none
+    touch -r "$T/big.time" "$d/big"
+    head -c 100k /dev/urandom >>"$d/sub/grown"
+    mkfile "$d/sub/other" 200k
+    mkfile "$d/new" 100k
+}
+
+# delta_run JSON SRC DST ARGS...: pcopy -r -p --checksum, which must succeed.
+delta_run() {
+    local json=$1
+    shift
+    expect_exit 0 "$PCOPY" -r -p --checksum -B "$BS" -s 3 --json="$json" "$@"
+}
+
+# delta_mode LSRC SRC_SPEC DST_SPEC LDST ARGS...: the story through one
+# mode (t_sync's arguments): LDST already holds an earlier copy.
+delta_mode() {
+    local lsrc=$1 src=$2 dst=$3 ldst=$4/${1##*/}
+    shift 4
+    make_tree "$lsrc"
+    cp -a "$lsrc" "$ldst"
+    change_tree "$lsrc"
+    delta_run "$T/j1" "$src" "$dst" "$@"
+    check_tree --no-owner "$lsrc" "$ldst"
+    # Unchanged: 30 blocks of big, 4 of grown. Sent: 2 blocks of big, 2
+    # of grown (the last one short), other and new whole, the small files:
+    # 572 KiB and headers.
+    local same wire
+    same=$(jget "$T/j1" 'j["files"]["bytes_unchanged"]')
+    wire=$(jget "$T/j1" 'j["source"]["wire_bytes"]')
+    [[ $same == $((34 * BS)) ]] || fail "bytes_unchanged is $same, want $((34 * BS))"
+    ((wire >= 572 * 1024 && wire < 600 * 1024)) ||
+        fail "$wire bytes on the wire, want 572 KiB of changed data and headers"
+    [[ $(jget "$T/j1" 'j["files"]["copied"]') == 7 ]] || fail "not 7 files written"
+    # Again: every block is there already; only the small files, which
+    # travel whole in a pack, and headers move.
+    delta_run "$T/j2" "$src" "$dst" "$@"
+    check_tree --no-owner "$lsrc" "$ldst"
+    same=$(jget "$T/j2" 'j["files"]["bytes_unchanged"]')
+    wire=$(jget "$T/j2" 'j["source"]["wire_bytes"]')
+    [[ $same == $(du -cb "$lsrc/big" "$lsrc/sub/grown" "$lsrc/sub/other" "$lsrc/new" | tail -1 | cut -f1) ]] ||
+        fail "second run: bytes_unchanged is $same, not every big file's bytes"
+    ((wire < 4096)) || fail "second run: $wire bytes on the wire, want headers only"
+}
+
+case_local() {
+    mkdir "$T/dst"
+    delta_mode "$T/src" "$T/src" "$T/dst/" "$T/dst"
+    # The line a person reads counts the bytes that did not travel.
+    echo changed >>"$T/src/sub/small.1"
+    expect_exit 0 "$PCOPY" -r --checksum -B "$BS" "$T/src" "$T/dst/"
+    expect_stderr_matches '^pcopy: [0-9]+ bytes in 7 files, [0-9]+ directories, 0 links, 0 unchanged \([0-9]+ bytes not sent\), '
+    # -u would keep big (the same size and mtime, other bytes): the
+    # checksum is what finds it.
+    same_file "$T/src/big" "$T/dst/src/big"
+}
+
+case_ssh() {
+    mkdir -p "$T/push" "$T/pull" "$T/pushed" "$T/pulled"
+    delta_mode "$T/push/src" "$T/push/src" "pctest:$T/pushed/" "$T/pushed"
+    delta_mode "$T/pull/src" "pctest:$T/pull/src" "$T/pulled/" "$T/pulled"
+}
+
+case_third_party() {
+    mkdir -p "$T/direct" "$T/relayed" "$T/d1" "$T/d3"
+    delta_mode "$T/direct/src" "h1:$T/direct/src" "h2:$T/d1/" "$T/d1"
+    delta_mode "$T/relayed/src" "h1:$T/relayed/src" "h2:$T/d3/" "$T/d3" -3
+}
+
+case_daemon() {
+    mkdir -p "$T/root/in" "$T/root/out" "$T/pulled" "$T/here"
+    start_daemon "$T/root"
+    delta_mode "$T/here/src" "$T/here/src" "$DAEMON_URL/in/" "$T/root/in" --key-file "$DAEMON_KEY"
+    delta_mode "$T/root/out/src" "$DAEMON_URL/out/src" "$T/pulled/" "$T/pulled" \
+        --key-file "$DAEMON_KEY"
+}
+
+# The destination's bytes are checked where they are used: a SAME block
+# whose bytes are no longer the source's (the fault inverts one, as a
+# change after hashing would) fails its file, by name, exit 3; the old file
+# stays as it was, the rest is copied, and the next run mends it.
+case_changed_underneath() {
+    mkdir "$T/dst"
+    make_tree "$T/src"
+    cp -a "$T/src" "$T/dst/src"
+    change_tree "$T/src"
+    cp -p "$T/dst/src/big" "$T/big.before"
+    cp -p "$T/dst/src/sub/grown" "$T/grown.before"
+    PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -r -p --checksum -B "$BS" -s 1 \
+        --json="$T/j" "$T/src" "$T/dst/"
+    expect_stderr_matches "changed while it was being updated \(its bytes at offset [0-9]+ are no longer the source's\): copy it again"
+    [[ $(jget "$T/j" 'j["files"]["failed"]') == 1 ]] || fail "not exactly one file failed"
+    local failed
+    failed=$(jget "$T/j" 'j["files"]["not_copied"][0]["path"]')
+    case $failed in
+    */src/big)
+        same_file "$T/big.before" "$T/dst/src/big"
+        same_file "$T/src/sub/grown" "$T/dst/src/sub/grown" ;;
+    */src/sub/grown)
+        same_file "$T/grown.before" "$T/dst/src/sub/grown"
+        same_file "$T/src/big" "$T/dst/src/big" ;;
+    *) fail "the file that failed is '$failed', not big nor grown" ;;
+    esac
+    same_file "$T/src/sub/other" "$T/dst/src/sub/other"
+    same_file "$T/src/new" "$T/dst/src/new"
+    expect_exit 0 "$PCOPY" -r -p --checksum -B "$BS" "$T/src" "$T/dst/"
+    check_tree --no-owner "$T/src" "$T/dst/src"
+    # --delete keeps a tree in step with --checksum as with -u.
+    echo x >"$T/dst/src/stale"
+    expect_exit 0 "$PCOPY" -r -p --checksum --delete "$T/src" "$T/dst/"
+    [[ ! -e $T/dst/src/stale ]] || fail "--checksum --delete left a file the source lacks"
+    expect_exit 1 "$PCOPY" --checksum --delete "$T/src" "$T/dst/"
+    expect_stderr_contains "pcopy: --delete needs -r and -u (or --checksum)"
+}
+
+# More hashes than the control channel holds (4 MiB of them for 256 MiB
+# at 4 KiB blocks, beside 6,000 small files in other batches, which get no
+# hashes and travel whole) through ssh's pipes: the copy goes through, and
+# exactly the 4 changed blocks travel.
+case_many_hashes() {
+    local i
+    mkdir -p "$T/src/many" "$T/dst"
+    for i in 1 2 3 4; do
+        mkfile "$T/src/big.$i" 64M
+    done
+    for i in $(seq 1 6000); do
+        echo "$i" >"$T/src/many/$i"
+    done
+    cp -a "$T/src" "$T/dst/src"
+    for i in 1 2 3 4; do
+        printf 'changed' | dd of="$T/src/big.$i" bs=1 seek=$((i * 1000000)) conv=notrunc status=none
+    done
+    expect_exit 0 timeout 300 "$PCOPY" -r -p --checksum -B 4k -s 2 --json="$T/j" \
+        "$T/src" "pctest:$T/dst/"
+    check_tree --no-owner "$T/src" "$T/dst/src"
+    local same
+    same=$(jget "$T/j" 'j["files"]["bytes_unchanged"]')
+    [[ $same == $((4 * (64 * 1048576 - 4096))) ]] ||
+        fail "bytes_unchanged is $same: not every block but the 4 changed ones"
+}
+
+sshd_start
+run_case local case_local
+run_case ssh case_ssh
+run_case third-party case_third_party
+run_case daemon case_daemon
+run_case changed-underneath case_changed_underneath
+run_case many-hashes case_many_hashes
+finish
