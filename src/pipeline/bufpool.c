@@ -116,6 +116,7 @@ struct buf *bufpool_acquire(struct bufpool *p)
 		memset(&b->hdr, 0, sizeof(b->hdr));
 		b->ctx = NULL;
 		b->untried = false;
+		b->err = 0;
 	}
 	sync_unlock(&p->lock);
 	return b;

@@ -19,6 +19,8 @@ struct buf {
 	struct proto_block hdr;   /* block metadata travelling with the bytes */
 	void *ctx;                /* owner's per-buffer pointer (e.g. a file) */
 	bool untried;             /* source: raw only because no compression was asked yet */
+	int err;                  /* sink: why a SAME block's bytes could not be taken (0: they
+	                             are in data) */
 };
 
 struct bufpool;
@@ -33,8 +35,8 @@ void bufpool_free(struct bufpool *p);
 
 /* Takes a free buffer, blocking until one is released. Returns NULL once the
  * pool is aborted (also if the caller was waiting). The caller owns the
- * returned buffer until it releases it or passes it on. len, hdr, ctx and
- * untried are zeroed. */
+ * returned buffer until it releases it or passes it on. len, hdr, ctx,
+ * untried and err are zeroed. */
 struct buf *bufpool_acquire(struct bufpool *p);
 
 /* Returns b to the pool and wakes one waiter. Allowed after abort. */

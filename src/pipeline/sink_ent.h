@@ -57,6 +57,7 @@ struct sink_ent {
 	int base_fd;                /* --checksum: the file already at the destination, which
 	                               SAME blocks are read from, open from the first of
 	                               them until the entry is finished; else -1 */
+	unsigned base_users;        /* receivers reading base_fd now */
 	uint64_t nsums;             /* --checksum: blocks of it SUMS named (set once) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */

@@ -170,20 +170,22 @@ void *sink_receiver(void *arg);
  * or a negative code when the session must end. */
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
 
-/* For r's first SAME block: opens the file at its name again, into
- * r->base_fd (the writer of r's blocks; scratch is its entry). Returns 0,
- * or a negative code with the message in e (the file is gone: -PC_E_FILEIO). */
-int sink_base_open(struct sink *s, struct sink_ent *r, struct proto_entry *scratch,
-		   struct pc_err *e);
+/* A SAME block b of r, on its receiver (so that reading and checking old
+ * bytes runs on as many threads as there are streams): reads its raw_len
+ * bytes from r's old file, opened again at its name at the first, into
+ * b->data and checks them against the block's checksum. b->err: 0, or why
+ * not (-PC_E_FILEIO: the file changed or went since it was hashed;
+ * -PC_E_ABORTED: r is finished already; -errno), for its writer, which
+ * claims the block as any other and fails r then. */
+void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b);
 
-/* A SAME block b of r claimed (sink_claim): reads its raw_len bytes from
- * the old file base at its offset into b->data and checks them against
- * the block's checksum. Returns 0, or -PC_E_FILEIO (the old file
- * changed since it was hashed) or -errno, with the message in e. Writer. */
-int sink_same_read(struct sink *s, const struct sink_ent *r, int base, struct buf *b,
-		   struct pc_err *e);
+/* The message for a SAME block whose bytes could not be taken (b->err),
+ * in e; returns b->err. */
+int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,
+		    struct pc_err *e);
 
-/* Closes r's old file, if open (r->lock held). */
+/* Closes r's old file, if open and no receiver reads it (r->lock held);
+ * else the last reference to r does. */
 void sink_base_close(struct sink_ent *r);
 
 /* Lets go of a buffer and the reference its block held. */

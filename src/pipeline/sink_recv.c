@@ -181,7 +181,8 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 		bufpool_release(s->pool, b); /* an entry already given up: drop it */
 		return 0;
 	}
-	/* A SAME block's bytes are checked where they are read, by its writer. */
+	if (h.type == PROTO_BLK_SAME)
+		sink_same_fetch(s, r, b); /* its bytes, or why not: for the writer */
 	ret = h.type == PROTO_BLK_SAME ? 0 : decoder_verify(rc->dec, b);
 	sink_recv_lap(rc, &t, RLAP_DECODE);
 	if (ret < 0) {

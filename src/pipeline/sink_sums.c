@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* sink_sums: --checksum at the sink. The control thread hashes the blocks
- * a file has at the destination already and sends them (SUMS); a writer
- * takes a SAME block's bytes from that old file, once they prove to be the
- * source's (docs/PROTOCOL.md 4.18). */
+ * a file has at the destination already and sends them (SUMS), a few at a
+ * time; a receiver takes a SAME block's bytes from that old file, once they
+ * prove to be the source's (docs/PROTOCOL.md 4.18). */
 #include "pipeline/sink_int.h"
 
 #include <errno.h>
@@ -15,9 +15,13 @@
 #include "sys/platform.h"
 #include "sys/sync.h"
 
+/* Hashes in one SUMS: a few, so that the source starts on a big file's
+ * first blocks while the rest is hashed. */
+#define SINK_SUMS_CHUNK 64u
+
 void sink_base_close(struct sink_ent *r)
 {
-	if (r->base_fd < 0)
+	if (r->base_fd < 0 || r->base_users > 0)
 		return;
 	close(r->base_fd);
 	r->base_fd = -1;
@@ -42,16 +46,22 @@ static ssize_t sink_pread_full(int fd, uint8_t *p, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
-static int sink_sums_flush(struct sink *s, uint32_t id, uint64_t first, unsigned count)
+/* Sends the count hashes in sums_msg, of blocks r->nsums on, once r
+ * allows SAME blocks for them. Returns 0 or a negative code. */
+static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count)
 {
 	struct proto_msg m = { .type = PROTO_SUMS };
 
 	if (count == 0)
 		return 0;
-	m.u.sums.id = id;
-	m.u.sums.first = first;
+	m.u.sums.id = r->id;
+	m.u.sums.first = r->nsums; /* this thread alone writes it */
 	m.u.sums.count = (uint16_t)count;
 	m.u.sums.hashes = s->sums_msg;
+	sync_lock(&r->lock);
+	r->nsums += count;
+	sync_unlock(&r->lock);
+	s->sums_inflight += (uint64_t)count * PROTO_SUM_LEN;
 	if (ctl_send(s->x->ctl, &m) < 0)
 		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
 	return 0;
@@ -68,9 +78,9 @@ static uint64_t sink_sums_blocks(uint64_t size, uint64_t old, uint64_t B)
 
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 {
-	uint64_t B = s->x->block_size, old, n, sent = 0;
+	uint64_t B = s->x->block_size, old, n;
 	unsigned pend = 0;
-	int fd, ret;
+	int fd, ret = 0;
 
 	if (!proto_sums_wanted(e->size, s->x->block_size) ||
 	    dest_open_old(s->dest, e, &fd, &old) != 1)
@@ -80,82 +90,90 @@ int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry 
 	n = n < room ? n : room;
 	if (n > 0 && s->sums_buf == NULL) {
 		s->sums_buf = malloc(B);
-		s->sums_msg = malloc((size_t)PROTO_MAX_SUMS * PROTO_SUM_LEN);
+		s->sums_msg = malloc((size_t)SINK_SUMS_CHUNK * PROTO_SUM_LEN);
 		if (s->sums_buf == NULL || s->sums_msg == NULL) {
 			close(fd);
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
 		}
 	}
-	for (uint64_t k = 0; k < n && !xfer_aborted(s->x); k++) {
+	for (uint64_t k = 0; k < n && ret == 0 && !xfer_aborted(s->x); k++) {
 		uint64_t len = e->size - k * B < B ? e->size - k * B : B;
 		ssize_t got = sink_pread_full(fd, s->sums_buf, (size_t)len, k * B);
 		if (got != (ssize_t)len)
 			break; /* unreadable or shrunk: what is hashed so far stands */
 		proto_block_sum(s->sums_buf, (size_t)len, s->sums_msg + (size_t)pend * PROTO_SUM_LEN);
-		if (++pend == PROTO_MAX_SUMS) {
-			ret = sink_sums_flush(s, e->id, sent, pend);
-			if (ret < 0) {
-				close(fd);
-				return ret;
-			}
-			sent += pend;
+		if (++pend == SINK_SUMS_CHUNK) {
+			ret = sink_sums_flush(s, r, pend);
 			pend = 0;
 		}
 	}
-	ret = sink_sums_flush(s, e->id, sent, pend);
-	sent += pend;
-	close(fd); /* the writer opens it again at the first SAME block */
-	if (ret < 0 || sent == 0)
-		return ret;
-	s->sums_inflight += sent * PROTO_SUM_LEN;
-	sync_lock(&r->lock);
-	r->nsums = sent;
-	sync_unlock(&r->lock);
-	return 0;
-}
-
-int sink_base_open(struct sink *s, struct sink_ent *r, struct proto_entry *scratch,
-		   struct pc_err *e)
-{
-	char name[PROTO_MAX_PATH + 64];
-	uint64_t old;
-	int ret = 0;
-
-	sync_lock(&r->lock);
-	if (r->base_fd < 0) {
-		sink_ent_entry(r, scratch);
-		ret = dest_open_old(s->dest, scratch, &r->base_fd, &old);
-	}
-	sync_unlock(&r->lock);
-	if (ret >= 0 && r->base_fd >= 0)
-		return 0;
-	sink_display(s, r, name, sizeof(name));
 	if (ret == 0)
-		return pc_err_set(e, -PC_E_FILEIO, "'%.900s' is gone from the destination while it "
-				  "was being updated: copy it again", name);
-	return pc_err_set(e, ret, "cannot open '%.900s' to take the bytes it already had: %s",
-			  name, pc_strerror(ret));
+		ret = sink_sums_flush(s, r, pend);
+	close(fd); /* a receiver opens it again at the first SAME block */
+	return ret;
 }
 
-int sink_same_read(struct sink *s, const struct sink_ent *r, int base, struct buf *b,
-		   struct pc_err *e)
+/* Opens r's old file again at its name, if not open yet (r->lock held).
+ * Returns 0, or -PC_E_FILEIO when nothing of the kind is there any more,
+ * or -errno. */
+static int sink_base_open_locked(struct sink *s, struct sink_ent *r)
+{
+	struct proto_entry e; /* about 9 KiB, once per file */
+	uint64_t old;
+	int ret;
+
+	if (r->base_fd >= 0)
+		return 0;
+	sink_ent_entry(r, &e);
+	ret = dest_open_old(s->dest, &e, &r->base_fd, &old);
+	return ret == 1 ? 0 : ret == 0 ? -PC_E_FILEIO : ret;
+}
+
+void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 {
 	const struct proto_block *h = &b->hdr;
-	char name[PROTO_MAX_PATH + 64];
-	ssize_t got = sink_pread_full(base, b->data, h->raw_len, h->offset);
+	int base = -1;
 
+	sync_lock(&r->lock);
+	b->err = r->failed || r->finishing ? -PC_E_ABORTED : sink_base_open_locked(s, r);
+	if (b->err == 0) {
+		base = r->base_fd;
+		r->base_users++;
+	}
+	sync_unlock(&r->lock);
+	if (b->err != 0)
+		return;
+	ssize_t got = sink_pread_full(base, b->data, h->raw_len, h->offset);
 	b->len = got > 0 ? (size_t)got : 0;
 	if (got > 0 && fault_fire(FAULT_SINK_SAME))
 		b->data[0] ^= 0xff;
-	if (got == (ssize_t)h->raw_len && proto_checksum(b->data, b->len) == h->checksum) {
-		atomic_fetch_add(&s->same_bytes, h->raw_len);
-		return 0;
-	}
-	sink_display(s, r, name, sizeof(name));
+	uint8_t sum[PROTO_SUM_LEN];
+	if (got == (ssize_t)h->raw_len)
+		proto_block_sum(b->data, b->len, sum);
 	if (got < 0)
-		return pc_err_set(e, (int)got, "cannot read '%.900s' where it already had the "
-				  "source's bytes: %s", name, pc_strerror((int)got));
-	return pc_err_set(e, -PC_E_FILEIO, "'%.900s' changed while it was being updated "
-			  "(its bytes at offset %llu are no longer the source's): copy it again",
-			  name, (unsigned long long)h->offset);
+		b->err = (int)got;
+	else if (got != (ssize_t)h->raw_len || proto_sum_low(sum) != h->checksum)
+		b->err = -PC_E_FILEIO;
+	sync_lock(&r->lock);
+	r->base_users--;
+	sync_unlock(&r->lock);
+	if (b->err == 0)
+		atomic_fetch_add(&s->same_bytes, h->raw_len);
+}
+
+int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,
+		    struct pc_err *e)
+{
+	char name[PROTO_MAX_PATH + 64];
+
+	sink_display(s, r, name, sizeof(name));
+	if (b->err == -PC_E_FILEIO && b->len == 0)
+		return pc_err_set(e, b->err, "'%.900s' is gone from the destination while it was "
+				  "being updated: copy it again", name);
+	if (b->err == -PC_E_FILEIO)
+		return pc_err_set(e, b->err, "'%.900s' changed while it was being updated (its "
+				  "bytes at offset %llu are no longer the source's): copy it again",
+				  name, (unsigned long long)b->hdr.offset);
+	return pc_err_set(e, b->err, "cannot read '%.900s' where it already had the source's "
+			  "bytes: %s", name, pc_strerror(b->err));
 }

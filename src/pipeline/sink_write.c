@@ -268,17 +268,21 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
  * seen, so a duplicate can never be written. A SAME block must stand for
  * a block SUMS named. Returns 1 to write it, 0 to drop it (the file
  * failed), or a negative code for a block that cannot be right. */
-static int sink_claim(struct sink *s, struct sink_ent *r, const struct proto_block *h)
+static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b)
 {
+	const struct proto_block *h = &b->hdr;
 	uint64_t B = s->x->block_size, idx = h->offset / B;
 	unsigned want = SINK_CARRY_NONE;
 	int ret = 1;
 	/* -e: the block's share of the file's digest; a hole's checksum is
-	 * that of its zeros (its header's is not checked: no bytes came). */
+	 * that of its zeros (its header's is not checked: no bytes came), a
+	 * SAME's that of the bytes taken (its header's is another hash). */
 	uint64_t sum = h->checksum;
 
 	if (s->x->verify && (h->flags & PROTO_BLK_HOLE))
 		sum = h->raw_len == B ? s->zeros_sum : verify_zeros(h->raw_len);
+	if (s->x->verify && h->type == PROTO_BLK_SAME)
+		sum = proto_checksum(b->data, b->len);
 	uint64_t mix = s->x->verify ? verify_mix(idx, sum) : 0;
 
 	if (!atomic_compare_exchange_strong(&r->carry, &want, SINK_CARRY_DATA) &&
@@ -410,7 +414,7 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	const struct proto_block *h = &b->hdr;
 	char name[PROTO_MAX_PATH + 64];
 	struct pc_err e;
-	int ret = sink_claim(s, r, h);
+	int ret = sink_claim(s, r, b);
 
 	if (ret == 0)
 		return;
@@ -422,14 +426,9 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 		return;
 	}
 	pc_err_init(&e);
-	ret = 0;
-	/* SAME: the bytes come from the old file, if they still are the
-	 * source's; if not, this file fails and the rest goes on. */
-	if (h->type == PROTO_BLK_SAME) {
-		ret = sink_base_open(s, r, &w->e, &e);
-		/* Open until r is finished, which this claim holds off. */
-		ret = ret == 0 ? sink_same_read(s, r, r->base_fd, b, &e) : ret;
-	}
+	/* SAME: its receiver took the bytes from the old file, if they still
+	 * were the source's; if not, this file fails and the rest goes on. */
+	ret = h->type == PROTO_BLK_SAME && b->err != 0 ? sink_same_error(s, r, b, &e) : 0;
 	sync_lock(&r->lock);
 	if (ret == 0)
 		ret = sink_data_open_locked(s, r, &e);

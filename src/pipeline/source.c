@@ -191,7 +191,8 @@ static int source_start(struct source *s)
 		if (s->q[i] == NULL || xfer_watch_queue(x, s->q[i]) < 0)
 			return xfer_fail(x, -ENOMEM, "out of memory");
 	}
-	if (xfer_watch_pool(x, s->pool) < 0 || xfer_watch_plan(x, s->plan) < 0)
+	if (xfer_watch_pool(x, s->pool) < 0 || xfer_watch_plan(x, s->plan) < 0 ||
+	    xfer_on_abort(x, source_sums_wake, s) < 0)
 		return xfer_fail(x, -ENOMEM, "out of memory");
 	if (x->bwlimit != 0 && ((s->rl = ratelimit_new(x->bwlimit)) == NULL ||
 				xfer_on_abort(x, ratelimit_abort, s->rl) < 0))
@@ -296,6 +297,10 @@ static void source_stop(struct source *s, struct source_result *r)
 	free(s->batch);
 	if (s->open_lock_ok)
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->open_lock));
+	if (s->sums_lock_ok)
+		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&s->sums_lock));
+	if (s->sums_cond_ok)
+		sync_check("pthread_cond_destroy", pthread_cond_destroy(&s->sums_cond));
 	if (s->efd >= 0)
 		close(s->efd);
 }
@@ -348,8 +353,16 @@ int source_run(struct xfer *x, const struct source_input *in, struct source_resu
 	enc_file_init(&s->pack_enc);
 	ret = pthread_mutex_init(&s->open_lock, NULL);
 	s->open_lock_ok = ret == 0;
+	if (ret == 0) {
+		ret = pthread_mutex_init(&s->sums_lock, NULL);
+		s->sums_lock_ok = ret == 0;
+	}
+	if (ret == 0) {
+		ret = pthread_cond_init(&s->sums_cond, NULL);
+		s->sums_cond_ok = ret == 0;
+	}
 	if (ret != 0)
-		xfer_fail(x, -ret, "pthread_mutex_init: %s", strerror(ret));
+		xfer_fail(x, -ret, "cannot make the source's locks: %s", strerror(ret));
 	else if (source_start(s) == 0)
 		source_control(s);
 	source_stop(s, r);

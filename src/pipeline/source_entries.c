@@ -336,6 +336,62 @@ static int source_on_file_done(struct source *s, const struct proto_file_done *d
 	return 0;
 }
 
+/* Hands f, answered for, to the readers. */
+static void source_plan(struct source *s, struct src_rec *f)
+{
+	f->gap_before = s->plan_gap;
+	s->plan_gap = false;
+	src_rec_get(f); /* the plan's */
+	plan_add(s->plan, f);
+}
+
+/* Appends n bytes of hashes to f's, under the lock the readers of a
+ * planned f take. Returns 0 or -ENOMEM. */
+static int source_sums_add(struct source *s, struct src_rec *f, const uint8_t *h, size_t n)
+{
+	size_t used = (size_t)f->nsums * PROTO_SUM_LEN;
+	int ret = 0;
+
+	sync_lock(&s->sums_lock);
+	if (used + n > f->sums_cap) { /* doubling, within the bound */
+		size_t cap = f->sums_cap ? 2 * f->sums_cap : n;
+		cap = cap < used + n ? used + n : cap;
+		cap = cap > PROTO_MAX_INFLIGHT_SUMS ? PROTO_MAX_INFLIGHT_SUMS : cap;
+		uint8_t *p = realloc(f->sums, cap);
+		if (p == NULL) {
+			ret = -ENOMEM;
+		} else {
+			f->sums = p;
+			f->sums_cap = cap;
+		}
+	}
+	if (ret == 0) {
+		memcpy(f->sums + used, h, n);
+		f->nsums += n / PROTO_SUM_LEN;
+		sync_broadcast(&s->sums_cond);
+	}
+	sync_unlock(&s->sums_lock);
+	return ret;
+}
+
+/* No more hashes will come for f: its readers waiting for one go on. */
+static void source_sums_done(struct source *s, struct src_rec *f)
+{
+	sync_lock(&s->sums_lock);
+	f->sums_done = true;
+	sync_broadcast(&s->sums_cond);
+	sync_unlock(&s->sums_lock);
+}
+
+void source_sums_wake(void *arg)
+{
+	struct source *s = arg;
+
+	sync_lock(&s->sums_lock);
+	sync_broadcast(&s->sums_cond);
+	sync_unlock(&s->sums_lock);
+}
+
 /* HAVE: the sink's answer to one ENTRIES under -u. The files it has are
  * done with (their records stay in the window until the ACK); the others
  * go to the plan. The answers come in order, for what was announced, and
@@ -352,6 +408,8 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 				 (unsigned)end, (unsigned)s->have_next, (unsigned)s->announced);
 	for (uint32_t i = 0; i < h->count; i++)
 		named += proto_have_bit(h, i);
+	if (s->sums_at != NULL && !s->sums_at->sums_done)
+		source_sums_done(s, s->sums_at); /* its last hashes came before this */
 	while (s->held != NULL && s->held->id < end) {
 		struct src_rec *f = s->held;
 		s->held = f->wnext;
@@ -367,10 +425,8 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 			source_dry(s, f);
 			continue;
 		}
-		f->gap_before = s->plan_gap;
-		s->plan_gap = false;
-		src_rec_get(f); /* the plan's */
-		plan_add(s->plan, f);
+		f->sums_done = true;
+		source_plan(s, f);
 	}
 	s->have_next = end;
 	if (kept != named)
@@ -406,21 +462,21 @@ static int source_on_sums(struct source *s, const struct proto_sums *k)
 	if (s->sums_bytes + add > PROTO_MAX_INFLIGHT_SUMS)
 		return xfer_fail(x, -PC_E_PROTO, "%s sent more than %u MiB of hashes for files "
 				 "not yet finished", x->peer, PROTO_MAX_INFLIGHT_SUMS >> 20);
-	size_t used = (size_t)f->nsums * PROTO_SUM_LEN;
-	if (used + add > f->sums_cap) { /* doubling, within the bound */
-		size_t cap = f->sums_cap ? 2 * f->sums_cap : add;
-		cap = cap < used + add ? used + add : cap;
-		cap = cap > PROTO_MAX_INFLIGHT_SUMS ? PROTO_MAX_INFLIGHT_SUMS : cap;
-		uint8_t *p = realloc(f->sums, cap);
-		if (p == NULL)
-			return xfer_fail(x, -ENOMEM, "out of memory");
-		f->sums = p;
-		f->sums_cap = cap;
-	}
-	memcpy(f->sums + used, k->hashes, add);
-	f->nsums += k->count;
+	if (source_sums_add(s, f, k->hashes, add) < 0)
+		return xfer_fail(x, -ENOMEM, "out of memory");
 	s->sums_bytes += add;
+	/* The hashes of the file named before are complete, and so are those
+	 * (none) of the files between: they go to the readers now, and f
+	 * with the hashes it has; its readers wait for the rest. */
+	if (s->sums_at != NULL && s->sums_at != f)
+		source_sums_done(s, s->sums_at);
 	s->sums_at = f;
+	while (s->held != NULL && s->held->id <= f->id) {
+		struct src_rec *g = s->held;
+		s->held = g->wnext;
+		g->sums_done = g != f;
+		source_plan(s, g);
+	}
 	return 0;
 }
 

@@ -115,6 +115,10 @@ struct source {
 	uint64_t unchanged, unchanged_bytes; /* -u: files the sink had already, their bytes */
 	struct src_rec *sums_at;   /* --checksum: the record the last SUMS named, or NULL */
 	uint64_t sums_bytes;       /* --checksum: hash bytes of the records not yet acknowledged */
+	/* --checksum: readers wait here for a hash that may still come */
+	pthread_mutex_t sums_lock; /* guards the hashes of planned records */
+	pthread_cond_t sums_cond;  /* hashes came, a file's are complete, or abort */
+	bool sums_lock_ok, sums_cond_ok;
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */
@@ -130,6 +134,9 @@ struct source {
 };
 
 void *source_reader(void *arg);
+
+/* Wakes the readers waiting for hashes (on abort). */
+void source_sums_wake(void *arg);
 
 /* Lets go of a buffer and the reference its block held. */
 void source_release(struct source *s, struct buf *b);

@@ -339,17 +339,31 @@ static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
 }
 
 /* --checksum: true, with b made a SAME block, if the sink has the block
- * already: its hash is the one SUMS gave for that index. */
+ * already: its hash is the one SUMS gave for that index (and the block's
+ * checksum is that hash's low half: one pass over the bytes, not two). A
+ * file is read while its hashes still come: wait for this block's, until
+ * the file's are complete (or the copy aborts). */
 static bool source_same(struct source *s, const struct src_rec *f, struct buf *b)
 {
 	uint64_t idx = b->hdr.offset / s->x->block_size;
-	uint8_t sum[PROTO_SUM_LEN];
+	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
+	bool known;
 
-	if (idx >= f->nsums)
+	if (!s->x->checksum)
+		return false;
+	sync_lock(&s->sums_lock);
+	while (idx >= f->nsums && !f->sums_done && !xfer_aborted(s->x))
+		sync_wait(&s->sums_cond, &s->sums_lock);
+	known = idx < f->nsums;
+	if (known)
+		memcpy(want, f->sums + idx * PROTO_SUM_LEN, PROTO_SUM_LEN);
+	sync_unlock(&s->sums_lock);
+	if (!known)
 		return false;
 	proto_block_sum(b->data, b->len, sum);
-	if (memcmp(sum, f->sums + idx * PROTO_SUM_LEN, PROTO_SUM_LEN) != 0)
+	if (memcmp(sum, want, PROTO_SUM_LEN) != 0)
 		return false;
+	b->hdr.checksum = proto_sum_low(sum);
 	b->hdr.type = PROTO_BLK_SAME;
 	b->hdr.codec = PROTO_CODEC_NONE;
 	b->hdr.enc_len = 0;
@@ -379,12 +393,12 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 	reader_lap(r, LAP_READ);
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
-	b->hdr.checksum = proto_checksum(b->data, b->len);
 	if (c->kind == PLAN_BLOCK && source_same(s, c->f, b)) {
 		reader_lap(r, LAP_ENCODE);
 		b->untried = false;
 		return 1;
 	}
+	b->hdr.checksum = proto_checksum(b->data, b->len);
 	ret = source_encode(s, r->enc, b, choice);
 	reader_lap(r, LAP_ENCODE);
 	b->untried = choice->id == CODEC_NONE && !(b->hdr.flags & PROTO_BLK_HOLE);

@@ -33,12 +33,14 @@ struct src_rec {
 	                            PACK has no status for a kept file); set before
 	                            plan_add, immutable after */
 	int base_fd;             /* borrowed: open open_path beneath it; immutable */
-	uint8_t *sums;           /* --checksum: owned; the hashes of blocks 0 .. nsums - 1 as
-	                            the destination has them (SUMS), PROTO_SUM_LEN each.
-	                            Control thread until the file is planned, then
-	                            immutable */
+	/* --checksum: the hashes of blocks 0 .. nsums - 1 as the destination has
+	 * them (SUMS), PROTO_SUM_LEN each, owned; and sums_done once no more will
+	 * come. The control thread appends; once the file is planned (which may be
+	 * before its last hashes come), under the source's sums_lock. */
+	uint8_t *sums;
 	uint64_t nsums;
 	size_t sums_cap;         /* bytes allocated at sums */
+	bool sums_done;
 	char *open_path;         /* owned; NULL for a pre-opened stream; immutable */
 	char *display;           /* owned: names the file in messages; immutable */
 	int fd;                  /* -1 until opened; guarded by the source's open lock

@@ -1494,6 +1494,11 @@ uint64_t proto_checksum(const void *buf, size_t len)
 	return XXH3_64bits(buf, len);
 }
 
+uint64_t proto_sum_low(const uint8_t sum[PROTO_SUM_LEN])
+{
+	return be64_get(sum + 8);
+}
+
 bool proto_sums_wanted(uint64_t size, uint32_t block_size)
 {
 	return size > block_size / 4;

@@ -329,6 +329,9 @@ bool proto_sums_wanted(uint64_t size, uint32_t block_size);
 /* XXH3-128 of buf, big-endian, into out (a SUMS hash). */
 void proto_block_sum(const void *buf, size_t len, uint8_t out[PROTO_SUM_LEN]);
 
+/* The low 64 bits of a SUMS hash: a SAME block's checksum. */
+uint64_t proto_sum_low(const uint8_t sum[PROTO_SUM_LEN]);
+
 /* LIST.what */
 enum proto_list_what {
 	PROTO_LIST_NEW = 1,     /* a dry run would create it: nothing is at its name */
@@ -670,8 +673,9 @@ int proto_route_decode(const uint8_t *in, size_t len, uint8_t token[PROTO_ROUTE_
  * id whose status is 0 and that is a REG of known size > 0, in id order
  * (docs/PROTOCOL.md 6.3). */
 /* SAME (version 10, --checksum): a DATA block the sink has already, where
- * a SUMS hash said so: no payload; checksum is XXH3-64 of the source's raw
- * bytes, which the sink checks against its own before it uses them. */
+ * a SUMS hash said so: no payload; checksum is the low 64 bits of the
+ * XXH3-128 of the source's raw bytes (proto_sum_low of the hash SUMS
+ * compares), which the sink checks against its own before it uses them. */
 enum proto_blk_type { PROTO_BLK_DATA = 1, PROTO_BLK_END = 2, PROTO_BLK_PACK = 3,
 	PROTO_BLK_SAME = 4 };
 
@@ -697,7 +701,8 @@ struct proto_block {
 	uint32_t raw_len;       /* bytes after decoding */
 	uint32_t enc_len;       /* payload bytes that follow this header */
 	uint64_t seq;           /* session-wide block sequence number */
-	uint64_t checksum;      /* XXH3-64 of the raw bytes; 0 (unchecked) for a HOLE */
+	uint64_t checksum;      /* XXH3-64 of the raw bytes; 0 (unchecked) for a HOLE; for a
+	                           SAME, the low half of their XXH3-128 */
 };
 
 void proto_block_encode(const struct proto_block *b, uint8_t out[PROTO_BLOCK_HDR_LEN]);

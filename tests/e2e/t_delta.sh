@@ -92,6 +92,12 @@ case_local() {
     # -u would keep big (the same size and mtime, other bytes): the
     # checksum is what finds it.
     same_file "$T/src/big" "$T/dst/src/big"
+    # -e reads the new file back, the blocks taken from the old one too.
+    printf 'again' | dd of="$T/src/big" bs=1 seek=$((7 * BS)) conv=notrunc status=none
+    expect_exit 0 "$PCOPY" -r --checksum -e -B "$BS" --json="$T/je" "$T/src" "$T/dst/"
+    same_file "$T/src/big" "$T/dst/src/big"
+    [[ $(jget "$T/je" 'j["files"]["bytes_unchanged"]') -gt $((30 * BS)) ]] ||
+        fail "--checksum -e: the unchanged blocks travelled"
 }
 
 case_ssh() {

@@ -779,8 +779,8 @@ static void hole_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t s
 	seed_put(s, hdr, sizeof(hdr));
 }
 
-/* SAME (version 10): a block the sink has already; sum is the source's
- * checksum of its bytes. */
+/* SAME (version 10): a block the sink has already; sum is the low half of
+ * the XXH3-128 of its bytes. */
 static void same_block(struct seed *s, uint32_t len, uint64_t offset, uint64_t seq, uint64_t sum)
 {
 	struct proto_block b = { .type = PROTO_BLK_SAME, .offset = offset, .raw_len = len,
@@ -864,9 +864,12 @@ static void data_seeds(void)
 	s.len = 0;
 	seed_put(&s, "\0", 1);
 	fill_text(raw, 4096, 11);
-	same_block(&s, 4096, 0, 0, proto_checksum(raw, 4096));
+	uint8_t sum[PROTO_SUM_LEN];
+	proto_block_sum(raw, 4096, sum);
+	same_block(&s, 4096, 0, 0, proto_sum_low(sum));
 	data_block(&s, CODEC_NONE, raw, 4096, 4096, 1);
-	same_block(&s, 100, 8192, 2, proto_checksum(raw, 100));
+	proto_block_sum(raw, 100, sum);
+	same_block(&s, 100, 8192, 2, proto_sum_low(sum));
 	end_block(&s);
 	seed_write(&s, "fuzz_data", "7-same");
 }

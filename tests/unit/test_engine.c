@@ -959,8 +959,9 @@ static void sink_same(struct fixture *f, bool bad)
 	for (unsigned k = 0; k < 2; k++) {
 		struct proto_block h = { .type = PROTO_BLK_SAME, .file_id = 0,
 					 .offset = (uint64_t)k * BLOCK, .raw_len = BLOCK, .seq = k,
-					 .checksum = proto_checksum(old + (size_t)k * BLOCK, BLOCK) };
-		h.checksum ^= bad && k == 1;
+					 .checksum = 0 };
+		proto_block_sum(old + (size_t)k * BLOCK, BLOCK, sum);
+		h.checksum = proto_sum_low(sum) ^ (bad && k == 1);
 		send_block(f->data[0][0], &h, NULL);
 	}
 	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 0, .offset = 2 * BLOCK,
