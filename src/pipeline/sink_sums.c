@@ -27,25 +27,6 @@ void sink_base_close(struct sink_ent *r)
 	r->base_fd = -1;
 }
 
-/* Reads len bytes at off of fd; fewer only at its end. Returns the bytes
- * read or -errno. */
-static ssize_t sink_pread_full(int fd, uint8_t *p, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = pread(fd, p + got, len - got, (off_t)(off + got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
 /* Sends the count hashes in sums_msg, of blocks r->nsums on, once r
  * allows SAME blocks for them. Returns 0 or a negative code. */
 static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count)
@@ -98,7 +79,7 @@ int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry 
 	}
 	for (uint64_t k = 0; k < n && ret == 0 && !xfer_aborted(s->x); k++) {
 		uint64_t len = e->size - k * B < B ? e->size - k * B : B;
-		ssize_t got = sink_pread_full(fd, s->sums_buf, (size_t)len, k * B);
+		ssize_t got = platform_pread_full(fd, s->sums_buf, (size_t)len, k * B);
 		if (got != (ssize_t)len)
 			break; /* unreadable or shrunk: what is hashed so far stands */
 		proto_block_sum(s->sums_buf, (size_t)len, s->sums_msg + (size_t)pend * PROTO_SUM_LEN);
@@ -143,7 +124,7 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	sync_unlock(&r->lock);
 	if (b->err != 0)
 		return;
-	ssize_t got = sink_pread_full(base, b->data, h->raw_len, h->offset);
+	ssize_t got = platform_pread_full(base, b->data, h->raw_len, h->offset);
 	b->len = got > 0 ? (size_t)got : 0;
 	if (got > 0 && fault_fire(FAULT_SINK_SAME))
 		b->data[0] ^= 0xff;

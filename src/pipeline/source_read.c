@@ -139,25 +139,6 @@ static bool source_is_hole(int fd, uint64_t off, uint32_t len)
 	return (uint64_t)d >= off + len;
 }
 
-/* Reads len bytes at off. Returns the bytes read (fewer only at EOF) or
- * -errno. */
-static ssize_t source_pread(int fd, uint8_t *p, size_t len, uint64_t off)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t r = pread(fd, p + got, len - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 /* Reads a block of a regular file. Returns 1 (send it), 0 (the file was
  * given up: drop the block), or a negative code. */
 static int source_read_block(struct source *s, const struct plan_claim *c, struct buf *b)
@@ -170,7 +151,7 @@ static int source_read_block(struct source *s, const struct plan_claim *c, struc
 		b->hdr.flags = PROTO_BLK_HOLE;
 		return 1;
 	}
-	got = source_pread(f->fd, b->data, c->len, c->offset);
+	got = platform_pread_full(f->fd, b->data, c->len, c->offset);
 	if (got < 0) {
 		source_give_up(s, f, true, (int)got, "reading '%s': %s", f->display,
 				pc_strerror((int)got));
@@ -259,7 +240,7 @@ static int source_read_small(struct source *s, struct src_rec *f, uint8_t *p)
 					      pc_strerror(fd));
 		return fd;
 	}
-	got = source_pread(fd, p, f->size, 0);
+	got = platform_pread_full(fd, p, f->size, 0);
 	close(fd);
 	/* A file that grew is copied as it was announced; one that shrank
 	 * has lost bytes we promised: never send a guess. */

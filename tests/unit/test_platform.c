@@ -329,10 +329,20 @@ static void test_file_write(void **state)
 	assert_int_equal(platform_read_full(fd, in, 14, &got), 0);
 	assert_memory_equal(in, "file contents!", 14);
 	assert_int_equal(platform_read_full(fd, in, 1, &got), -PC_E_NET);
+	/* pread: at an offset, the file position untouched; short only at
+	 * the end, and nothing past it. */
+	memset(in, 0, sizeof(in));
+	assert_int_equal(platform_pread_full(fd, in, 8, 5), 8);
+	assert_memory_equal(in, "contents", 8);
+	assert_int_equal(platform_pread_full(fd, in, sizeof(in), 9), 5);
+	assert_memory_equal(in, "ents!", 5);
+	assert_int_equal(platform_pread_full(fd, in, 4, 14), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_CUR), 14);
 	close(fd);
 
 	assert_int_equal(platform_write_full(-1, "x", 1), -EBADF);
 	assert_int_equal(platform_read_full(-1, in, 1, NULL), -EBADF);
+	assert_int_equal(platform_pread_full(-1, in, 1, 0), -EBADF);
 }
 
 static void test_clock_and_rusage(void **state)
