@@ -439,13 +439,14 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 /* SUMS (--checksum): hashes of blocks of a file the sink has already,
  * before the HAVE of its batch. They come for files with contents whose
  * batch is not yet answered, in id order, each file's from block 0 on and
- * within its blocks, and within PROTO_MAX_INFLIGHT_SUMS. */
+ * within its blocks, and within PROTO_MAX_INFLIGHT_SUMS; never in a dry
+ * run, where nothing is read. */
 static int source_on_sums(struct source *s, const struct proto_sums *k)
 {
 	struct xfer *x = s->x;
 	struct src_rec *f = s->sums_at != NULL ? s->sums_at : s->held;
 
-	if (!x->checksum || k->id < s->have_next || k->id >= s->announced ||
+	if (!x->checksum || x->dry_run || k->id < s->have_next || k->id >= s->announced ||
 	    (s->sums_at != NULL && k->id < s->sums_at->id))
 		return xfer_fail(x, -PC_E_PROTO, "%s sent hashes for entry %u out of turn",
 				 x->peer, (unsigned)k->id);

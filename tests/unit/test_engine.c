@@ -831,6 +831,7 @@ static void test_block_for_kept(void **state)
  * hashes go out, each starting where the one before ended. */
 struct sums_script {
 	bool plain;          /* the source has -u but not --checksum */
+	bool dry;            /* ... in a dry run (-n) */
 	uint32_t id;
 	uint64_t first;
 	uint16_t count;
@@ -862,6 +863,7 @@ static void sums_refused(struct fixture *f, const struct sums_script *sc)
 				       .walk = { .recursive = true } };
 	f->so.x.update = true;
 	f->so.x.checksum = !sc->plain;
+	f->so.x.dry_run = sc->dry;
 	assert_int_equal(pthread_create(&tid, NULL, source_thread, f), 0);
 	assert_int_equal(ctl_recv(f->si.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_ENTRIES);
@@ -880,6 +882,12 @@ static void sums_refused(struct fixture *f, const struct sums_script *sc)
 static void test_sums_unasked(void **state)
 {
 	sums_refused(*state, &(struct sums_script){ .plain = true, .id = 1, .count = 1 });
+}
+
+/* A dry run reads nothing: hashes would make the source read. */
+static void test_sums_in_a_dry_run(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .dry = true, .id = 1, .count = 1 });
 }
 
 static void test_sums_for_a_directory(void **state)
@@ -1046,6 +1054,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list_unasked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_block_for_kept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_unasked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sums_in_a_dry_run, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_for_a_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_not_from_block_0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_for_a_small_file, setup, teardown),
