@@ -149,8 +149,8 @@ int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *
 
 	sink_display(s, r, name, sizeof(name));
 	if (b->err == -PC_E_FILEIO && b->len == 0)
-		return pc_err_set(e, b->err, "'%.900s' is gone from the destination while it was "
-				  "being updated: copy it again", name);
+		return pc_err_set(e, b->err, "'%.900s' went from the destination, or shrank, while "
+				  "it was being updated: copy it again", name);
 	if (b->err == -PC_E_FILEIO)
 		return pc_err_set(e, b->err, "'%.900s' changed while it was being updated (its "
 				  "bytes at offset %llu are no longer the source's): copy it again",
