@@ -77,10 +77,10 @@ case_bench_help() {
     local sc old
     expect_exit 0 "$ROOT/tools/bench" --help >"$T/bench.out"
     grep -q -- '--only LIST' "$T/bench.out" || fail "tools/bench --help does not explain --only"
-    for sc in a b c d e f g h; do
+    for sc in a b c d e f g h i; do
         grep -qE "^  $sc  [a-z]" "$T/bench.out" || fail "tools/bench --help does not describe scenario $sc"
     done
-    grep -qF 'a,b,c,d,e,f,g,h' "$T/bench.out" || fail "tools/bench --help does not list a,b,c,d,e,f,g,h for --only"
+    grep -qF 'a,b,c,d,e,f,g,h,i' "$T/bench.out" || fail "tools/bench --help does not list a,b,c,d,e,f,g,h,i for --only"
     for old in bench-loopback bench-ssh bench-compress linkem-setup linkem-selftest; do
         [[ ! -e $ROOT/tools/$old ]] || fail "tools/$old is still there"
     done
@@ -89,8 +89,8 @@ case_bench_help() {
 # Bad options end with exit 1 and a message that names the option, before
 # the bench needs root or builds anything.
 case_bench_errors() {
-    expect_exit 1 "$ROOT/tools/bench" --only a,i
-    expect_stderr_contains "--only: unknown scenario 'i'"
+    expect_exit 1 "$ROOT/tools/bench" --only a,j
+    expect_stderr_contains "--only: unknown scenario 'j'"
     expect_exit 1 "$ROOT/tools/bench" --only ''
     expect_stderr_contains "--only is empty"
     expect_exit 1 "$ROOT/tools/bench" --runs 0
