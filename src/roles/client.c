@@ -48,6 +48,7 @@ enum client_mode { CLIENT_LOCAL, CLIENT_PUSH, CLIENT_PULL, CLIENT_THIRD };
 
 #define CLIENT_MAX_ARGV 64
 #define CLIENT_ERROR_GRACE_MS 2000 /* for the server's ERROR after our data connections failed */
+#define CLIENT_SSH_GRACE_MS 5000 /* for ssh to end after a session failed (its link may be dead) */
 
 /* One far end: our own local sink, a daemon, or a host reached with ssh. */
 struct endpoint {
@@ -135,8 +136,8 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 				  : o->max_startups != 0 ? "--max-startups" : "--max-per-source");
 	if (o->encrypt == PCOPY_ENCRYPT_OFF && o->cipher != NULL)
 		return pc_err_set(e, -PC_E_USAGE, "--cipher and --no-encrypt do not go together");
-	if (o->delete_missing && (!o->recursive || !(o->update || o->checksum)))
-		return pc_err_set(e, -PC_E_USAGE, "--delete needs -r and -u (or --checksum): it "
+	if (o->delete_missing && (!o->recursive || !(o->update || o->checksum || o->resume)))
+		return pc_err_set(e, -PC_E_USAGE, "--delete needs -r and -u (or --checksum, or -a): it "
 				  "keeps a copy of a tree in step, removing what the source no "
 				  "longer has");
 	if (o->relay && o->reverse)
@@ -532,8 +533,11 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 	    kill(ep->child, SIGTERM) != 0)
 		log_warn("cannot stop '%s' for %s: %s", c->o->rsh ? c->o->rsh : "ssh", ep->peer,
 			 strerror(errno));
+	/* After a failure the link itself may be dead (a timeout): ssh would
+	 * wait for it as long as TCP does. Its remote pcopy has seen the
+	 * session fail too; a few seconds let it end and say why. */
 	if (ep->child > 0) {
-		int st = spawn_wait(ep->child);
+		int st = *ret < 0 ? spawn_reap(ep->child, CLIENT_SSH_GRACE_MS) : spawn_wait(ep->child);
 		if (*ret == 0 && st != 0)
 			*ret = pc_err_set(c->e, -PC_E_LAUNCH, "%s exited with status %d", ep->peer, st);
 	}
@@ -555,8 +559,8 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
-	req->sync = (o->update || o->checksum ? PROTO_SYNC_UPDATE : 0) |
-		    (o->checksum ? PROTO_SYNC_CHECKSUM : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
+	req->sync = (o->update || o->checksum || o->resume ? PROTO_SYNC_UPDATE : 0) |
+		    (o->checksum ? PROTO_SYNC_CHECKSUM : 0) | (o->resume ? PROTO_SYNC_RESUME : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
 		    (o->delete_missing ? PROTO_SYNC_DELETE : 0) | (o->dry_run ? PROTO_SYNC_DRY_RUN : 0);
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;
@@ -1009,6 +1013,7 @@ static void client_side_stats(const struct proto_stats *st, struct pcopy_side_st
 	out->unchanged = st->unchanged;
 	out->unchanged_bytes = st->unchanged_bytes;
 	out->deleted = st->deleted;
+	out->resumed = st->resumed;
 	out->cpu_s = (double)(st->cpu_user_us + st->cpu_sys_us) / 1e6;
 	out->codec_cpu_s = (double)st->codec_cpu_us / 1e6;
 	out->maxrss_kib = st->maxrss_kb;

@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sys/platform.h"
@@ -19,8 +21,9 @@ int spawn_local_server(const char *exe, const char *bind, int verbosity, pid_t *
 										     : "-q";
 	/* execv takes char *const[]; writable copies keep -Wcast-qual happy. */
 	char a0[] = "pcopy", a1[] = "--server", a2[] = "--control-fd", a3[] = "3", a4[4];
-	char a5[] = "--bind", a6[64];
-	char *argv[] = { a0, a1, a2, a3, a5, a6, a4, NULL };
+	char a5[] = "--bind", a6[64], a7[] = "--notices";
+	/* Quiet unless asked, but with the notices a user should see. */
+	char *argv[] = { a0, a1, a2, a3, a5, a6, a4, verbosity == 1 ? a7 : NULL, NULL };
 	int sv[2];
 	pid_t child;
 
@@ -162,4 +165,27 @@ int spawn_wait(pid_t pid)
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	return 128 + WTERMSIG(status);
+}
+
+int spawn_reap(pid_t pid, int ms)
+{
+	const struct timespec tick = { .tv_nsec = 10 * 1000000 };
+	int status;
+
+	for (int waited = 0;; waited += 10) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (waited >= ms) {
+			(void)kill(pid, SIGKILL);
+			while (waitpid(pid, &status, 0) < 0)
+				if (errno != EINTR)
+					return -1;
+			break;
+		}
+		nanosleep(&tick, NULL);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -38,4 +38,8 @@ size_t spawn_quote(const char *word, char *buf, size_t cap);
  * a signal killed it, or -errno. */
 int spawn_wait(pid_t pid);
 
+/* Waits up to ms for the child to end, then kills it (SIGKILL); reaps it
+ * either way. Returns spawn_wait's status, or -1 if it was gone already. */
+int spawn_reap(pid_t pid, int ms);
+
 #endif

@@ -134,28 +134,10 @@ static void sshdata_close_fd(int *fd)
  * Returns its exit status (spawn_wait's), or -1 if it was gone. */
 static int sshdata_reap(struct sshdata_stream *st, int ms)
 {
-	const struct timespec tick = { .tv_nsec = 10 * 1000000 };
-	int status;
+	int ret = st->pid > 0 ? spawn_reap(st->pid, ms) : -1;
 
-	if (st->pid <= 0)
-		return -1;
-	for (int waited = 0;; waited += 10) {
-		pid_t r = waitpid(st->pid, &status, WNOHANG);
-		if (r == st->pid)
-			break;
-		if (r < 0 && errno != EINTR) {
-			st->pid = -1;
-			return -1;
-		}
-		if (waited >= ms) {
-			(void)kill(st->pid, SIGKILL);
-			(void)waitpid(st->pid, &status, 0);
-			break;
-		}
-		nanosleep(&tick, NULL);
-	}
 	st->pid = -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return ret;
 }
 
 /* d->dial: the ProxyCommand option that has `pcopy --ssh-dial` (this very
