@@ -77,8 +77,9 @@ _pcopy() {
     '(-u --update)'{-u,--update}'[keep files already there with the same size and time]' \
     '(-e --verify)'{-e,--verify}'[read each file written back from the disk before putting it in place]' \
     '(-n --dry-run)'{-n,--dry-run}'[change nothing: list what would be copied and removed]' \
-    '--delete[with -r -u or --checksum: remove from the copy what the source no longer has]' \
+    '--delete[with -r and -u, --checksum or -a: remove from the copy what the source no longer has]' \
     '--checksum[as -u, but compare contents: only the blocks that differ travel]' \
+    '(-a --append --resume)'{-a,--append,--resume}'[as -u, and make an interrupted copy resumable]' \
     '*--exclude=[leave out what PATTERN matches]:pattern' \
     '*--include=[copy what PATTERN matches, even if a later rule excludes it]:pattern' \
     '*--exclude-from=[read filter rules from FILE]:rules file:_files' \

@@ -54,6 +54,8 @@ static const struct option cli_longopts[] = {
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "delete", no_argument, NULL, OPT_DELETE },
 	{ "checksum", no_argument, NULL, OPT_CHECKSUM },
+	{ "append", no_argument, NULL, 'a' },
+	{ "resume", no_argument, NULL, 'a' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "exclude", required_argument, NULL, OPT_EXCLUDE },
 	{ "include", required_argument, NULL, OPT_INCLUDE },
@@ -124,11 +126,14 @@ static void cli_usage(FILE *out)
 	      "                        give the files written the source's times\n"
 	      "      --checksum        as -u, but compare contents, not size and time:\n"
 	      "                        only the blocks that differ travel\n"
+	      "  -a, --append, --resume  as -u, and make an interrupted copy resumable:\n"
+	      "                        run the same command with -a again and only what\n"
+	      "                        is missing travels (what is kept is checked first)\n"
 	      "  -e, --verify          read each file written back from the disk and put\n"
 	      "                        it in place only if it has the source's bytes\n"
 	      "  -n, --dry-run         change nothing: list on stdout what would be copied\n"
 	      "                        (copy, update) and removed (delete)\n"
-	      "      --delete          with -r and -u or --checksum: remove from the copy\n"
+	      "      --delete          with -r and -u, --checksum or -a: remove from the copy\n"
 	      "                        what the source no longer has (but what --exclude\n"
 	      "                        rules leave out)\n"	      "      --exclude PATTERN leave out what PATTERN matches (and what is in it)\n"
 	      "      --include PATTERN copy what PATTERN matches, even if a later rule\n"
@@ -345,6 +350,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case OPT_DELETE: o->delete_missing = true; return 0;
 	case OPT_CHECKSUM: o->checksum = true; return 0;
+	case 'a': o->resume = true; return 0;
 	case 'n': o->dry_run = true; return 0;
 	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");
 	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
@@ -443,7 +449,7 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHuen", cli_longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHuena", cli_longopts, NULL)) != -1) {
 		c->bad_arg = argv[optind - 1];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
@@ -495,9 +501,11 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 	if (c->o.recursive)
 		fprintf(stderr, ", %" PRIu64 " director%s, %" PRIu64 " link%s", r->sink.dirs,
 			r->sink.dirs == 1 ? "y" : "ies", r->sink.links, r->sink.links == 1 ? "" : "s");
-	if (c->o.update || c->o.checksum)
+	if (c->o.update || c->o.checksum || c->o.resume)
 		fprintf(stderr, ", %" PRIu64 " unchanged (%" PRIu64 " bytes not sent)",
 			r->sink.unchanged, r->sink.unchanged_bytes);
+	if (c->o.resume)
+		fprintf(stderr, ", %" PRIu64 " resumed", r->sink.resumed);
 	if (c->o.delete_missing)
 		fprintf(stderr, ", %" PRIu64 " %s", r->sink.deleted,
 			c->o.dry_run ? "to delete" : "deleted");

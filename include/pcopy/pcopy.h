@@ -51,7 +51,7 @@ struct pcopy_opts {
 	                            only if it has the source's bytes */
 	bool dry_run;            /* -n: change nothing; list what would be copied and removed
 	                            (pcopy_hooks.listed) */
-	bool delete_missing;     /* --delete (with -r and -u or --checksum): remove from each directory of
+	bool delete_missing;     /* --delete (with -r and -u, --checksum or -a): remove from each directory of
 	                            the copy what the source does not have there, but what
 	                            the filter rules exclude */
 	bool update;             /* -u: keep a file already there with the source's size and
@@ -60,6 +60,10 @@ struct pcopy_opts {
 	bool checksum;           /* --checksum: as -u, but compare contents instead of size
 	                            and time: only the blocks that differ travel, and the
 	                            others are taken from the file already there */
+	bool resume;             /* -a: as -u, and a big file's bytes are written to a partial
+	                            file kept beside it with a journal until it is in
+	                            place, so that after an interruption the same copy
+	                            with -a sends only what is missing (pcopy(1)) */
 	const char *const *filters; /* --exclude, --include, --exclude-from, in order: each
 	                            "- PATTERN" or "+ PATTERN"; the first rule that
 	                            matches an entry decides (pcopy(1), FILTER RULES).
@@ -185,6 +189,8 @@ struct pcopy_side_stats {
 	uint64_t unchanged;      /* -u: regular files already there as they are (not in files) */
 	uint64_t unchanged_bytes; /* their bytes, which did not travel */
 	uint64_t deleted;        /* --delete: entries removed from the destination (sink) */
+	uint64_t resumed;        /* -a: files finished from what an interrupted run left
+	                            (of files; sink) */
 	double cpu_s;            /* user + system CPU seconds */
 	double codec_cpu_s;      /* of which compressing (source) or decompressing (sink) */
 	uint64_t maxrss_kib;

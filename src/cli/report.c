@@ -173,6 +173,7 @@ static void report_files(struct report *r, struct json *j, const struct pcopy_re
 	json_u64(j, "unchanged", res->sink.unchanged);
 	json_u64(j, "bytes_unchanged", res->sink.unchanged_bytes);
 	json_u64(j, "deleted", res->sink.deleted);
+	json_u64(j, "resumed", res->sink.resumed);
 	json_u64(j, "skipped", skipped);
 	json_u64(j, "failed", res->files_failed > skipped ? res->files_failed - skipped : 0);
 	json_bool(j, "list_complete", !r->oom);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipeline/journal.h"
 #include "pipeline/tmpfile.h"
 #include "sys/sync.h"
 #include "wire/pathsafe.h"
@@ -66,6 +67,8 @@ struct dest_file {
 	int fd;                            /* owned */
 	const char *name;                  /* the last component, inside path */
 	char tmp[TMPFILE_NAME_CAP];        /* temporary name, or "" (unnamed or none) */
+	char jrnl[TMPFILE_NAME_CAP];       /* -a: the journal's name (removed with the file,
+	                                      or once it is in place), or "" */
 	char path[];                       /* mapped path */
 };
 
@@ -943,6 +946,7 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	}
 	memcpy(f->path, l.path, n + 1);
 	f->name = f->path + (size_t)(l.name - l.path);
+	f->jrnl[0] = '\0';
 	for (int tries = 0;; tries++) {
 		f->fd = tmpfile_open(l.dirfd, f->name, f->tmp);
 		if (f->fd >= 0 || !dest_retry(d, &l, &f->fd, tries, "cannot create", err))
@@ -1005,6 +1009,10 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = dest_file_name(f);
 		what = "cannot finish";
 	}
+	if (ret == 0 && f->jrnl[0] != '\0') {
+		(void)unlinkat(f->dirfd, f->jrnl, 0); /* in place: nothing left to resume */
+		f->jrnl[0] = '\0';
+	}
 	if (close(f->fd) != 0 && ret == 0)
 		ret = -errno;
 	f->fd = -1;
@@ -1022,8 +1030,151 @@ void dest_file_abort(struct dest *d, struct dest_file *f)
 		close(f->fd);
 	if (f->tmp[0] != '\0')
 		(void)unlinkat(f->dirfd, f->tmp, 0);
+	if (f->jrnl[0] != '\0')
+		(void)unlinkat(f->dirfd, f->jrnl, 0);
 	dest_dir_put(d, f->dir);
 	free(f);
+}
+
+void dest_file_keep(struct dest *d, struct dest_file *f)
+{
+	if (f == NULL)
+		return;
+	f->tmp[0] = '\0';
+	f->jrnl[0] = '\0';
+	dest_file_abort(d, f);
+}
+
+/* ---- Partial files (-a) ------------------------------------------------ */
+
+/* A dest_file for l (whose parent reference it takes over) without a
+ * file yet, or NULL (ENOMEM: l's reference is dropped). */
+static struct dest_file *dest_file_new(struct dest *d, struct dest_loc *l)
+{
+	size_t n = strlen(l->path);
+	struct dest_file *f = malloc(sizeof(*f) + n + 1);
+
+	if (f == NULL) {
+		dest_dir_put(d, l->dir);
+		return NULL;
+	}
+	memcpy(f->path, l->path, n + 1);
+	f->name = f->path + (size_t)(l->name - l->path);
+	f->dir = l->dir;
+	f->dirfd = l->dirfd;
+	f->fd = -1;
+	journal_names(f->name, f->tmp, f->jrnl);
+	return f;
+}
+
+/* Opens name in dirfd for reading and writing if it is a regular file of
+ * ours with one link, never following a symlink. Returns the fd, or
+ * -ENOENT, or -EPERM (something else is there), or -errno. */
+static int dest_part_openat(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno == ELOOP || errno == ENXIO || errno == EISDIR ? -EPERM : -errno;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+	    st.st_uid != geteuid()) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+int dest_part_find(struct dest *d, const struct proto_entry *e, const struct journal_id *id,
+		   struct dest_file **out, struct journal **j, char *note, size_t cap)
+{
+	const char *why = NULL;
+	struct dest_file *f;
+	struct dest_loc l;
+	struct pc_err err;
+	int ret, jfd;
+
+	*out = NULL;
+	*j = NULL;
+	note[0] = '\0';
+	pc_err_init(&err);
+	ret = dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err);
+	pc_err_destroy(&err);
+	if (ret < 0)
+		return 0; /* writing it will say why */
+	f = dest_file_new(d, &l);
+	if (f == NULL)
+		return -ENOMEM;
+	jfd = dest_part_openat(f->dirfd, f->jrnl);
+	if (jfd == -EPERM)
+		why = "is not a file of ours";
+	if (jfd >= 0)
+		ret = journal_load(jfd, id, j, &why);
+	else
+		ret = jfd == -ENOENT || jfd == -EPERM ? JOURNAL_BAD : jfd;
+	if (ret == JOURNAL_OK) {
+		f->fd = dest_part_openat(f->dirfd, f->tmp);
+		if (f->fd >= 0) {
+			*out = f;
+			return 1;
+		}
+		why = f->fd == -ENOENT ? NULL : "has a partial file that is not a file of ours";
+		journal_free(*j);
+		*j = NULL;
+		ret = JOURNAL_BAD;
+	}
+	if (ret < 0) {
+		dest_file_keep(d, f);
+		return ret;
+	}
+	if (why != NULL && ret == JOURNAL_BAD) {
+		char disp[PROTO_MAX_PATH + 1];
+		dest_display(d, f->path, disp, sizeof(disp));
+		snprintf(note, cap, "the journal of '%s' (%s) %s: it is removed and the file "
+			 "copied afresh", disp, f->jrnl, why);
+	}
+	/* Nothing to resume from: what an earlier run left goes. */
+	(void)unlinkat(f->dirfd, f->jrnl, 0);
+	(void)unlinkat(f->dirfd, f->tmp, 0);
+	dest_file_keep(d, f);
+	return 0;
+}
+
+int dest_part_create(struct dest *d, const char *path, const struct journal_id *id,
+		     struct dest_file **out, struct journal **j, struct pc_err *err)
+{
+	struct dest_file *f;
+	struct dest_loc l;
+	int ret = dest_map(d, path, &l, err), jfd;
+
+	*out = NULL;
+	*j = NULL;
+	if (ret == 0)
+		ret = dest_dir_get(d, &l, "cannot create", err);
+	if (ret < 0)
+		return ret;
+	f = dest_file_new(d, &l);
+	if (f == NULL)
+		return dest_fail(d, l.path, -ENOMEM, "cannot create", err);
+	(void)unlinkat(f->dirfd, f->jrnl, 0);
+	(void)unlinkat(f->dirfd, f->tmp, 0);
+	f->fd = openat(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	ret = f->fd >= 0 ? 0 : -errno;
+	jfd = ret == 0 ? openat(f->dirfd, f->jrnl, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+				O_CLOEXEC, 0600) : -1;
+	if (ret == 0 && jfd < 0)
+		ret = -errno;
+	if (ret == 0)
+		ret = journal_create(jfd, id, j);
+	if (ret < 0) {
+		if (f->fd < 0)
+			f->tmp[0] = '\0'; /* not ours: it was there and could not go */
+		dest_fail(d, f->path, ret, "cannot create", err);
+		dest_file_abort(d, f);
+		return ret;
+	}
+	*out = f;
+	return 0;
 }
 
 /* ---- Life ------------------------------------------------------------- */

@@ -190,8 +190,34 @@ int dest_file_fd(const struct dest_file *f);
 int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_entry *e,
 		     uint64_t size, struct pc_err *err);
 
-/* Drops f: closes it, removes its temporary name if it has one, frees it.
- * dest_file_abort(d, NULL) is a no-op. */
+/* Drops f: closes it, removes its temporary name if it has one (and its
+ * journal, -a), frees it. dest_file_abort(d, NULL) is a no-op. */
 void dest_file_abort(struct dest *d, struct dest_file *f);
+
+/* -a: drops f but keeps its partial file and journal where they are, for
+ * a later run to resume. NULL is a no-op. */
+void dest_file_keep(struct dest *d, struct dest_file *f);
+
+struct journal;
+struct journal_id;
+
+/* -a: what an interrupted run left of e (a REG entry) beside its final
+ * name, beneath the root with no symlink on the way: a journal for id and
+ * its partial file (journal.h), both regular files of this user with one
+ * link each. Returns 1 with *out, the partial file as dest_file_open
+ * gives one (dest_file_commit puts it in place and removes the journal),
+ * and *j, its journal (the caller's); 0 when there is nothing to resume,
+ * after removing whatever an earlier run left under those names, with a
+ * message for the user in note (cap bytes) if it was not a journal of
+ * ours (else note is ""); or -errno. */
+int dest_part_find(struct dest *d, const struct proto_entry *e, const struct journal_id *id,
+		   struct dest_file **out, struct journal **j, char *note, size_t cap);
+
+/* -a: as dest_file_open, but the new file is the partial file of path, a
+ * wire path, beside a fresh journal for id (*j, the caller's): named, so
+ * that an interrupted run leaves them for the next. Removes what was
+ * there under those names first. */
+int dest_part_create(struct dest *d, const char *path, const struct journal_id *id,
+		     struct dest_file **out, struct journal **j, struct pc_err *err);
 
 #endif

@@ -146,7 +146,9 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 			sink_keep(s, r, e);
 			return 0;
 		}
-		if (r->data && x->checksum && s->dest != NULL)
+		if (r->data && sink_resumable(s, r) && (ret = sink_resume(s, r, e)) < 0)
+			return ret;
+		if (r->data && x->checksum && s->dest != NULL && !r->in_place)
 			return sink_sums_send(s, r, e); /* and its blocks come */
 		if (r->data)
 			return 0; /* when its blocks are in */
@@ -636,7 +638,9 @@ static int sink_start(struct sink *s)
 /* Closes and removes the file of an unfinished entry. */
 static void sink_drop(struct sink *s, struct sink_ent *r)
 {
-	if (r->df != NULL)
+	if (r->df != NULL && r->jr != NULL)
+		dest_file_keep(s->dest, r->df); /* -a: for the next run */
+	else if (r->df != NULL)
 		dest_file_abort(s->dest, r->df);
 	r->df = NULL;
 	sink_ent_put(r);
@@ -693,6 +697,7 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	m.u.stats.unchanged = s->unchanged;
 	m.u.stats.unchanged_bytes = s->unchanged_bytes + atomic_load(&s->same_bytes);
 	m.u.stats.deleted = s->deleted;
+	m.u.stats.resumed = atomic_load(&s->resumed);
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
 		stage_sum_row(&s->stage[i], m.u.stats.wall_us, &m.u.stats.stage[i]);

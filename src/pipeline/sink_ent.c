@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pipeline/journal.h"
 #include "sys/sync.h"
 
 /* Copies s into *at and moves *at past it. */
@@ -96,6 +97,7 @@ void sink_ent_put(struct sink_ent *r)
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&r->lock));
 	if (r->base_fd >= 0) /* the sink closes it sooner: this only on an abort */
 		close(r->base_fd);
+	journal_free(r->jr);
 	free(r->seen);
 	free(r);
 }

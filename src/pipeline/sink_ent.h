@@ -21,6 +21,7 @@
 #include "wire/proto.h"
 
 struct dest_file;
+struct journal;
 
 /* How an entry's contents arrive: not yet known, in DATA blocks, or inside
  * a PACK. A file is carried one way only. */
@@ -58,7 +59,12 @@ struct sink_ent {
 	                               SAME blocks are read from, open from the first of
 	                               them until the entry is finished; else -1 */
 	unsigned base_users;        /* receivers reading base_fd now */
-	uint64_t nsums;             /* --checksum: blocks of it SUMS named (set once) */
+	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named (set once) */
+	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
+	                               freed when the entry is finished or dropped */
+	bool in_place;              /* -a: df is what an earlier run left: SAME blocks are in
+	                               it already, and zeros must be written (set once,
+	                               before any block) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */
 	size_t seen_bytes;

@@ -96,6 +96,7 @@ struct sink {
 	                                  set before the threads start */
 	/* --checksum: */
 	atomic_uint_least64_t same_bytes; /* bytes of SAME blocks, taken from the old files */
+	atomic_uint_least64_t resumed; /* -a: files finished from an earlier run's partial file */
 	uint8_t *sums_buf;             /* control thread: a block of an old file being hashed */
 	uint8_t *sums_msg;             /* control thread: the hashes of one SUMS */
 	uint64_t sums_inflight;        /* control thread: hash bytes sent for entries our
@@ -169,6 +170,19 @@ void *sink_receiver(void *arg);
  * SUMS (or fewer), and the file travels whole. Control thread. Returns 0,
  * or a negative code when the session must end. */
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
+
+/* -a: whether r is written to a named partial file with a journal, which
+ * an interrupted run leaves for the next (a REG of known size, of more
+ * than a quarter block, whose bitmap fits). Any thread. */
+bool sink_resumable(const struct sink *s, const struct sink_ent *r);
+
+/* -a, for a resumable REG entry r (e) with contents, not kept: if an
+ * interrupted run left a partial file and a journal of this version of
+ * the source, r is written into that file from now on (r->in_place), and
+ * the hashes of the blocks it has are sent (SUMS), of blocks not written
+ * PROTO_SUM_NONE. Else nothing is sent, and what was there goes. Control
+ * thread. Returns 0, or a negative code when the session must end. */
+int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
 
 /* A SAME block b of r, on its receiver (so that reading and checking old
  * bytes runs on as many threads as there are streams): reads its raw_len

@@ -1,16 +1,22 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sink_sums: --checksum at the sink. The control thread hashes the blocks
- * a file has at the destination already and sends them (SUMS), a few at a
- * time; a receiver takes a SAME block's bytes from that old file, once they
- * prove to be the source's (docs/PROTOCOL.md 4.18). */
+/* sink_sums: --checksum and -a at the sink. The control thread hashes the
+ * blocks a file has at the destination already (--checksum: the old file;
+ * -a: the partial file an interrupted run left, the blocks its journal
+ * names) and sends them (SUMS), a few at a time; a receiver takes a SAME
+ * block's bytes from that file, once they prove to be the source's
+ * (docs/PROTOCOL.md 4.18). */
 #include "pipeline/sink_int.h"
 
 #include <errno.h>
-#include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "pipeline/dest.h"
+#include "pipeline/journal.h"
+#include "sys/log.h"
 #include "sys/fault.h"
 #include "sys/platform.h"
 #include "sys/sync.h"
@@ -57,41 +63,111 @@ static uint64_t sink_sums_blocks(uint64_t size, uint64_t old, uint64_t B)
 	return old / B;
 }
 
-int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+/* Hashes blocks 0 .. n - 1 of the source's file (size bytes) as fd has
+ * them and sends them, a few at a time, for r: each block that lies wholly
+ * in fd and, with a journal j, that j says was written; PROTO_SUM_NONE for
+ * the others. Returns 0 or a negative code. */
+static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t size,
+			    uint64_t n, const struct journal *j)
 {
-	uint64_t B = s->x->block_size, old, n;
+	uint64_t B = s->x->block_size;
 	unsigned pend = 0;
-	int fd, ret = 0;
+	int ret = 0;
 
-	if (!proto_sums_wanted(e->size, s->x->block_size) ||
-	    dest_open_old(s->dest, e, &fd, &old) != 1)
-		return 0;
-	n = sink_sums_blocks(e->size, old, B);
 	uint64_t room = (PROTO_MAX_INFLIGHT_SUMS - s->sums_inflight) / PROTO_SUM_LEN;
 	n = n < room ? n : room;
 	if (n > 0 && s->sums_buf == NULL) {
 		s->sums_buf = malloc(B);
 		s->sums_msg = malloc((size_t)SINK_SUMS_CHUNK * PROTO_SUM_LEN);
-		if (s->sums_buf == NULL || s->sums_msg == NULL) {
-			close(fd);
+		if (s->sums_buf == NULL || s->sums_msg == NULL)
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
-		}
 	}
 	for (uint64_t k = 0; k < n && ret == 0 && !xfer_aborted(s->x); k++) {
-		uint64_t len = e->size - k * B < B ? e->size - k * B : B;
-		ssize_t got = platform_pread_full(fd, s->sums_buf, (size_t)len, k * B);
-		if (got != (ssize_t)len)
-			break; /* unreadable or shrunk: what is hashed so far stands */
-		proto_block_sum(s->sums_buf, (size_t)len, s->sums_msg + (size_t)pend * PROTO_SUM_LEN);
+		uint64_t len = size - k * B < B ? size - k * B : B;
+		uint8_t *out = s->sums_msg + (size_t)pend * PROTO_SUM_LEN;
+		ssize_t got = j == NULL || journal_has(j, k)
+			      ? platform_pread_full(fd, s->sums_buf, (size_t)len, k * B) : -1;
+		/* Unreadable, shrunk or never written: the source sends it. */
+		if (got == (ssize_t)len)
+			proto_block_sum(s->sums_buf, (size_t)len, out);
+		else
+			memset(out, 0, PROTO_SUM_LEN);
 		if (++pend == SINK_SUMS_CHUNK) {
 			ret = sink_sums_flush(s, r, pend);
 			pend = 0;
 		}
 	}
-	if (ret == 0)
-		ret = sink_sums_flush(s, r, pend);
+	return ret == 0 ? sink_sums_flush(s, r, pend) : ret;
+}
+
+int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+{
+	uint64_t old;
+	int fd, ret;
+
+	if (!proto_sums_wanted(e->size, s->x->block_size) ||
+	    dest_open_old(s->dest, e, &fd, &old) != 1)
+		return 0;
+	ret = sink_sums_stream(s, r, fd, e->size, sink_sums_blocks(e->size, old, s->x->block_size),
+			       NULL);
 	close(fd); /* a receiver opens it again at the first SAME block */
 	return ret;
+}
+
+bool sink_resumable(const struct sink *s, const struct sink_ent *r)
+{
+	struct journal_id id = { s->x->block_size, r->size, r->mtime_s, r->mtime_ns };
+
+	return s->x->resume && s->dest != NULL && r->type == PROTO_ENT_REG && r->size_known &&
+	       proto_sums_wanted(r->size, s->x->block_size) && journal_fits(&id);
+}
+
+int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+{
+	struct journal_id id = { s->x->block_size, e->size, e->mtime_s, e->mtime_ns };
+	char note[PROTO_MAX_MSG + 1];
+	struct dest_file *f;
+	struct journal *j;
+	struct stat st;
+	uint64_t n = 0;
+	int ret = dest_part_find(s->dest, e, &id, &f, &j, note, sizeof(note));
+
+	if (note[0] != '\0')
+		log_notice("%s", note);
+	if (ret == -ENOMEM)
+		return xfer_fail(s->x, ret, "out of memory");
+	if (ret <= 0)
+		return 0; /* copied afresh: writing it says what goes wrong */
+	int fd = dest_file_fd(f);
+	int base = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (base < 0 || fstat(fd, &st) != 0) {
+		ret = -errno;
+		if (base >= 0)
+			close(base);
+		journal_free(j);
+		dest_file_keep(s->dest, f);
+		return xfer_fail(s->x, ret, "cannot resume '%s': %s", e->path, pc_strerror(ret));
+	}
+	/* Blocks up to the last one written: past it, nothing is there. */
+	for (uint64_t k = j->nblocks; k > 0 && n == 0; k--)
+		if (journal_has(j, k - 1))
+			n = k;
+	uint64_t whole = sink_sums_blocks(e->size, (uint64_t)st.st_size, s->x->block_size);
+	sync_lock(&r->lock);
+	if (r->fd >= 0) { /* a block came before its hashes: a broken source's */
+		sync_unlock(&r->lock);
+		close(base);
+		journal_free(j);
+		dest_file_keep(s->dest, f);
+		return 0;
+	}
+	r->df = f;
+	r->fd = fd;
+	r->jr = j;
+	r->in_place = true;
+	r->base_fd = base;   /* SAME blocks are read back from it, and checked */
+	sync_unlock(&r->lock);
+	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j);
 }
 
 /* Opens r's old file again at its name, if not open yet (r->lock held).

@@ -18,6 +18,7 @@
 #include "pipeline/decoder.h"
 #include "pipeline/encoder.h"
 #include "pipeline/dest.h"
+#include "pipeline/journal.h"
 #include "pipeline/sink_ent.h"
 #include "pipeline/verify.h"
 #include "sys/fault.h"
@@ -162,12 +163,16 @@ void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *wh
 {
 	char msg[PROTO_MAX_MSG + 1], name[PROTO_MAX_PATH + 64];
 
-	if (r->df != NULL)
+	if (r->df != NULL && r->jr != NULL)
+		dest_file_keep(s->dest, r->df); /* -a: the next run resumes it */
+	else if (r->df != NULL)
 		dest_file_abort(s->dest, r->df);
 	r->df = NULL;
 	r->fd = -1;
 	sync_lock(&r->lock);
 	sink_base_close(r);
+	journal_free(r->jr);
+	r->jr = NULL;
 	sync_unlock(&r->lock);
 	if (r->fail_msg[0] != '\0') {
 		snprintf(msg, sizeof(msg), "%s", r->fail_msg);
@@ -235,6 +240,14 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
 	r->df = NULL;
 	r->fd = -1;
+	if (r->lock_ok) {
+		sync_lock(&r->lock);
+		journal_free(r->jr); /* removed with its file, or gone with it */
+		r->jr = NULL;
+		sync_unlock(&r->lock);
+	}
+	if (ret == 0 && r->in_place)
+		atomic_fetch_add(&s->resumed, 1);
 	sink_outcome(s, r, ret, &e);
 	pc_err_destroy(&e);
 }
@@ -258,7 +271,13 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
 		r->fd = STDOUT_FILENO;
 		return 0;
 	}
-	int ret = dest_file_open(s->dest, r->path, &r->df, e);
+	int ret;
+	if (sink_resumable(s, r)) {
+		struct journal_id id = { s->x->block_size, r->size, r->mtime_s, r->mtime_ns };
+		ret = dest_part_create(s->dest, r->path, &id, &r->df, &r->jr, e);
+	} else {
+		ret = dest_file_open(s->dest, r->path, &r->df, e);
+	}
 	if (ret == 0)
 		r->fd = dest_file_fd(r->df);
 	return ret;
@@ -358,16 +377,22 @@ static bool sink_zero_page(const uint8_t *p, size_t len)
 	return encoder_is_zero(p, len < SINK_PAGE ? len : SINK_PAGE);
 }
 
-static int sink_pwrite(int fd, const uint8_t *p, size_t len, uint64_t at)
+/* -a, into a partial file that has an earlier run's bytes: len bytes of
+ * zeros at off, as a hole where the file system can punch one. */
+static int sink_zero_range(int fd, uint64_t off, size_t len)
 {
-	for (size_t off = 0; off < len;) {
-		ssize_t n = pwrite(fd, p + off, len - off, (off_t)(at + off));
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		if (n > 0)
-			off += (size_t)n;
-	}
-	return 0;
+	static const uint8_t zeros[65536];
+	int ret = 0;
+
+	if (len == 0 || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+				  (off_t)len) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return -errno;
+	for (size_t done = 0; ret == 0 && done < len; done += sizeof(zeros))
+		ret = platform_pwrite_full(fd, zeros, len - done < sizeof(zeros) ? len - done
+							: sizeof(zeros), off + done);
+	return ret;
 }
 
 static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf *b)
@@ -390,15 +415,20 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	}
 	if (!hole && fault_fire(FAULT_SINK_WRITE))
 		return -ENOSPC;
+	if (hole)
+		return r->in_place ? sink_zero_range(r->fd, h->offset, h->raw_len) : 0;
 	/* Pages of zeros are not written: the new file reads zeros there
-	 * anyway, and a sparse source stays sparse finer than a block. */
-	for (size_t off = 0; !hole && off < b->len;) {
-		size_t run = 0;
+	 * anyway (a partial file, -a, gets them punched), and a sparse
+	 * source stays sparse finer than a block. */
+	for (size_t off = 0; off < b->len;) {
+		size_t run = 0, zero = off;
 		while (off < b->len && sink_zero_page(b->data + off, b->len - off))
 			off += SINK_PAGE < b->len - off ? SINK_PAGE : b->len - off;
+		if (r->in_place && (ret = sink_zero_range(r->fd, h->offset + zero, off - zero)) < 0)
+			return ret;
 		while (off + run < b->len && !sink_zero_page(b->data + off + run, b->len - off - run))
 			run += SINK_PAGE < b->len - off - run ? SINK_PAGE : b->len - off - run;
-		ret = run > 0 ? sink_pwrite(r->fd, b->data + off, run, h->offset + off) : 0;
+		ret = run > 0 ? platform_pwrite_full(r->fd, b->data + off, run, h->offset + off) : 0;
 		if (ret < 0)
 			return ret;
 		off += run;
@@ -445,7 +475,15 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	}
 	pc_err_destroy(&e);
 	if (ret == 0) {
-		ret = sink_write_data(s, r, b);
+		/* -a: a SAME block of a partial file is in it already. */
+		bool there = h->type == PROTO_BLK_SAME && r->in_place;
+		ret = there ? 0 : sink_write_data(s, r, b);
+		if (ret == 0 && !s->t->to_stdout) {
+			sync_lock(&r->lock);
+			if (r->jr != NULL) /* -a: written; its bit after its bytes */
+				ret = journal_mark(r->jr, h->offset / s->x->block_size);
+			sync_unlock(&r->lock);
+		}
 		if (ret < 0) {
 			sink_display(s, r, name, sizeof(name));
 			xfer_fail(s->x, ret, "writing '%s': %s", name, pc_strerror(ret));

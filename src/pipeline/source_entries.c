@@ -245,7 +245,7 @@ int source_fill_window(struct source *s)
 	 * blocked writing hashes, neither would read again. */
 	while (!s->walk_done && s->next_id - s->acked < SOURCE_WINDOW &&
 	       s->inflight_bytes < SOURCE_WINDOW_BYTES && !xfer_aborted(s->x) &&
-	       (!s->x->checksum || s->have_next == s->announced)) {
+	       (!xfer_sums(s->x) || s->have_next == s->announced)) {
 		ret = source_produce(s, &k);
 		if (ret == 0)
 			s->walk_done = true;
@@ -436,7 +436,7 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 	return 0;
 }
 
-/* SUMS (--checksum): hashes of blocks of a file the sink has already,
+/* SUMS (--checksum, -a): hashes of blocks of a file the sink has already,
  * before the HAVE of its batch. They come for files with contents whose
  * batch is not yet answered, in id order, each file's from block 0 on and
  * within its blocks, and within PROTO_MAX_INFLIGHT_SUMS; never in a dry
@@ -446,7 +446,7 @@ static int source_on_sums(struct source *s, const struct proto_sums *k)
 	struct xfer *x = s->x;
 	struct src_rec *f = s->sums_at != NULL ? s->sums_at : s->held;
 
-	if (!x->checksum || x->dry_run || k->id < s->have_next || k->id >= s->announced ||
+	if (!xfer_sums(x) || x->dry_run || k->id < s->have_next || k->id >= s->announced ||
 	    (s->sums_at != NULL && k->id < s->sums_at->id))
 		return xfer_fail(x, -PC_E_PROTO, "%s sent hashes for entry %u out of turn",
 				 x->peer, (unsigned)k->id);
@@ -472,7 +472,9 @@ static int source_on_sums(struct source *s, const struct proto_sums *k)
 	if (s->sums_at != NULL && s->sums_at != f)
 		source_sums_done(s, s->sums_at);
 	s->sums_at = f;
-	while (s->held != NULL && s->held->id <= f->id) {
+	/* -a without --checksum: the HAVE may still keep a file before f
+	 * (by size and time), so files are planned at the HAVE. */
+	while (x->checksum && s->held != NULL && s->held->id <= f->id) {
 		struct src_rec *g = s->held;
 		s->held = g->wnext;
 		g->sums_done = g != f;

@@ -319,7 +319,7 @@ static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
 			 name, pc_strerror(ret));
 }
 
-/* --checksum: true, with b made a SAME block, if the sink has the block
+/* --checksum, -a: true, with b made a SAME block, if the sink has the block
  * already: its hash is the one SUMS gave for that index (and the block's
  * checksum is that hash's low half: one pass over the bytes, not two). A
  * file is read while its hashes still come: wait for this block's, until
@@ -330,7 +330,7 @@ static bool source_same(struct source *s, const struct src_rec *f, struct buf *b
 	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
 	bool known;
 
-	if (!s->x->checksum)
+	if (!xfer_sums(s->x))
 		return false;
 	sync_lock(&s->sums_lock);
 	while (idx >= f->nsums && !f->sums_done && !xfer_aborted(s->x))
@@ -338,6 +338,7 @@ static bool source_same(struct source *s, const struct src_rec *f, struct buf *b
 	known = idx < f->nsums;
 	if (known)
 		memcpy(want, f->sums + idx * PROTO_SUM_LEN, PROTO_SUM_LEN);
+	known = known && !proto_sum_none(want); /* -a: a block the sink never wrote */
 	sync_unlock(&s->sums_lock);
 	if (!known)
 		return false;

@@ -56,6 +56,10 @@ struct xfer {
 	                                 keeps nothing by size and time, and hashes what is
 	                                 there (SUMS); the source sends matching blocks as
 	                                 SAME */
+	bool resume;                  /* -a (PROTO_SYNC_RESUME, with update): the sink keeps a
+	                                 partial file and its journal for each big file until
+	                                 it is in place, and sends SUMS of what an earlier run
+	                                 left there; the source sends matching blocks as SAME */
 	bool dry_run;                 /* -n (PROTO_SYNC_DRY_RUN): the sink changes nothing and
 	                                 lists what it would do; the source sends no block */
 	const struct filter *filter;  /* the REQUEST's rules, or NULL; borrowed. The sink's
@@ -99,6 +103,13 @@ struct xfer {
 	atomic_uint unsized;              /* files announced with their size unknown whose
 	                                     FILE_END has not come (source: been sent) */
 };
+
+/* Whether the sink sends SUMS in this session (--checksum or -a) and the
+ * source sends SAME blocks. */
+static inline bool xfer_sums(const struct xfer *x)
+{
+	return x->checksum || x->resume;
+}
 
 /* Initialises the runtime part (lock, counters, clock, abort eventfd).
  * Return 0 or a negative code. */

@@ -100,6 +100,20 @@ ssize_t platform_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return (ssize_t)got;
 }
 
+int platform_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(fd, p + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		if (n > 0)
+			done += (size_t)n;
+	}
+	return 0;
+}
+
 int platform_write_full(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;

@@ -38,6 +38,10 @@ int platform_write_full(int fd, const void *buf, size_t len);
  * reads; fewer only where the file ends. Returns the bytes read or -errno. */
 ssize_t platform_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+/* Writes len bytes at offset off of fd (pwrite), retrying on EINTR and
+ * short writes. Returns 0 or -errno. */
+int platform_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+
 /* A wake-up flag between threads: an eventfd (EFD_CLOEXEC | EFD_NONBLOCK)
  * that one thread signals and another polls and drains. platform_event_new
  * returns the fd or -errno; the others return 0 or -errno. */

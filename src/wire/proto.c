@@ -445,6 +445,7 @@ static bool check_request(const struct proto_msg *m)
 	       (!(q->sync & PROTO_SYNC_DELETE) ||
 		((q->sync & PROTO_SYNC_UPDATE) && (q->flags & PROTO_REQ_RECURSIVE))) &&
 	       (!(q->sync & PROTO_SYNC_CHECKSUM) || (q->sync & PROTO_SYNC_UPDATE)) &&
+	       (!(q->sync & PROTO_SYNC_RESUME) || (q->sync & PROTO_SYNC_UPDATE)) &&
 	       proto_request_filters_ok(q) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }
@@ -1032,6 +1033,7 @@ static void put_stats(struct wbuf *w, const struct proto_msg *m)
 	put_u64(w, s->unchanged);
 	put_u64(w, s->unchanged_bytes);
 	put_u64(w, s->deleted);
+	put_u64(w, s->resumed);
 }
 
 static void get_stats(struct rbuf *r, struct proto_msg *m)
@@ -1058,6 +1060,7 @@ static void get_stats(struct rbuf *r, struct proto_msg *m)
 	s->unchanged = get_u64(r);
 	s->unchanged_bytes = get_u64(r);
 	s->deleted = get_u64(r);
+	s->resumed = get_u64(r);
 }
 
 /* One stage's times are possible: within its threads' lifetimes, which lie
@@ -1085,7 +1088,7 @@ static bool check_stats(const struct proto_msg *m)
 		if (!check_stage(&s->stage[i], s->wall_us, source == (m->type == PROTO_END)))
 			return false;
 	}
-	return true;
+	return s->resumed <= s->files;
 }
 
 static void put_error(struct wbuf *w, const struct proto_msg *m)
@@ -1497,6 +1500,15 @@ uint64_t proto_checksum(const void *buf, size_t len)
 uint64_t proto_sum_low(const uint8_t sum[PROTO_SUM_LEN])
 {
 	return be64_get(sum + 8);
+}
+
+bool proto_sum_none(const uint8_t sum[PROTO_SUM_LEN])
+{
+	uint8_t acc = 0;
+
+	for (unsigned i = 0; i < PROTO_SUM_LEN; i++)
+		acc |= sum[i];
+	return acc == 0;
 }
 
 bool proto_sums_wanted(uint64_t size, uint32_t block_size)

@@ -20,12 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 10u
-#define PROTO_MIN_VERSION 10u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 11u
+#define PROTO_MIN_VERSION 11u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
                                   END and DONE, nor probe sessions; 7 no rate cap; 8 no
-                                  filter rules; 9 no block delta (SUMS, SAME) */
+                                  filter rules; 9 no block delta (SUMS, SAME); 10 no
+                                  resume (REQUEST.sync RESUME, DONE.resumed) */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -144,8 +145,12 @@ enum proto_role {
                                    keeps nothing by size and time; it sends the hashes
                                    of the blocks each file has already (SUMS), and the
                                    source sends a block that matches as SAME */
+#define PROTO_SYNC_RESUME 0x20u /* -a (version 11), only with UPDATE: the sink keeps what
+                                   an interrupted run wrote of a file (a partial file and
+                                   its journal) and sends SUMS of the blocks it has there;
+                                   the source sends those that match as SAME */
 #define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE | \
-			  PROTO_SYNC_DRY_RUN | PROTO_SYNC_CHECKSUM)
+			  PROTO_SYNC_DRY_RUN | PROTO_SYNC_CHECKSUM | PROTO_SYNC_RESUME)
 
 /* proto_entry.type */
 enum proto_entry_type {
@@ -312,9 +317,11 @@ struct proto_have {
 };
 
 /* The hashes of blocks first .. first + count - 1 of entry id as the
- * destination has them (sink -> source, --checksum): hash k is XXH3-128
- * of the destination's bytes where the source's block first + k lies. The
- * message borrows the hashes, as ENTRIES its body. */
+ * destination has them (sink -> source, --checksum or -a): hash k is
+ * XXH3-128 of the destination's bytes where the source's block first + k
+ * lies, or PROTO_SUM_NONE (all zeros) for a block the destination does not
+ * have (-a: not yet written), which matches nothing. The message borrows
+ * the hashes, as ENTRIES its body. */
 struct proto_sums {
 	uint32_t id;            /* an announced REG entry (the receiver checks) */
 	uint64_t first;         /* index of the first block; first + count does not wrap */
@@ -331,6 +338,10 @@ void proto_block_sum(const void *buf, size_t len, uint8_t out[PROTO_SUM_LEN]);
 
 /* The low 64 bits of a SUMS hash: a SAME block's checksum. */
 uint64_t proto_sum_low(const uint8_t sum[PROTO_SUM_LEN]);
+
+/* Whether a SUMS hash is PROTO_SUM_NONE: all zeros, "no such block here",
+ * which no block matches (even one whose XXH3-128 were zero: it travels). */
+bool proto_sum_none(const uint8_t sum[PROTO_SUM_LEN]);
 
 /* LIST.what */
 enum proto_list_what {
@@ -393,6 +404,8 @@ struct proto_stats {
 	uint64_t unchanged_bytes; /* their bytes, which did not travel */
 	uint64_t deleted;       /* version 9, --delete: entries the sink removed (DONE); 0 in
 	                           END */
+	uint64_t resumed;       /* version 11, -a: regular files the sink finished from what
+	                           an interrupted run left (of files; DONE); 0 in END */
 };
 
 /* A source of the REQUEST (or an entry inside its tree) that the server, as

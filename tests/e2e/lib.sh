@@ -457,6 +457,37 @@ dir_is_empty() {
     [[ -z $(find "$1" -mindepth 1 -print -quit) ]]
 }
 
+# journal_done JOURNAL: how many blocks a -a journal (.NAME.pcopy-jrnl)
+# names as written: the bits set past its 48-byte header; 0 if it is not
+# there.
+journal_done() {
+    [[ -f $1 ]] || { echo 0; return; }
+    /usr/bin/python3 -c 'import sys
+d = open(sys.argv[1], "rb").read()
+print(sum(bin(b).count("1") for b in d[48:]))' "$1"
+}
+
+# journal_at_least JOURNAL N: the journal names at least N blocks.
+journal_at_least() {
+    (($(journal_done "$1") >= $2))
+}
+
+# file_writers FILE: the pids of the pcopy processes that have FILE open.
+file_writers() {
+    local want pid fd
+    want=$(readlink -f "$1")
+    for pid in $(pgrep -x pcopy); do
+        for fd in /proc/"$pid"/fd/*; do
+            [[ $(readlink "$fd" 2>/dev/null) == "$want" ]] && { echo "$pid"; break; }
+        done
+    done
+}
+
+# file_unheld FILE: no pcopy process has FILE open.
+file_unheld() {
+    [[ -z $(file_writers "$1") ]]
+}
+
 # ------------------------------------------------------------------- trees
 
 # ODD_TREE_255: a 255-byte file name (the longest one component may have).

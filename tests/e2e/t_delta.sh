@@ -155,7 +155,7 @@ case_changed_underneath() {
     expect_exit 0 "$PCOPY" -r -p --checksum --delete "$T/src" "$T/dst/"
     [[ ! -e $T/dst/src/stale ]] || fail "--checksum --delete left a file the source lacks"
     expect_exit 1 "$PCOPY" --checksum --delete "$T/src" "$T/dst/"
-    expect_stderr_contains "pcopy: --delete needs -r and -u (or --checksum)"
+    expect_stderr_contains "pcopy: --delete needs -r and -u (or --checksum, or -a)"
 }
 
 # More hashes than the control channel holds (4 MiB of them for 256 MiB

@@ -203,7 +203,8 @@ static void msg_of(uint8_t type, struct proto_msg *m)
 		strcpy(m->u.request->connect_host, "192.0.2.7");
 		memset(m->u.request->attach_id, 0x5a, PROTO_ATTACH_ID_LEN);
 		m->u.request->bwlimit = 10u << 20; /* version 8: --bwlimit 10M */
-		m->u.request->sync = PROTO_SYNC_UPDATE | PROTO_SYNC_DELETE; /* -u --delete */
+		/* -u --delete -a (version 11) */
+		m->u.request->sync = PROTO_SYNC_UPDATE | PROTO_SYNC_DELETE | PROTO_SYNC_RESUME;
 		strcpy(m->u.request->connect_ssh, "bob@h2.example");
 		strcpy(m->u.request->connect_pcopy, "/usr/bin/pcopy");
 		strcpy(m->u.request->codec, "zlib:1,lz4");

@@ -218,6 +218,7 @@ static void sample(uint8_t type, struct proto_msg *m)
 		m->u.stats.unchanged = 0x2122232425262728ull; /* version 8 */
 		m->u.stats.unchanged_bytes = 0xa1a2a3a4a5a6a7a8ull;
 		m->u.stats.deleted = 0xb1b2b3b4b5b6b7b8ull; /* version 9 */
+		m->u.stats.resumed = 0x4e1fu; /* version 11: at most files */
 		break;
 	case PROTO_HAVE:
 		/* 13 entries: bits 0, 2, 4, 6, 9 and 11 */
@@ -284,7 +285,7 @@ static size_t sample_payload_len(uint8_t type)
 	case PROTO_FILE_END: return 12;
 	case PROTO_FILE_DONE: return 18 + strlen("checksum mismatch at offset 1048576");
 	case PROTO_END:
-	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 24;
+	case PROTO_DONE: return 80 + PROTO_STAGES * STAGE_LEN + 32;
 	case PROTO_HAVE: return 6 + 2;
 	case PROTO_LIST: return 3 + strlen("top/a b/c");
 	case PROTO_SUMS: return 14 + 2 * PROTO_SUM_LEN;
@@ -541,12 +542,13 @@ static void test_layout_stats(void **state)
 	m.u.stats.stage[PROTO_STAGE_SEND] = (struct proto_stage){ 0xfe, 0x7071727374757677ull,
 		0x1011121314151617ull, 0x2021222324252627ull, 0x3031323334353637ull };
 	m.u.stats.wall_us = UINT64_MAX;
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 24);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 32);
 	/* Version 8: unchanged and unchanged_bytes after the stages; version 9:
-	 * deleted. */
+	 * deleted; version 11: resumed. */
 	assert_memory_equal(payload() + 296, "\x21\x22\x23\x24\x25\x26\x27\x28"
 			    "\xa1\xa2\xa3\xa4\xa5\xa6\xa7\xa8"
-			    "\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8", 24);
+			    "\xb1\xb2\xb3\xb4\xb5\xb6\xb7\xb8"
+			    "\0\0\0\0\0\0\x4e\x1f", 32);
 	assert_memory_equal(payload() + 64, "\x11\x12\x13\x14\x15\x16\x17\x18", 8);
 	assert_memory_equal(payload() + 72, "\xf1\xf2\xf3\xf4\xf5\xf6\xf7\xf8", 8);
 	assert_memory_equal(payload() + 80, "\0\0\0\x02" "\0\0\0\0\x75\xbc\xd1\x62", 12);
@@ -557,7 +559,7 @@ static void test_layout_stats(void **state)
 	for (size_t i = 80 + 3 * 36; i < 80 + 6 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the sink's stages */
 	sample(PROTO_DONE, &m);
-	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 24);
+	assert_int_equal(encode_ok(&m), 80 + 6 * 36 + 32);
 	for (size_t i = 80; i < 80 + 3 * 36; i++)
 		assert_int_equal(payload()[i], 0); /* the source's stages */
 	assert_memory_equal(payload() + 80 + 3 * 36, "\0\0\0\x02", 4);
@@ -943,29 +945,42 @@ static void test_sums_bound(void **state)
 	assert_memory_equal(sum, want, sizeof(sum));
 }
 
-/* REQUEST.sync CHECKSUM (version 10) goes only with UPDATE, both ways. */
+/* REQUEST.sync CHECKSUM (version 10) and RESUME (version 11) go only with
+ * UPDATE, both ways. */
 static void test_request_checksum(void **state)
 {
+	static const uint32_t bits[] = { PROTO_SYNC_CHECKSUM, PROTO_SYNC_RESUME };
 	struct proto_msg m, out;
 	int n;
 
 	(void)state;
-	sample(PROTO_REQUEST, &m);
-	m.u.request->sync = PROTO_SYNC_CHECKSUM | PROTO_SYNC_UPDATE;
-	n = proto_encode(&m, frame, sizeof(frame));
-	assert_true(n > 0);
-	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out), 0);
-	assert_int_equal(out.u.request->sync, PROTO_SYNC_CHECKSUM | PROTO_SYNC_UPDATE);
-	m.u.request->sync = PROTO_SYNC_CHECKSUM;
-	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
-	m.u.request->sync = PROTO_SYNC_UPDATE;
-	n = proto_encode(&m, frame, sizeof(frame));
-	put_be(payload() + REQ_SYNC_OFF, PROTO_SYNC_CHECKSUM | PROTO_SYNC_VERIFY, 4);
-	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out),
-			 -PC_E_PROTO);
-	put_be(payload() + REQ_SYNC_OFF, PROTO_SYNC_KNOWN << 1, 4);
-	assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN, &out),
-			 -PC_E_PROTO);
+	for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++) {
+		sample(PROTO_REQUEST, &m);
+		m.u.request->sync = bits[i] | PROTO_SYNC_UPDATE;
+		n = proto_encode(&m, frame, sizeof(frame));
+		assert_true(n > 0);
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), 0);
+		assert_int_equal(out.u.request->sync, bits[i] | PROTO_SYNC_UPDATE);
+		m.u.request->sync = bits[i];
+		assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+		m.u.request->sync = PROTO_SYNC_UPDATE;
+		n = proto_encode(&m, frame, sizeof(frame));
+		put_be(payload() + REQ_SYNC_OFF, bits[i] | PROTO_SYNC_VERIFY, 4);
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), -PC_E_PROTO);
+		put_be(payload() + REQ_SYNC_OFF, PROTO_SYNC_KNOWN << 1, 4);
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), -PC_E_PROTO);
+	}
+	/* PROTO_SUM_NONE: all zeros and nothing else. */
+	uint8_t sum[PROTO_SUM_LEN] = { 0 };
+	assert_true(proto_sum_none(sum));
+	for (unsigned k = 0; k < PROTO_SUM_LEN; k++) {
+		sum[k] = 1;
+		assert_false(proto_sum_none(sum));
+		sum[k] = 0;
+	}
 }
 
 /* REQUEST.sync DELETE (version 9) goes only with UPDATE and RECURSIVE,
@@ -1156,6 +1171,11 @@ static const struct range_case range_cases[] = {
 	/* END, DONE (version 9): deleted, any value */
 	{ PROTO_DONE, 312, 8, UINT64_MAX, 0 },
 	{ PROTO_END, 312, 8, 0, 0 },
+	/* END, DONE (version 11): resumed, at most files (20000 + type) */
+	{ PROTO_DONE, 320, 8, 20000u + PROTO_DONE, 0 },
+	{ PROTO_DONE, 320, 8, 20001u + PROTO_DONE, -PC_E_PROTO },
+	{ PROTO_END, 320, 8, 0, 0 },
+	{ PROTO_END, 320, 8, UINT64_MAX, -PC_E_PROTO },
 	/* SUMS (version 10): a count of 1..PROTO_MAX_SUMS that the bytes
 	 * match, a range that does not wrap; id and first are the source's
 	 * to check */
@@ -2205,7 +2225,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x0a\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x0b\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2298,7 +2318,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x0a\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x0b\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2322,7 +2342,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x0a\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x0b\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
