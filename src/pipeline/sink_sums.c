@@ -192,13 +192,21 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	int base = -1;
 
 	sync_lock(&r->lock);
-	b->err = r->failed || r->finishing ? -PC_E_ABORTED : sink_base_open_locked(s, r);
-	if (b->err == 0) {
+	/* -a: a block of the partial file that this run hashed and the source
+	 * matched is in place already; only -e reads it (for the digest). */
+	bool there = r->in_place && !s->x->verify;
+	b->err = r->failed || r->finishing ? -PC_E_ABORTED
+		 : there ? 0 : sink_base_open_locked(s, r);
+	if (b->err == 0 && !there) {
 		base = r->base_fd;
 		r->base_users++;
 	}
 	sync_unlock(&r->lock);
-	if (b->err != 0)
+	if (b->err == 0 && there) {
+		b->len = 0;
+		atomic_fetch_add(&s->same_bytes, h->raw_len);
+	}
+	if (b->err != 0 || there)
 		return;
 	ssize_t got = platform_pread_full(base, b->data, h->raw_len, h->offset);
 	b->len = got > 0 ? (size_t)got : 0;

@@ -413,6 +413,13 @@ static int source_on_have(struct source *s, const struct proto_have *h)
 	while (s->held != NULL && s->held->id < end) {
 		struct src_rec *f = s->held;
 		s->held = f->wnext;
+		if (f->planned_early) {
+			if (proto_have_bit(h, f->id - h->first_id))
+				return xfer_fail(x, -PC_E_PROTO, "%s says it has entry %u, which it "
+						 "sent hashes for", x->peer, (unsigned)f->id);
+			s->plan_gap = true; /* the next file does not follow f in the plan */
+			continue;
+		}
 		if (proto_have_bit(h, f->id - h->first_id) && !f->stream) {
 			kept++;
 			s->unchanged++;
@@ -472,13 +479,21 @@ static int source_on_sums(struct source *s, const struct proto_sums *k)
 	if (s->sums_at != NULL && s->sums_at != f)
 		source_sums_done(s, s->sums_at);
 	s->sums_at = f;
-	/* -a without --checksum: the HAVE may still keep a file before f
-	 * (by size and time), so files are planned at the HAVE. */
 	while (x->checksum && s->held != NULL && s->held->id <= f->id) {
 		struct src_rec *g = s->held;
 		s->held = g->wnext;
 		g->sums_done = g != f;
 		source_plan(s, g);
+	}
+	/* -a alone: the HAVE may still keep a file before f (by size and
+	 * time), so those wait for it; f, which the sink does not keep, goes
+	 * now, out of turn, and the HAVE skips it. It is never packed, and
+	 * the gap it leaves in the plan is the HAVE's to mark. */
+	if (!x->checksum && !f->planned_early) {
+		bool gap = s->plan_gap;
+		f->planned_early = true;
+		source_plan(s, f);
+		s->plan_gap = gap;
 	}
 	return 0;
 }

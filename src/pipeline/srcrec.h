@@ -41,6 +41,8 @@ struct src_rec {
 	uint64_t nsums;
 	size_t sums_cap;         /* bytes allocated at sums */
 	bool sums_done;
+	bool planned_early;      /* -a: planned at its first SUMS, ahead of the files before
+	                            it, which wait for the HAVE; control thread only */
 	char *open_path;         /* owned; NULL for a pre-opened stream; immutable */
 	char *display;           /* owned: names the file in messages; immutable */
 	int fd;                  /* -1 until opened; guarded by the source's open lock

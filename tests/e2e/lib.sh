@@ -481,6 +481,7 @@ file_writers() {
             [[ $(readlink "$fd" 2>/dev/null) == "$want" ]] && { echo "$pid"; break; }
         done
     done
+    return 0
 }
 
 # file_unheld FILE: no pcopy process has FILE open.

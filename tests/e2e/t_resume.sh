@@ -40,7 +40,7 @@ interrupt() {
     wait_until 120 journal_at_least "$j" "$n" || fail "the copy never wrote $n blocks ($j)"
     victim=$RUN_PID
     [[ $who == sink ]] && victim=$(file_writers "$part")
-    [[ -n $victim ]] || fail "no process writes $part"
+    [[ -n $victim ]] || fail "no process writes $part (did the copy finish before the kill?)"
     kill -"$sig" $victim 2>/dev/null || fail "cannot signal the $who ($victim): it is gone"
     wait_exit 30 "$RUN_PID" || fail "the client did not exit after the $who got SIG$sig"
     wait_until 30 file_unheld "$part" || fail "$part is still open after the copy ended"
@@ -90,7 +90,7 @@ case_local_points() {
 ssh_point() {
     local src=$1 dst=$2 lsrc=$3 ldst=$4 who=$5 d
     shift 5
-    start_copy "$T/err" -a -x 128M -s 3 "$@" "$src" "$dst"
+    start_copy "$T/err" -a -x 64M -s 3 "$@" "$src" "$dst"
     interrupt "$who" KILL "${ldst%/*}/.${ldst##*/}.pcopy-jrnl" 128
     d=$(journal_done "${ldst%/*}/.${ldst##*/}.pcopy-jrnl")
     resumed_run "$T/j.$who" "$d" 256 "$MB" -s 3 "$@" "$src" "$dst"

@@ -831,6 +831,8 @@ static void test_block_for_kept(void **state)
  * hashes go out, each starting where the one before ended. */
 struct sums_script {
 	bool plain;          /* the source has -u but not --checksum */
+	bool resume;         /* ... -a instead of --checksum */
+	bool have_it;        /* then a HAVE that says the sink keeps t/f */
 	bool dry;            /* ... in a dry run (-n) */
 	uint32_t id;
 	uint64_t first;
@@ -862,7 +864,8 @@ static void sums_refused(struct fixture *f, const struct sums_script *sc)
 				       .paths = f->paths, .npaths = 1,
 				       .walk = { .recursive = true } };
 	f->so.x.update = true;
-	f->so.x.checksum = !sc->plain;
+	f->so.x.checksum = !sc->plain && !sc->resume;
+	f->so.x.resume = sc->resume;
 	f->so.x.dry_run = sc->dry;
 	assert_int_equal(pthread_create(&tid, NULL, source_thread, f), 0);
 	assert_int_equal(ctl_recv(f->si.ctl, &m), 0);
@@ -872,6 +875,13 @@ static void sums_refused(struct fixture *f, const struct sums_script *sc)
 		m = (struct proto_msg){ .type = PROTO_SUMS };
 		m.u.sums = (struct proto_sums){ .id = sc->id, .first = sc->first + (uint64_t)i * sc->count,
 						.count = sc->count, .hashes = hashes };
+		assert_int_equal(ctl_send(f->si.ctl, &m), 0);
+	}
+	if (sc->have_it) {
+		m = (struct proto_msg){ .type = PROTO_HAVE };
+		m.u.have.first_id = 0;
+		m.u.have.count = 3;
+		m.u.have.bits[0] = 0x2; /* entry 1, t/f */
 		assert_int_equal(ctl_send(f->si.ctl, &m), 0);
 	}
 	assert_int_equal(pthread_join(tid, NULL), 0);
@@ -909,6 +919,14 @@ static void test_sums_for_a_small_file(void **state)
 static void test_sums_past_the_file(void **state)
 {
 	sums_refused(*state, &(struct sums_script){ .id = 1, .count = 3 });
+}
+
+/* -a: the source reads a file at its first SUMS, ahead of its batch's
+ * HAVE; a HAVE that then says the sink keeps that file is refused. */
+static void test_resume_have_after_sums(void **state)
+{
+	sums_refused(*state, &(struct sums_script){ .resume = true, .id = 1, .count = 2,
+						    .have_it = true });
 }
 
 /* PROTO_MAX_INFLIGHT_SUMS: a (sparse) file of more blocks than 64 MiB of
@@ -1058,6 +1076,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sums_for_a_directory, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_not_from_block_0, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_for_a_small_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_resume_have_after_sums, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_past_the_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same, setup, teardown),
