@@ -70,7 +70,7 @@ case_local_points() {
     local n=$(($(to_bytes "$BIG") / MB)) j=$T/.dst.pcopy-jrnl prev=0 d point
     mkfile "$T/src" "$BIG"
     for point in 25:KILL 50:INT 75:KILL; do
-        start_copy "$T/err.$point" -a -x 256M "$T/src" "$T/dst"
+        start_copy "$T/copy.${point%%:*}.err" -a -x 256M "$T/src" "$T/dst"
         interrupt client "${point#*:}" "$j" $((n * ${point%%:*} / 100))
         d=$(journal_done "$j")
         ((d >= prev)) || fail "the journal lost blocks: $d after $prev"
@@ -90,7 +90,7 @@ case_local_points() {
 ssh_point() {
     local src=$1 dst=$2 lsrc=$3 ldst=$4 who=$5 d
     shift 5
-    start_copy "$T/err" -a -x 64M -s 3 "$@" "$src" "$dst"
+    start_copy "$T/copy.err" -a -x 64M -s 3 "$@" "$src" "$dst"
     interrupt "$who" KILL "${ldst%/*}/.${ldst##*/}.pcopy-jrnl" 128
     d=$(journal_done "${ldst%/*}/.${ldst##*/}.pcopy-jrnl")
     resumed_run "$T/j.$who" "$d" 256 "$MB" -s 3 "$@" "$src" "$dst"
@@ -127,7 +127,7 @@ case_tree() {
         echo "small $i" >"$T/src/s.$i"
     done
     for at in 2 4; do
-        start_copy "$T/err.$at" -r -p -a -x 64M -s 2 "$T/src" "$T/dst/"
+        start_copy "$T/copy.$at.err" -r -p -a -x 64M -s 2 "$T/src" "$T/dst/"
         wait_until 60 journal_at_least "$T/dst/src/sub/.big.$at.pcopy-jrnl" 8 ||
             fail "the tree copy never got to big.$at"
         kill -KILL "$RUN_PID"
@@ -152,11 +152,14 @@ case_tree() {
         fail "bytes_unchanged $same: not big.1, big.2 and the $d blocks journalled"
 }
 
-# half_copy SRC DST BS: a -a copy of SRC killed once half of it is written.
+# half_copy SRC DST BS: a -a copy of SRC whose sink is killed once half of
+# it is written.
 half_copy() {
     local n=$(($(stat -c %s "$1") / $3))
-    start_copy "$T/err" -a -B "$3" -x 16M -s 2 "$1" "$2"
-    interrupt client KILL "${2%/*}/.${2##*/}.pcopy-jrnl" $((n / 2))
+    # Paced to last 4 s, so that the look at half way comes in time.
+    start_copy "$T/copy.err" -a -B "$3" -x $(($(stat -c %s "$1") / 4)) -s 2 "$1" "$2"
+    # The sink, not the client: what is in flight could finish the file.
+    interrupt sink KILL "${2%/*}/.${2##*/}.pcopy-jrnl" $((n / 2))
 }
 
 # A block the journal names, changed between the runs, is sent again.
@@ -235,7 +238,7 @@ case_hostile() {
 # ever the work of -a.
 case_without_a() {
     mkfile "$T/src" 64M
-    start_copy "$T/err" -x 16M "$T/src" "$T/dst"
+    start_copy "$T/copy.err" -x 16M "$T/src" "$T/dst"
     wait_until 30 receiving "$T" || fail "the copy did not start"
     sleep 0.5
     kill -KILL "$RUN_PID"
