@@ -472,16 +472,31 @@ journal_at_least() {
     (($(journal_done "$1") >= $2))
 }
 
+# pace_rest BYTES: a --bwlimit under which BYTES take 6 s (at least
+# 1 MiB/s). A copy killed or cut with this much still to send cannot
+# finish the file, from what was in flight, before the kill lands.
+pace_rest() {
+    local r=$(($1 / 6)) mib=$((1 << 20))
+    echo $((r < mib ? mib : r))
+}
+
 # file_writers FILE: the pids of the pcopy processes that have FILE open.
+# Without a fork per descriptor (-ef compares the inodes), so that it is
+# quick on a loaded machine.
 file_writers() {
-    local want pid fd
-    want=$(readlink -f "$1")
+    local pid fd
+    [[ -e $1 ]] || return 0
     for pid in $(pgrep -x pcopy); do
         for fd in /proc/"$pid"/fd/*; do
-            [[ $(readlink "$fd" 2>/dev/null) == "$want" ]] && { echo "$pid"; break; }
+            [[ $fd -ef $1 ]] && { echo "$pid"; break; }
         done
     done
     return 0
+}
+
+# file_held FILE: some pcopy process has FILE open.
+file_held() {
+    [[ -n $(file_writers "$1") ]]
 }
 
 # file_unheld FILE: no pcopy process has FILE open.

@@ -33,18 +33,22 @@ start_copy() {
 # interrupt WHO SIGNAL JOURNAL BLOCKS: once JOURNAL names BLOCKS blocks,
 # send SIGNAL to the client (WHO=client) or to the process that writes the
 # partial file (WHO=sink); wait until the client and the sink have exited
-# and nothing holds the partial file open.
+# and nothing holds the partial file open. The sink is found as soon as
+# it holds the partial file, before the wait for the blocks.
 interrupt() {
-    local who=$1 sig=$2 j=$3 n=$4 part victim
+    local who=$1 sig=$2 j=$3 n=$4 part victim=$RUN_PID
     part=${j%.pcopy-jrnl}.pcopy-part
+    if [[ $who == sink ]]; then
+        wait_until 120 file_held "$part" || fail "no process ever wrote $part"
+        victim=$(file_writers "$part")
+    fi
     wait_until 120 journal_at_least "$j" "$n" || fail "the copy never wrote $n blocks ($j)"
-    victim=$RUN_PID
-    [[ $who == sink ]] && victim=$(file_writers "$part")
-    [[ -n $victim ]] || fail "no process writes $part (did the copy finish before the kill?)"
+    [[ -n $victim ]] || fail "no process writes $part"
     kill -"$sig" $victim 2>/dev/null || fail "cannot signal the $who ($victim): it is gone"
     wait_exit 30 "$RUN_PID" || fail "the client did not exit after the $who got SIG$sig"
     wait_until 30 file_unheld "$part" || fail "$part is still open after the copy ended"
-    [[ -f $part ]] || fail "the interrupted copy left no partial file $part"
+    [[ -f $part ]] ||
+        fail "the interrupted copy left no partial file $part (it finished before SIG$sig?)"
 }
 
 # resumed_run JSON KEPT NBLOCKS B ARGS...: pcopy -a ARGS... succeeds; the
@@ -63,15 +67,18 @@ resumed_run() {
         fail "$wire bytes on the wire, want at most the $((nblocks - kept)) missing blocks and two more"
 }
 
-# One 1 GiB file, interrupted three times at growing points (kill -9 at a
-# quarter, SIGINT, as a user's ^C, at half, kill -9 at three quarters),
-# each run resuming the last; then the last run finishes it.
+# One 1 GiB file, interrupted three times at growing points (kill -9 of
+# the client at a quarter, SIGINT, as a user's ^C, at half, kill -9 of the
+# sink at three quarters), each run resuming the last; then the last run
+# finishes it.
 case_local_points() {
-    local n=$(($(to_bytes "$BIG") / MB)) j=$T/.dst.pcopy-jrnl prev=0 d point
+    local n=$(($(to_bytes "$BIG") / MB)) j=$T/.dst.pcopy-jrnl prev=0 d point at who sig
     mkfile "$T/src" "$BIG"
-    for point in 25:KILL 50:INT 75:KILL; do
-        start_copy "$T/copy.${point%%:*}.err" -a -x 256M "$T/src" "$T/dst"
-        interrupt client "${point#*:}" "$j" $((n * ${point%%:*} / 100))
+    for point in 25:client:KILL 50:client:INT 75:sink:KILL; do
+        IFS=: read -r at who sig <<<"$point"
+        start_copy "$T/copy.$at.err" -a -x "$(pace_rest $((n * MB * (100 - at) / 100)))" \
+            "$T/src" "$T/dst"
+        interrupt "$who" "$sig" "$j" $((n * at / 100))
         d=$(journal_done "$j")
         ((d >= prev)) || fail "the journal lost blocks: $d after $prev"
         prev=$d
@@ -85,13 +92,13 @@ case_local_points() {
 }
 
 # ssh_point SRC DST LSRC LDST WHO [ARGS...]: a 256 MiB copy from SRC to
-# DST (LSRC and LDST here), the client or the sink killed at half; the
-# same command with -a resumes it.
+# DST (LSRC and LDST here), the client or the sink killed at a quarter;
+# the same command with -a resumes it.
 ssh_point() {
     local src=$1 dst=$2 lsrc=$3 ldst=$4 who=$5 d
     shift 5
-    start_copy "$T/copy.err" -a -x 64M -s 3 "$@" "$src" "$dst"
-    interrupt "$who" KILL "${ldst%/*}/.${ldst##*/}.pcopy-jrnl" 128
+    start_copy "$T/copy.err" -a -x "$(pace_rest $((192 * MB)))" -s 3 "$@" "$src" "$dst"
+    interrupt "$who" KILL "${ldst%/*}/.${ldst##*/}.pcopy-jrnl" 64
     d=$(journal_done "${ldst%/*}/.${ldst##*/}.pcopy-jrnl")
     resumed_run "$T/j.$who" "$d" 256 "$MB" -s 3 "$@" "$src" "$dst"
     same_file "$lsrc" "$ldst"
@@ -121,14 +128,14 @@ case_tree() {
     local i d=0 f at
     mkdir -p "$T/src/sub" "$T/dst"
     for i in 1 2 3 4; do
-        mkfile "$T/src/sub/big.$i" 32M
+        mkfile "$T/src/sub/big.$i" 16M
     done
     for i in $(seq 1 300); do
         echo "small $i" >"$T/src/s.$i"
     done
     for at in 2 4; do
-        start_copy "$T/copy.$at.err" -r -p -a -x 64M -s 2 "$T/src" "$T/dst/"
-        wait_until 60 journal_at_least "$T/dst/src/sub/.big.$at.pcopy-jrnl" 8 ||
+        start_copy "$T/copy.$at.err" -r -p -a -x "$(pace_rest $((14 * MB)))" -s 2 "$T/src" "$T/dst/"
+        wait_until 60 journal_at_least "$T/dst/src/sub/.big.$at.pcopy-jrnl" 2 ||
             fail "the tree copy never got to big.$at"
         kill -KILL "$RUN_PID"
         wait_exit 30 "$RUN_PID" || fail "pcopy did not die"
@@ -139,7 +146,7 @@ case_tree() {
     for f in "$T"/dst/src/sub/.*.pcopy-jrnl; do
         d=$((d + $(journal_done "$f")))
     done
-    ((d >= 8)) || fail "nothing was left to resume ($d blocks)"
+    ((d >= 2)) || fail "nothing was left to resume ($d blocks)"
     expect_exit 0 "$PCOPY" -r -p -a -s 2 --json="$T/j" "$T/src" "$T/dst/"
     check_tree --no-owner "$T/src" "$T/dst/src"
     no_temp_files "$T/dst"
@@ -148,18 +155,19 @@ case_tree() {
         fail "the files finished before the kills (big.1, big.2) were not kept"
     local same
     same=$(jget "$T/j" 'j["files"]["bytes_unchanged"]')
-    ((same >= d * MB + 2 * 32 * MB)) ||
+    ((same >= d * MB + 2 * 16 * MB)) ||
         fail "bytes_unchanged $same: not big.1, big.2 and the $d blocks journalled"
 }
 
-# half_copy SRC DST BS: a -a copy of SRC whose sink is killed once half of
-# it is written.
+# half_copy SRC DST BS: a -a copy of SRC whose sink is killed once a
+# quarter of it is written (the sink: what is in flight could finish a
+# small file after its client is gone).
 half_copy() {
-    local n=$(($(stat -c %s "$1") / $3))
-    # Paced to last 4 s, so that the look at half way comes in time.
-    start_copy "$T/copy.err" -a -B "$3" -x $(($(stat -c %s "$1") / 4)) -s 2 "$1" "$2"
-    # The sink, not the client: what is in flight could finish the file.
-    interrupt sink KILL "${2%/*}/.${2##*/}.pcopy-jrnl" $((n / 2))
+    local size n
+    size=$(stat -c %s "$1")
+    n=$((size / $3))
+    start_copy "$T/copy.err" -a -B "$3" -x "$(pace_rest $((size * 3 / 4)))" -s 2 "$1" "$2"
+    interrupt sink KILL "${2%/*}/.${2##*/}.pcopy-jrnl" $((n / 4))
 }
 
 # A block the journal names, changed between the runs, is sent again.
