@@ -69,6 +69,7 @@ struct endpoint {
 	int via;                           /* PCOPY_DATA_VIA_*: how its data streams go */
 	struct sshdata *sdata;             /* data streams through ssh; owned */
 	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
+	struct sshroute_run route_run;     /* the ssh -G that reads it (client_request_via) */
 	char memo_key[LOC_MAX_USER + LOC_MAX_HOST + SSHROUTE_MAX_HOST + 16]; /* datamemo's */
 };
 
@@ -96,6 +97,7 @@ struct client {
 
 static int client_request_via(struct client *c, struct endpoint *ep);
 static int client_ssh_streams(struct client *c, struct endpoint *ep);
+static void client_route_settle(struct client *c, struct endpoint *ep);
 
 /* ---- Arguments --------------------------------------------------------- */
 
@@ -464,6 +466,7 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
 	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
 	int ret = client_spawn_ssh(c, ep);
+	client_route_settle(c, ep); /* reaps the ssh -G even if ssh did not start */
 	/* Only through ssh: the streams start with the control channel. */
 	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
 		ret = client_ssh_streams(c, ep);
@@ -519,6 +522,8 @@ static int client_handshake(struct client *c, struct endpoint *ep)
 
 static void client_close_endpoint(struct client *c, struct endpoint *ep, int *ret)
 {
+	if (ep->route_run.pid > 0) /* the session failed before it was read */
+		sshroute_finish(&ep->route_run, &ep->route);
 	client_dial_stop(ep); /* data connections the session never took */
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
@@ -604,12 +609,13 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
  * attach id), or only so (SSH_ONLY: --data-via ssh, or a host that ssh
  * reaches through a proxy, where direct connections stand little chance).
  * Not with -z (the far end connects to us), nor in auto mode with a --rsh
- * that is not ssh (it would not take our options). */
+ * that is not ssh (it would not take our options). What ssh's
+ * configuration says is read in the background (ep->route_run) while the
+ * control ssh starts; client_route_settle finishes the choice. */
 static int client_request_via(struct client *c, struct endpoint *ep)
 {
 	const struct pcopy_opts *o = c->o;
-	struct proto_request *req = &ep->req;
-	char target[LOC_MAX_USER + LOC_MAX_HOST + 2], host[LOC_MAX_HOST + 16];
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
 
 	ep->via = PCOPY_DATA_VIA_DIRECT;
 	if (ep->loc == NULL || ep->loc->kind != LOC_SSH || o->reverse ||
@@ -618,7 +624,22 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 		return 0;
 	ep->via = o->data_via;
 	loc_ssh_target(ep->loc, target, sizeof(target));
-	sshroute_probe(o->rsh, target, &ep->route);
+	sshroute_start(o->rsh, target, &ep->route_run);
+	ep->req.flags |= PROTO_REQ_SSH_DATA;
+	int ret = crypto_random(ep->req.attach_id, sizeof(ep->req.attach_id));
+	return ret < 0 ? pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret)) : 0;
+}
+
+/* Once the control ssh is on its way: reads ssh's configuration for ep
+ * (client_request_via started it) and settles ep->via, and SSH_ONLY in
+ * the REQUEST, which has not gone yet. Nothing to do for a direct via. */
+static void client_route_settle(struct client *c, struct endpoint *ep)
+{
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2], host[LOC_MAX_HOST + 16];
+
+	if (ep->via == PCOPY_DATA_VIA_DIRECT)
+		return;
+	sshroute_finish(&ep->route_run, &ep->route);
 	if (ep->via == PCOPY_DATA_VIA_AUTO && ep->route.proxied != NULL) {
 		loc_host_display(ep->loc, host, sizeof(host));
 		log_notice("%s is reached through a proxy (%s); the data goes through ssh", host,
@@ -629,6 +650,7 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 	}
 	if (ep->via == PCOPY_DATA_VIA_AUTO) {
 		uint64_t age;
+		loc_ssh_target(ep->loc, target, sizeof(target));
 		snprintf(ep->memo_key, sizeof(ep->memo_key), "%s\n%s:%u", target, ep->route.host,
 			 (unsigned)ep->route.port);
 		if (datamemo_recall(ep->memo_key, (uint64_t)time(NULL), &age)) {
@@ -642,9 +664,8 @@ static int client_request_via(struct client *c, struct endpoint *ep)
 			ep->via = PCOPY_DATA_VIA_SSH;
 		}
 	}
-	req->flags |= PROTO_REQ_SSH_DATA | (ep->via == PCOPY_DATA_VIA_SSH ? PROTO_REQ_SSH_ONLY : 0);
-	int ret = crypto_random(req->attach_id, sizeof(req->attach_id));
-	return ret < 0 ? pc_err_set(c->e, ret, "no random bytes: %s", pc_strerror(ret)) : 0;
+	if (ep->via == PCOPY_DATA_VIA_SSH)
+		ep->req.flags |= PROTO_REQ_SSH_ONLY;
 }
 
 /* How ep's data streams through ssh start; target[LOC_MAX_USER +

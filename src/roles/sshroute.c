@@ -109,16 +109,14 @@ const char *sshroute_aes_first(const struct sshroute *r, char *out, size_t cap)
 	return out;
 }
 
-void sshroute_probe(const char *rsh, const char *target, struct sshroute *r)
+void sshroute_start(const char *rsh, const char *target, struct sshroute_run *run)
 {
-	char cmd[1024], *out;
+	char cmd[1024];
 	char *argv[SSHROUTE_MAX_ARGV];
 	struct pc_err e;
-	pid_t pid = -1;
-	int rfd = -1, wfd = -1, efd = -1, argc = 0;
-	size_t got = 0;
+	int wfd = -1, argc = 0;
 
-	*r = (struct sshroute){ 0 };
+	*run = (struct sshroute_run){ .pid = -1, .rfd = -1, .efd = -1 };
 	if (!sshdata_is_ssh(rsh))
 		return;
 	snprintf(cmd, sizeof(cmd), "%s", rsh != NULL ? rsh : "ssh");
@@ -127,24 +125,44 @@ void sshroute_probe(const char *rsh, const char *target, struct sshroute *r)
 	argv[argc++] = (char *)(uintptr_t)"-G";
 	argv[argc++] = (char *)(uintptr_t)target;
 	argv[argc] = NULL;
-	if ((out = malloc(SSHROUTE_MAX_OUT)) == NULL)
-		return;
 	pc_err_init(&e);
-	if (spawn_piped(argv, &pid, &rfd, &wfd, &efd, &e) == 0) {
-		ssize_t n;
+	if (spawn_piped(argv, &run->pid, &run->rfd, &wfd, &run->efd, &e) == 0)
 		close(wfd);
-		while (got < SSHROUTE_MAX_OUT - 1 &&
-		       ((n = read(rfd, out + got, SSHROUTE_MAX_OUT - 1 - got)) > 0 ||
-			(n < 0 && errno == EINTR)))
-			got += n > 0 ? (size_t)n : 0;
-		out[got] = '\0';
-		close(rfd);
-		close(efd);
-		/* Only a complete answer counts: ssh -G that failed (a bad
-		 * option, say) may have printed part of one. */
-		if (spawn_wait(pid) == 0)
-			sshroute_parse(out, r);
-	}
+	else
+		run->pid = -1;
 	pc_err_destroy(&e);
+}
+
+void sshroute_finish(struct sshroute_run *run, struct sshroute *r)
+{
+	char *out = run->pid > 0 ? malloc(SSHROUTE_MAX_OUT) : NULL;
+	size_t got = 0;
+	ssize_t n;
+
+	*r = (struct sshroute){ 0 };
+	if (run->pid <= 0)
+		return;
+	while (out != NULL && got < SSHROUTE_MAX_OUT - 1 &&
+	       ((n = read(run->rfd, out + got, SSHROUTE_MAX_OUT - 1 - got)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		got += n > 0 ? (size_t)n : 0;
+	close(run->rfd);
+	close(run->efd);
+	/* Only a complete answer counts: ssh -G that failed (a bad option,
+	 * say) may have printed part of one. Out of memory, it is reaped
+	 * all the same. */
+	if (spawn_wait(run->pid) == 0 && out != NULL) {
+		out[got] = '\0';
+		sshroute_parse(out, r);
+	}
 	free(out);
+	*run = (struct sshroute_run){ .pid = -1, .rfd = -1, .efd = -1 };
+}
+
+void sshroute_probe(const char *rsh, const char *target, struct sshroute *r)
+{
+	struct sshroute_run run;
+
+	sshroute_start(rsh, target, &run);
+	sshroute_finish(&run, r);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Unit tests for sshroute_parse: what `ssh -G` says decides whether a data
+/* Unit tests for sshroute: what `ssh -G` says decides whether a data
  * stream through ssh goes through a proxy, and whether pcopy may open
  * ssh's TCP connection itself (only where that changes nothing else of the
- * user's setup), with ssh's own host, port, family and connect timeout. */
+ * user's setup), with ssh's own host, port, family and connect timeout;
+ * and `ssh -G` runs in the background, reaped at the end. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -11,7 +12,11 @@
 
 #include "testutil.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "roles/sshroute.h"
 
@@ -205,6 +210,63 @@ static void test_ciphers_parsed(void **state)
 	assert_int_equal(strlen(r.ciphers), SSHROUTE_MAX_CIPHERS);
 }
 
+/* Writes an executable script named ssh in dir that runs body. */
+static void fake_ssh(const char *dir, const char *body, char *path, size_t cap)
+{
+	FILE *f;
+
+	snprintf(path, cap, "%s/ssh", dir);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "#!/bin/sh\n%s\n", body);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* ssh -G in the background: its answer is read at sshroute_finish, the
+ * child is reaped and its pipes closed; an ssh that fails, or a --rsh that
+ * is not ssh, gives the empty route; a finish with nothing started is a
+ * no-op. */
+static void test_start_finish(void **state)
+{
+	char dir[] = "/tmp/pcopy-sshroute.XXXXXX", ssh[256], rsh[300];
+	struct sshroute_run run;
+	struct sshroute r;
+	unsigned fds = testutil_count_fds();
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	/* It must answer for the host it was asked about. */
+	fake_ssh(dir, "[ \"$1 $2 $3\" = \"-x -G far\" ] || exit 9\n"
+		 "printf 'hostname 10.9.8.7\\nport 2200\\nproxyjump none\\n'", ssh, sizeof(ssh));
+	snprintf(rsh, sizeof(rsh), "%s -x", ssh);
+	sshroute_start(rsh, "far", &run);
+	assert_true(run.pid > 0);
+	sshroute_finish(&run, &r);
+	assert_int_equal(run.pid, -1);
+	assert_true(r.dial);
+	assert_string_equal(r.host, "10.9.8.7");
+	assert_int_equal(r.port, 2200);
+	assert_null(r.proxied);
+
+	/* A failed ssh: nothing it printed counts. */
+	fake_ssh(dir, "printf 'hostname h\\nport 22\\nproxyjump b\\n'; exit 1", ssh, sizeof(ssh));
+	sshroute_probe(ssh, "far", &r);
+	assert_false(r.dial);
+	assert_null(r.proxied);
+
+	/* Not ssh: nothing starts. */
+	sshroute_start("/bin/true", "far", &run);
+	assert_int_equal(run.pid, -1);
+	sshroute_finish(&run, &r);
+	assert_false(r.dial);
+	sshroute_finish(&run, &r);
+
+	assert_int_equal(testutil_count_fds(), fds);
+	assert_int_equal(unlink(ssh), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +278,7 @@ int main(void)
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_aes_first),
 		cmocka_unit_test(test_ciphers_parsed),
+		cmocka_unit_test(test_start_finish),
 	};
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
 }
