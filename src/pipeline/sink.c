@@ -561,6 +561,9 @@ static void sink_control(struct sink *s, struct sink_result *r)
 		int n = poll(p, np, 0);
 		if (n == 0) {
 			(void)sink_advance(s, true);
+			/* What we finished ourselves wakes nobody (sink_notify). */
+			if (s->end && s->low == s->announced)
+				break;
 			n = poll(p, np, xfer_poll_timeout(x));
 		}
 		if (n < 0 && errno != EINTR) {
@@ -771,6 +774,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 		}
 	}
 	s->efd = platform_event_new();
+	s->ctl_tid = pthread_self(); /* before any other thread starts */
 	int rc = s->efd < 0 ? -s->efd : pthread_mutex_init(&s->lock, NULL);
 	if (rc != 0) {
 		ret = xfer_fail(x, -rc, "%s: %s", s->efd < 0 ? "eventfd" : "pthread_mutex_init",

@@ -74,6 +74,7 @@ struct sink {
 	struct writer *writers;        /* [nwriters] */
 	unsigned nwriters;
 	int efd;                       /* eventfd: an entry finished */
+	pthread_t ctl_tid;             /* the control thread, which needs no wake-up */
 	int meta_tag;                  /* its address marks a buffer as a job of entry ids */
 
 	pthread_mutex_t lock;          /* guards table, announced, low, end */
