@@ -31,8 +31,8 @@
 
 /* Wakes the control thread to look at the done bits. Not from the
  * control thread itself (an entry kept by -u, a directory made): it looks
- * at them before it sleeps, and a system call per entry of an unchanged
- * tree would cost it a tenth of its time. */
+ * at them before it sleeps, and a system call per entry is not free: an
+ * unchanged tree of 20,000 files made 20,442 of them. */
 static void sink_notify(struct sink *s)
 {
 	if (pthread_equal(pthread_self(), s->ctl_tid))
