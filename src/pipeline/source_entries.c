@@ -190,19 +190,23 @@ static int source_announce(struct source *s)
 {
 	const struct walk_item *it = s->item;
 	const struct proto_entry *e = &it->e;
+	size_t at = s->batch->len;
 	int ret = proto_batch_add(s->batch, e);
 
 	if (ret == -ENOSPC) {
 		ret = source_flush(s);
 		if (ret < 0)
 			return ret;
+		at = s->batch->len;
 		ret = proto_batch_add(s->batch, e);
 	}
 	if (ret < 0)
 		return xfer_fail(s->x, ret == -ENOSPC ? -PC_E_PROTO : ret,
 				 "cannot announce '%s': %s", it->display, pc_strerror(ret));
 	s->next_id = e->id + 1;
-	size_t nb = proto_entry_bytes(e); /* <= 2 * 4096 + 2 * 255: fits a u16 */
+	/* Its encoded bytes: its strings (<= 2 * 4096 + 2 * 255) and a few
+	 * dozen of fixed fields fit a u16. */
+	size_t nb = s->batch->len - at;
 	s->win_bytes[e->id % SOURCE_WINDOW] = (uint16_t)nb;
 	s->inflight_bytes += nb;
 	s->files += e->type == PROTO_ENT_REG;
