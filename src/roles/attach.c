@@ -17,6 +17,7 @@
 
 #include "roles/api.h"
 #include "sys/net.h"
+#include "sys/platform.h"
 #include "wire/attach.h"
 
 /* "ssh from ADDR" (SSH_CLIENT is "ADDR PORT PORT"), for the session's log. */
@@ -81,6 +82,10 @@ int pcopy_attach(const struct pcopy_opts *o, struct pcopy_result *r)
 		return api_result(r, &e, pc_err_set(&e, -PC_E_USAGE, "--attach needs the %u hex "
 						     "digits of a session's id", ATTACH_ID_HEX));
 	attach_who(who, sizeof(who));
+	/* sshd's pipes, soon the session's data stream: wide ones spare sshd
+	 * copying what it holds (platform_pipe_widen); narrow ones work too. */
+	(void)platform_pipe_widen(STDIN_FILENO);
+	(void)platform_pipe_widen(STDOUT_FILENO);
 	conn = attach_offer(id, ATTACH_WAIT_S, STDIN_FILENO, STDOUT_FILENO, who, &e);
 	if (conn < 0)
 		return api_result(r, &e, conn);

@@ -18,6 +18,7 @@
 #include "sys/crypto.h"
 #include "sys/log.h"
 #include "sys/net.h"
+#include "sys/platform.h"
 #include "transport/chan.h"
 #include "wire/pathsafe.h"
 #include "roles/datapath.h"
@@ -378,6 +379,11 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 	memset(r, 0, sizeof(*r));
 	pc_err_init(&e);
 	log_set_notices(o->notices);
+	/* Under sshd, the control channel is a pair of pipes: wide ones spare
+	 * sshd copying what it holds (platform_pipe_widen). A socket (a
+	 * daemon's --control-fd) says -EBADF, and stays as it is. */
+	(void)platform_pipe_widen(rfd);
+	(void)platform_pipe_widen(wfd);
 	/* Started over ssh: the addresses come from ssh. Started by a local
 	 * client: --bind says where everything is. */
 	server_ssh_addrs(client, self, sizeof(client));

@@ -79,6 +79,10 @@ int spawn_piped(char *const argv[], pid_t *pid, int *rfd, int *wfd, int *efd,
 		ret = pc_err_set(e, -errno, "pipe: %s", strerror(errno));
 		goto out;
 	}
+	/* Wide pipes spare ssh copying what it holds (platform_pipe_widen);
+	 * narrow ones work too, only slower. */
+	(void)platform_pipe_widen(in[1]);
+	(void)platform_pipe_widen(out[0]);
 	child = fork();
 	if (child == 0) {
 		/* The new 0, 1 (and 2) lose O_CLOEXEC through dup2; ex[1]

@@ -394,6 +394,11 @@ void platform_signals_reset(void)
 	sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+int platform_pipe_widen(int fd)
+{
+	return fcntl(fd, F_SETPIPE_SZ, (int)PLATFORM_PIPE_WIDE) < 0 ? -errno : 0;
+}
+
 int platform_set_cloexec(int fd, bool on)
 {
 	int flags = fcntl(fd, F_GETFD);

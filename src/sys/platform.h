@@ -100,4 +100,16 @@ void platform_signals_reset(void);
 /* Sets or clears O_CLOEXEC / O_NONBLOCK. Return 0 or -errno. */
 int platform_set_cloexec(int fd, bool on);
 
+/* The capacity platform_pipe_widen asks for: the default pipe-max-size. */
+#define PLATFORM_PIPE_WIDE (1u << 20)
+
+/* Asks that the pipe behind fd hold PLATFORM_PIPE_WIDE bytes instead of
+ * 64 KiB, so that the process at its other end (sshd, ssh) hands over what
+ * it holds in large writes. OpenSSH copies a channel's whole buffer as it
+ * grows, so every byte it must keep because a pipe is full costs it CPU
+ * (DESIGN-NOTES, "Pipes to and from ssh"). Returns 0, or -errno: -EBADF
+ * when fd is not a pipe (a socket, a tty), -EPERM past the user's limit of
+ * pipe memory. The pipe works as before either way: callers may go on. */
+int platform_pipe_widen(int fd);
+
 #endif

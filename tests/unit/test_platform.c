@@ -376,6 +376,28 @@ static void test_cloexec(void **state)
 	close(fds[1]);
 }
 
+/* A pipe widens to 1 MiB, and a writer then hands it 1 MiB in one write;
+ * a socket is not a pipe and stays as it is. */
+static void test_pipe_widen(void **state)
+{
+	int p[2], sv[2];
+	static uint8_t buf[PLATFORM_PIPE_WIDE];
+
+	(void)state;
+	assert_int_equal(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	assert_int_equal(fcntl(p[0], F_GETPIPE_SZ), 65536);
+	assert_int_equal(platform_pipe_widen(p[0]), 0);
+	assert_int_equal(fcntl(p[1], F_GETPIPE_SZ), (int)PLATFORM_PIPE_WIDE);
+	memset(buf, 'w', sizeof(buf));
+	assert_int_equal(write(p[1], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	close(p[0]);
+	close(p[1]);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(platform_pipe_widen(sv[0]), -EBADF);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void test_signals(void **state)
 {
 	struct signalfd_siginfo si;
@@ -448,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_file_write),
 		cmocka_unit_test(test_clock_and_rusage),
 		cmocka_unit_test(test_cloexec),
+		cmocka_unit_test(test_pipe_widen),
 		cmocka_unit_test(test_signals),
 		cmocka_unit_test(test_signals_ignore_leaves_none_pending),
 	};
