@@ -380,8 +380,8 @@ int pcopy_server(const struct pcopy_opts *o, struct pcopy_result *r)
 	pc_err_init(&e);
 	log_set_notices(o->notices);
 	/* Under sshd, the control channel is a pair of pipes: wide ones spare
-	 * sshd copying what it holds (platform_pipe_widen). A socket (a
-	 * daemon's --control-fd) says -EBADF, and stays as it is. */
+	 * sshd copying what it holds (platform_pipe_widen). A socket
+	 * (--control-fd) says -EBADF, and stays as it is. */
 	(void)platform_pipe_widen(rfd);
 	(void)platform_pipe_widen(wfd);
 	/* Started over ssh: the addresses come from ssh. Started by a local
