@@ -145,7 +145,10 @@ int encoder_run(struct encoder *e, struct buf *b, const struct codec_choice *c,
 
 	b->hdr.codec = CODEC_NONE;
 	b->hdr.enc_len = (uint32_t)b->len;
-	if (encoder_is_zero(b->data, b->len)) {
+	/* A PACK is never a hole: its statuses (all 0 when every file was
+	 * read) must reach the sink, and small files of zeros make the whole
+	 * payload zero. It is compressed, or sent raw, like any block. */
+	if (b->hdr.type != PROTO_BLK_PACK && encoder_is_zero(b->data, b->len)) {
 		b->hdr.flags |= PROTO_BLK_HOLE;
 		b->hdr.enc_len = 0;
 		b->len = 0;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* encoder: turns a block of raw file data into what goes on the wire.
  *
- * For each block: an all-zero block becomes a HOLE (a header, no payload);
+ * For each block: an all-zero block becomes a HOLE (a header, no payload),
+ * but never a PACK of small files, whose header may not carry HOLE;
  * otherwise, if compression is asked for, the block is compressed and sent
  * compressed only when that makes it smaller. A file whose blocks keep
  * failing to compress stops being compressed for a while; cheap probes
@@ -46,7 +47,8 @@ void encoder_free(struct encoder *e);
 
 /* Encodes b in place. On entry b->data holds b->len raw bytes and
  * b->hdr.raw_len == b->len. On return either b->hdr.flags has HOLE and
- * b->len == 0, or b->hdr.codec/enc_len describe b->data[0..b->len). The
+ * b->len == 0 (never for a PACK), or b->hdr.codec/enc_len describe
+ * b->data[0..b->len). The
  * encoder may swap b->data with its own scratch buffer (both come from
  * bufpool_alloc_data), so the caller must not keep pointers into b->data.
  * c is the codec choice (CODEC_NONE: only hole detection). Returns 0 or a

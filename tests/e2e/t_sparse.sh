@@ -91,6 +91,32 @@ case_sparse_through_daemon() {
     check_sparse_copy "$src" "$T/pulled" 8192
 }
 
+# Small files of zeros travel packed, and a pack whose every byte is zero
+# (statuses and contents) is still a pack: it was once sent as a hole,
+# which the sink refused ("malformed block header", exit 2). Alone, in a
+# tree, with and without compression, locally and through a daemon.
+case_small_zero_files() {
+    local f
+    mkdir -p "$T/zeros/sub" "$T/root"
+    printf '\0' >"$T/zeros/one"
+    head -c 100 /dev/zero >"$T/zeros/hundred"
+    for f in a b c d; do head -c 3000 /dev/zero >"$T/zeros/sub/$f"; done
+    expect_exit 0 "$PCOPY" "$T/zeros/one" "$T/one.copy"
+    same_file "$T/zeros/one" "$T/one.copy"
+    expect_exit 0 "$PCOPY" -c 0 "$T/zeros/hundred" "$T/hundred.copy"
+    same_file "$T/zeros/hundred" "$T/hundred.copy"
+    expect_exit 0 "$PCOPY" -r -c 1 "$T/zeros" "$T/tree.copy"
+    for f in one hundred sub/a sub/b sub/c sub/d; do same_file "$T/zeros/$f" "$T/tree.copy/$f"; done
+    start_daemon "$T/root"
+    expect_exit 0 "$PCOPY" -r -s 2 "$T/zeros" "$DAEMON_URL/pushed" --key-file "$DAEMON_KEY"
+    expect_exit 0 "$PCOPY" -r -s 2 "$DAEMON_URL/pushed" "$T/pulled" --key-file "$DAEMON_KEY"
+    for f in one hundred sub/a sub/b sub/c sub/d; do
+        same_file "$T/zeros/$f" "$T/root/pushed/$f"
+        same_file "$T/zeros/$f" "$T/pulled/$f"
+    done
+}
+
+run_case small-zero-files case_small_zero_files
 run_case big-sparse case_big_sparse
 run_case sparse-small-blocks case_sparse_small_blocks
 run_case all-hole case_all_hole

@@ -232,6 +232,31 @@ static void test_none_hole(void **state)
 	assert_int_equal(encoder_stats(fx->enc)->compressed, 0);
 }
 
+/* A PACK of small files all of zeros (their statuses are 0 too) is no
+ * hole: the sink refuses HOLE on a PACK, and the statuses must arrive. It
+ * is sent raw without a codec, and compressed with one. */
+static void test_pack_of_zeros_is_no_hole(void **state)
+{
+	struct fixture *fx = *state;
+
+	load(fx, ZEROS, 4 + 1, 0); /* one status and one byte 0x00 */
+	fx->b.hdr.type = PROTO_BLK_PACK;
+	fx->b.hdr.offset = 1;
+	assert_int_equal(encode(fx, CODEC_NONE, 0), 0);
+	expect_raw(fx, 5);
+	assert_int_equal(encoder_stats(fx->enc)->holes, 0);
+
+	load(fx, ZEROS, 4 * 100 + 100000, 0);
+	fx->b.hdr.type = PROTO_BLK_PACK;
+	fx->b.hdr.offset = 100;
+	assert_int_equal(encode(fx, CODEC_ZLIB, 1), 0);
+	assert_int_equal(fx->b.hdr.flags & PROTO_BLK_HOLE, 0);
+	assert_int_equal(fx->b.hdr.codec, CODEC_ZLIB);
+	assert_true(fx->b.len > 0 && fx->b.len < 4 * 100 + 100000);
+	assert_int_equal(encoder_stats(fx->enc)->holes, 0);
+	expect_round_trip(fx, 4 * 100 + 100000);
+}
+
 static void test_none_leaves_data_raw(void **state)
 {
 	struct fixture *fx = *state;
@@ -505,6 +530,7 @@ int main(void)
 		cmocka_unit_test(test_is_zero_small),
 		cmocka_unit_test(test_is_zero_large),
 		FX_TEST(test_none_hole),
+		FX_TEST(test_pack_of_zeros_is_no_hole),
 		FX_TEST(test_none_leaves_data_raw),
 		FX_TEST(test_zlib_round_trip),
 		FX_TEST(test_other_codecs_round_trip),
