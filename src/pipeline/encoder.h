@@ -48,9 +48,9 @@ void encoder_free(struct encoder *e);
 /* Encodes b in place. On entry b->data holds b->len raw bytes and
  * b->hdr.raw_len == b->len. On return either b->hdr.flags has HOLE and
  * b->len == 0 (never for a PACK), or b->hdr.codec/enc_len describe
- * b->data[0..b->len). The
- * encoder may swap b->data with its own scratch buffer (both come from
- * bufpool_alloc_data), so the caller must not keep pointers into b->data.
+ * b->data[0..b->len). The encoder may swap b->data with its own scratch
+ * buffer (both come from bufpool_alloc_data), so the caller must not keep
+ * pointers into b->data.
  * c is the codec choice (CODEC_NONE: only hole detection). Returns 0 or a
  * negative code (a codec failure). */
 int encoder_run(struct encoder *e, struct buf *b, const struct codec_choice *c,

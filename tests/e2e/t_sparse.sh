@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # t_sparse: sparse files, over 4 GiB, are copied quickly (holes are skipped)
-# and stay sparse.
+# and stay sparse; small files of zeros, which travel packed, are copied.
 source "$PCOPY_TEST_LIB"
 
 GIB=$((1024 * 1024 * 1024))
