@@ -184,9 +184,10 @@ static void run_both(struct fixture *f, const char *name)
 
 static void assert_same_file(const char *a, const char *b)
 {
-	char cmd[512];
+	char cmd[2 * 256 + 32]; /* the fixture's paths are char[256] */
+	int n = snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
 
-	snprintf(cmd, sizeof(cmd), "cmp -s '%s' '%s'", a, b);
+	assert_true(n > 0 && (size_t)n < sizeof(cmd));
 	if (system(cmd) != 0)
 		fail_msg("%s and %s differ", a, b);
 }
