@@ -70,6 +70,7 @@ struct endpoint {
 	struct sshdata *sdata;             /* data streams through ssh; owned */
 	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
 	struct sshroute_run route_run;     /* the ssh -G that reads it (client_request_via) */
+	struct datapath_probe probe;       /* auto: the direct path, looked at during the login */
 	char memo_key[LOC_MAX_USER + LOC_MAX_HOST + SSHROUTE_MAX_HOST + 16]; /* datamemo's */
 };
 
@@ -98,6 +99,7 @@ struct client {
 static int client_request_via(struct client *c, struct endpoint *ep);
 static int client_ssh_streams(struct client *c, struct endpoint *ep);
 static void client_route_settle(struct client *c, struct endpoint *ep);
+static int client_early_streams(struct client *c, struct endpoint *ep);
 
 /* ---- Arguments --------------------------------------------------------- */
 
@@ -466,10 +468,20 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	loc_host_display(l, ep->peer, sizeof(ep->peer));
 	snprintf(ep->data_host, sizeof(ep->data_host), "%s", l->host);
 	int ret = client_spawn_ssh(c, ep);
+	bool auto_via = ep->via == PCOPY_DATA_VIA_AUTO && ep->route_run.pid > 0;
 	client_route_settle(c, ep); /* reaps the ssh -G even if ssh did not start */
 	/* Only through ssh: the streams start with the control channel. */
 	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
 		ret = client_ssh_streams(c, ep);
+	/* Still auto: a look at the direct path while the login runs, at
+	 * the address ssh's HostName gives, if it gives one. */
+	if (ret == 0 && auto_via && ep->via == PCOPY_DATA_VIA_AUTO) {
+		datapath_probe_start(&ep->probe, ep->route.host[0] ? ep->route.host : ep->data_host,
+				     c->o->port_lo, c->o->family ? c->o->family : ep->route.family);
+		ret = client_early_streams(c, ep);
+		if (ep->sdata == NULL)
+			datapath_probe_end(&ep->probe);
+	}
 	return ret;
 }
 
@@ -525,6 +537,7 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 	if (ep->route_run.pid > 0) /* the session failed before it was read */
 		sshroute_finish(&ep->route_run, &ep->route);
 	client_dial_stop(ep); /* data connections the session never took */
+	datapath_probe_end(&ep->probe);
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
 	/* Their channels are closed: their ssh's end as the session does. */
@@ -692,6 +705,21 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep)
 	return sshdata_start(&cfg, &ep->sdata, c->e);
 }
 
+/* auto: if the probe of the direct path has had no answer within
+ * DATAPATH_PROBE_MS of its start (or was told it is unreachable), starts
+ * the streams through ssh now, beside the control login, rather than after
+ * READY and the race's head start. They hold their proofs until
+ * datapath_open has given the direct connects their chance. */
+static int client_early_streams(struct client *c, struct endpoint *ep)
+{
+	if (!datapath_probe_quiet(&ep->probe, true))
+		return 0;
+	log_info("no answer from %s to a look at the direct path within %.1f s; the data "
+		 "streams through ssh start now, in case", ep->data_host,
+		 (double)DATAPATH_PROBE_MS / 1000.0);
+	return client_ssh_streams(c, ep);
+}
+
 /* ---- Two-party copies -------------------------------------------------- */
 
 /* Our data connections to a daemon failed. A daemon that failed after
@@ -749,6 +777,18 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 					   .port = ep->port, .req = req, .k = ep->k,
 					   .pending = pending, .ssh = &scfg,
 					   .why = c->via_reason, .why_cap = sizeof(c->via_reason) };
+		/* Early streams: only while the probe is still unanswered. One
+		 * that answered since (a link slower than the probe's wait)
+		 * is an open path: the race as always. */
+		if (ep->sdata != NULL && !datapath_probe_quiet(&ep->probe, false)) {
+			log_info("%s answered the look at the direct path after all; the data "
+				 "streams through ssh stop", ep->data_host);
+			sshdata_end(ep->sdata, true);
+			ep->sdata = NULL;
+		}
+		datapath_probe_end(&ep->probe);
+		dc.early = ep->sdata;
+		ep->sdata = NULL; /* datapath_open's now */
 		ret = datapath_open(&dc, chans, &ep->sdata, c->e);
 		/* Remember a fallback for the next copies; forget the host when
 		 * direct worked. */
@@ -1101,6 +1141,7 @@ static int client_init(struct client *c, const struct pcopy_opts *o, struct pc_e
 	c->e = e;
 	c->target.dirfd = -1;
 	c->ep[0].child = c->ep[1].child = -1;
+	c->ep[0].probe.fd = c->ep[1].probe.fd = -1;
 	return client_check_opts(o, e);
 }
 

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "roles/session.h"
+#include "sys/crypto.h"
+#include "sys/fault.h"
 #include "sys/log.h"
 #include "sys/net.h"
 #include "sys/platform.h"
@@ -23,6 +25,7 @@ struct race {
 	unsigned connected, failed;
 	int why;                     /* the first direct failure (-errno), or 0 */
 	struct sshdata *sd;          /* started: the ssh streams, ours */
+	bool begun;                  /* our proofs are on their way on them */
 	bool ssh_heard;              /* a proof came on one of them */
 	uint64_t t0;
 };
@@ -44,7 +47,7 @@ static void race_close_direct(struct race *r)
 /* Starts the ssh streams and sends their proofs. */
 static int race_start_ssh(struct race *r, struct pc_err *e)
 {
-	int ret = sshdata_start(r->cfg->ssh, &r->sd, e);
+	int ret = r->sd != NULL ? 0 : sshdata_start(r->cfg->ssh, &r->sd, e);
 
 	if (ret == 0)
 		ret = sshdata_begin(r->sd, r->cfg->k, e);
@@ -52,6 +55,7 @@ static int race_start_ssh(struct race *r, struct pc_err *e)
 		sshdata_end(r->sd, true);
 		r->sd = NULL;
 	}
+	r->begun = ret == 0;
 	return ret;
 }
 
@@ -80,7 +84,7 @@ static int race_wait(struct race *r, int wait_ms)
 {
 	struct pollfd p[2 * PROTO_MAX_STREAMS];
 	unsigned who[2 * PROTO_MAX_STREAMS], np = 0;
-	unsigned nssh = r->sd != NULL && !r->ssh_heard ? sshdata_count(r->sd) : 0;
+	unsigned nssh = r->begun && !r->ssh_heard ? sshdata_count(r->sd) : 0;
 
 	for (unsigned i = 0; i < r->n; i++)
 		if (r->fds[i] >= 0 && !r->up[i]) {
@@ -154,7 +158,13 @@ static int race_direct_won(struct race *r, const char *host, struct chan **chans
 int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct sshdata **sd,
 		  struct pc_err *e)
 {
-	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns() };
+	/* Early streams (the probe got no answer) hold their proofs until
+	 * the direct connects have had DATAPATH_QUIET_MS: a listener that saw
+	 * an ssh stream's proof first would drop a direct one of the same
+	 * index as a duplicate. */
+	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns(),
+			  .sd = cfg->early };
+	bool quiet = cfg->early != NULL;
 	const char *cfg_host = cfg->host; /* where the direct connects go */
 	unsigned commit = r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
 	struct pc_err e2;
@@ -178,6 +188,7 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	}
 	if (ret == -PC_E_INTERRUPTED) {
 		pc_err_destroy(&e2);
+		sshdata_end(r.sd, true);
 		return pc_err_set(e, ret, "interrupted while looking up %s", cfg->host);
 	}
 	if (ret < 0) {
@@ -199,17 +210,20 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 		bool dead = r.failed == r.n;
 		if (r.connected > 0)
 			return race_direct_won(&r, cfg_host, chans, e);
-		if (r.sd == NULL && (dead || ms >= DATAPATH_HEAD_START_MS)) {
+		if (quiet && (dead || ms >= DATAPATH_QUIET_MS))
+			break;
+		if (!quiet && !r.begun && (dead || ms >= DATAPATH_HEAD_START_MS)) {
 			ret = race_start_ssh(&r, e);
 			if (ret < 0) {
 				race_close_direct(&r);
 				return ret;
 			}
 		}
-		if (dead || (r.ssh_heard && ms >= commit) || ms >= DATAPATH_CAP_MS)
+		if (!quiet && (dead || (r.ssh_heard && ms >= commit) || ms >= DATAPATH_CAP_MS))
 			break;
 		/* Until the next moment that changes what we do. */
-		uint64_t next = r.sd == NULL ? DATAPATH_HEAD_START_MS
+		uint64_t next = quiet ? DATAPATH_QUIET_MS
+			      : !r.begun ? DATAPATH_HEAD_START_MS
 			      : r.ssh_heard ? commit : DATAPATH_CAP_MS;
 		ret = race_wait(&r, (int)(next > ms ? next - ms : 0) + 1);
 		if (ret < 0) {
@@ -220,11 +234,13 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	}
 	/* Through ssh. */
 	race_close_direct(&r);
+	if (!r.begun && (ret = race_start_ssh(&r, e)) < 0)
+		return ret;
 	if (why[0] == '\0' && r.why != 0)
 		snprintf(why, sizeof(why), "%s", strerror(-r.why));
 	else if (why[0] == '\0')
-		snprintf(why, sizeof(why), "no answer within %.1f s",
-			 (double)race_ms(&r) / 1000.0);
+		snprintf(why, sizeof(why), "no answer within %.1f s%s",
+			 (double)race_ms(&r) / 1000.0, quiet ? ", nor to an earlier probe" : "");
 	log_notice("no direct data connection to %s port %u (%s); the data goes through ssh",
 		   cfg_host, (unsigned)cfg->port, why);
 	if (cfg->why != NULL && cfg->why_cap > 0)
@@ -237,4 +253,80 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	}
 	*sd = r.sd;
 	return 0;
+}
+
+/* ---- The probe --------------------------------------------------------- */
+
+/* Linux's default ip_local_port_range: where a listener of ours on port 0
+ * gets its port. */
+#define PROBE_EPHEMERAL_LO 32768u
+#define PROBE_EPHEMERAL_HI 60999u
+
+/* What a connect's outcome (0 or -errno) says of the path. */
+static int probe_state_of(int ret)
+{
+	if (ret == 0 || ret == -ECONNREFUSED || ret == -ECONNRESET)
+		return DATAPATH_PROBE_ANSWERED;
+	if (ret == -ENETUNREACH || ret == -EHOSTUNREACH || ret == -EACCES || ret == -EPERM)
+		return DATAPATH_PROBE_BLOCKED;
+	return DATAPATH_PROBE_OFF; /* says nothing we can use */
+}
+
+static void probe_close(struct datapath_probe *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+}
+
+void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t port_lo,
+			  int family)
+{
+	uint16_t port = port_lo;
+	struct pc_err e;
+	int fd = -1;
+
+	*p = (struct datapath_probe){ .fd = -1, .state = DATAPATH_PROBE_OFF,
+				      .t0 = platform_now_ns() };
+	if (fault_fire(FAULT_DATA_PROBE)) {
+		p->state = DATAPATH_PROBE_PENDING; /* as if dropped: nothing will answer */
+		return;
+	}
+	if (port == 0) {
+		uint32_t rnd;
+		if (crypto_random(&rnd, sizeof(rnd)) < 0)
+			return;
+		port = (uint16_t)(PROBE_EPHEMERAL_LO +
+				  rnd % (PROBE_EPHEMERAL_HI - PROBE_EPHEMERAL_LO + 1));
+	}
+	pc_err_init(&e);
+	int ret = net_connect_start(host, port, family, 0, &fd, 1, &e);
+	pc_err_destroy(&e);
+	if (ret < 0) /* no address here (a name only ssh knows), or stopped */
+		return;
+	p->fd = fd >= 0 ? fd : -1;
+	p->state = fd >= 0 ? DATAPATH_PROBE_PENDING : probe_state_of(fd);
+}
+
+bool datapath_probe_quiet(struct datapath_probe *p, bool wait)
+{
+	while (p->state == DATAPATH_PROBE_PENDING && p->fd >= 0) {
+		uint64_t ms = (platform_now_ns() - p->t0) / 1000000u;
+		int left = wait && ms < DATAPATH_PROBE_MS ? (int)(DATAPATH_PROBE_MS - ms) : 0;
+		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
+		if (platform_poll(&pf, 1, left) <= 0)
+			break; /* no answer yet, or a stop signal (the caller's next wait sees it) */
+		int ret = net_connect_done(p->fd);
+		if (ret == -ENOTCONN || ret == -EINPROGRESS)
+			continue;
+		p->state = probe_state_of(ret);
+		probe_close(p);
+	}
+	return p->state == DATAPATH_PROBE_PENDING || p->state == DATAPATH_PROBE_BLOCKED;
+}
+
+void datapath_probe_end(struct datapath_probe *p)
+{
+	probe_close(p);
+	p->state = DATAPATH_PROBE_OFF;
 }

@@ -12,10 +12,14 @@
  * stream it waits longer), and in any case after DATAPATH_CAP_MS without a
  * direct connection. Behind a firewall that drops what it refuses, the
  * copy so loses about the head start plus ssh's own set-up, not the 3 s of
- * the cap. */
+ * the cap. Where a probe during the login got no answer (below), the ssh
+ * streams are already logging in (cfg->early) and there is no head start:
+ * the direct connects get DATAPATH_QUIET_MS, and the ssh streams send
+ * their proofs only once they have won. */
 #ifndef PCOPY_DATAPATH_H
 #define PCOPY_DATAPATH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "roles/sshdata.h"
@@ -27,6 +31,11 @@
 #define DATAPATH_COMMIT_MS 500u
 #define DATAPATH_COMMIT_ONE_MS 1500u /* with one stream */
 #define DATAPATH_CAP_MS 3000u
+/* The probe (below): how long it may go unanswered before the streams
+ * through ssh start, and how long direct connects get after READY once
+ * it has stayed unanswered. */
+#define DATAPATH_PROBE_MS 400u
+#define DATAPATH_QUIET_MS 300u
 
 struct datapath_cfg {
 	const char *host;                 /* the listener, directly */
@@ -40,6 +49,10 @@ struct datapath_cfg {
 	char *why;                        /* [why_cap]: receives why direct TCP lost when the
 	                                     streams go through ssh; NULL: not wanted */
 	size_t why_cap;
+	/* The same streams through ssh, started early because the probe got
+	 * no answer (datapath_probe_quiet), not yet begun; NULL: none. Owned by
+	 * datapath_open from the call on. */
+	struct sshdata *early;
 };
 
 /* Opens req->streams data channels by whichever way wins (above), and says
@@ -50,5 +63,43 @@ struct datapath_cfg {
  * left open, *sd NULL). */
 int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct sshdata **sd,
 		  struct pc_err *e);
+
+/* The probe: a look at the direct path while the control ssh logs in,
+ * before the listener's port is known. One non-blocking connect to the
+ * data host, at the first port of -Z's range, else at a random port of
+ * Linux's default ephemeral range (where the listener's own port will be).
+ * An open host answers within a round trip, refused or accepted; a
+ * firewall that drops says nothing, and one that rejects administratively
+ * says unreachable. A probe that stays unanswered for DATAPATH_PROBE_MS
+ * lets the client start the streams through ssh at once, beside the
+ * control login, instead of after READY and the race's head start: about
+ * a login earlier. It decides nothing alone: at READY the direct connects
+ * still race (datapath_open with cfg->early), and any that succeeds wins.
+ * The probe sends one SYN and closes the socket: nothing travels. */
+struct datapath_probe {
+	int fd;          /* the connect under way; -1: none (done, or never started) */
+	int state;       /* DATAPATH_PROBE_* */
+	uint64_t t0;     /* when it started (platform_now_ns) */
+};
+
+enum {
+	DATAPATH_PROBE_OFF,      /* not started, or the host has no address here */
+	DATAPATH_PROBE_PENDING,  /* no answer yet */
+	DATAPATH_PROBE_ANSWERED, /* connected or refused: a host that answers */
+	DATAPATH_PROBE_BLOCKED,  /* unreachable, or forbidden on the way */
+};
+
+/* Starts a probe of host (family as -4/-6; port_lo: -Z's first port, 0:
+ * none). Never fails: a probe that cannot start is OFF. */
+void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t port_lo,
+			  int family);
+
+/* Waits for the probe's answer up to DATAPATH_PROBE_MS from its start
+ * (wait = false: only looks) and returns whether the direct path looks
+ * closed (PENDING or BLOCKED). */
+bool datapath_probe_quiet(struct datapath_probe *p, bool wait);
+
+/* Closes the probe's socket; p is OFF again. */
+void datapath_probe_end(struct datapath_probe *p);
 
 #endif

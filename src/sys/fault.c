@@ -21,6 +21,7 @@ static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_SINK_WRITE] = "sink_write",
 	[FAULT_SINK_VERIFY] = "sink_verify",
 	[FAULT_SINK_SAME] = "sink_same",
+	[FAULT_DATA_PROBE] = "data_probe",
 };
 
 void fault_arm(enum fault_site site, unsigned nth)

@@ -28,7 +28,9 @@
  *   sink_same    --checksum: the sink's read of a block it has already (a
  *                SAME block) finds its first byte inverted, as if the file
  *                had changed since it was hashed
- *
+ *   data_probe   --data-via auto: the probe of the direct path
+ *                (roles/datapath.h) gets no answer, as behind a firewall
+ *                that drops it, whatever the link
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
 #define PCOPY_FAULT_H
@@ -45,6 +47,7 @@ enum fault_site {
 	FAULT_SINK_WRITE,
 	FAULT_SINK_VERIFY,
 	FAULT_SINK_SAME,
+	FAULT_DATA_PROBE,
 	FAULT_SITES
 };
 

@@ -160,7 +160,8 @@ firewall_open() {
     _fw_remove ""
 }
 
-# firewall_close [drop|reject]: far takes only ssh (tcp port 22, plus
+# firewall_close [drop|reject [PORTS]]: far takes only ssh (tcp port 22,
+# and PORTS, an nft port or range such as 40000-40019, when given, plus
 # what belongs to its established connections), on each of its addresses
 # and even from itself; everything else on them is dropped or rejected
 # (default $FW_MODE). Loopback (127.0.0.1: the sessions' own sockets)
@@ -168,7 +169,8 @@ firewall_open() {
 # stateless rule on our two interfaces only, so that it adds no conntrack
 # to this namespace and touches nothing else in it).
 firewall_close() {
-    local mode=${1:-$FW_MODE} verdict
+    local mode=${1:-$FW_MODE} verdict ports=22
+    [[ -z ${2-} ]] || ports="22, $2"
     case $mode in
     drop) verdict=drop ;;
     # ICMP port unreachable (as iptables' REJECT): ECONNREFUSED at once.
@@ -181,7 +183,7 @@ table inet $FW_TABLE {
     chain input {
         type filter hook input priority 0; policy accept;
         ct state established,related accept
-        tcp dport 22 accept
+        tcp dport { $ports } accept
         ip daddr { $FAR, $DEAD, $FAR_IN } $verdict
         iif lo accept
         $verdict
@@ -424,6 +426,72 @@ case_drop_quick() {
     awk -v a="$t_auto" -v s="$t_ssh" -v l="$((3 + SLOW))" 'BEGIN { exit !(a - s < l) }' ||
         fail "auto behind DROP took $t_auto s, --data-via ssh $t_ssh s: the fallback waited more than $((3 + SLOW)) s"
     log "100 kB behind DROP: auto $t_auto s, --data-via ssh $t_ssh s"
+}
+
+# EARLY: -v's line when the look at the direct path during the login got
+# no answer and the streams through ssh start then.
+EARLY='^pcopy: no answer from [^ ]+ to a look at the direct path within 0\.4 s; the data streams through ssh start now, in case$'
+
+# auto behind DROP: the look at the direct path (roles/datapath.h) gets no
+# answer while the control ssh logs in, so the streams through ssh start
+# then, beside it (-v says so), and the copy falls back once, push and
+# pull. With -Z the look goes to the range's first port: a firewall that
+# lets the range through answers it (refused: nothing listens there yet),
+# and the copy goes direct, with no early ssh streams.
+case_early() {
+    local lo
+    firewall_close drop
+    mkfile "$T/f" 5M
+    mkdir -p "$T/remote" "$T/back"
+    forget_hosts
+    expect_exit 0 "$PCOPY" -v -s 4 "$T/f" "pctest:$T/remote/f"
+    same_file "$T/f" "$T/remote/f"
+    expect_stderr_matches "$EARLY"
+    expect_notice_once "$DIRECT_NOTICE"
+    expect_stderr_matches '^pcopy: no direct data connection to .*, nor to an earlier probe\); '
+    expect_summary $((5 * 1048576)) 1 4 "$SSH_SUMMARY"
+    forget_hosts
+    expect_exit 0 "$PCOPY" -v -s 4 "pctest:$T/remote/f" "$T/back/f"
+    same_file "$T/f" "$T/back/f"
+    expect_stderr_matches "$EARLY"
+    expect_notice_once "$DIRECT_NOTICE"
+    expect_summary $((5 * 1048576)) 1 4 "$SSH_SUMMARY"
+    no_remote_left
+
+    lo=$((40000 + RANDOM % 20000))
+    firewall_close drop "$lo-$((lo + 19))"
+    forget_hosts
+    expect_exit 0 "$PCOPY" -v -s 4 -Z "$lo-$((lo + 19))" "$T/f" "pctest:$T/remote/g"
+    same_file "$T/f" "$T/remote/g"
+    expect_no_notice
+    expect_stderr_lacks "through ssh start now"
+    expect_summary $((5 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
+    no_remote_left
+}
+
+# An open link where the look at the direct path is made to get no answer
+# (the test fault data_probe): the streams through ssh start early, yet
+# the direct connects at READY win, the early streams stop before they
+# ever reach the session (no duplicate stream), and nothing falls back.
+case_probe_misled() {
+    firewall_open
+    mkfile "$T/f" 5M
+    mkdir -p "$T/remote" "$T/back"
+    forget_hosts
+    expect_exit 0 env PCOPY_TEST_FAULT=data_probe:1 "$PCOPY" -v -s 4 "$T/f" "pctest:$T/remote/f"
+    same_file "$T/f" "$T/remote/f"
+    expect_stderr_matches "$EARLY"
+    expect_no_notice
+    expect_summary $((5 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
+    expect_exit 0 env PCOPY_TEST_FAULT=data_probe:1 "$PCOPY" -v -s 4 "pctest:$T/remote/f" "$T/back/f"
+    same_file "$T/f" "$T/back/f"
+    expect_stderr_matches "$EARLY"
+    expect_no_notice
+    expect_summary $((5 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
+    no_remote_left
+    # Nothing remembers a fallback: the next copy races again.
+    [[ ! -s $XDG_CACHE_HOME/pcopy/direct-failed ]] ||
+        fail "a copy that went direct left the host in the fallback memo"
 }
 
 # --data-via ssh through the closed firewall: no direct attempt at all, so
@@ -692,6 +760,8 @@ run_case sanity case_sanity
 run_case auto-drop case_auto_drop
 run_case auto-reject case_auto_reject
 run_case drop-quick case_drop_quick
+run_case early case_early
+run_case probe-misled case_probe_misled
 run_case via-ssh case_via_ssh
 run_case tree case_tree
 run_case third-party case_third_party
