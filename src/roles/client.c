@@ -15,6 +15,7 @@
 #include <string.h>
 #include <inttypes.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -712,7 +713,16 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep)
  * datapath_open has given the direct connects their chance. */
 static int client_early_streams(struct client *c, struct endpoint *ep)
 {
-	if (!datapath_probe_quiet(&ep->probe, true))
+	int rfd = ctl_rfd(ep->ctl), avail = 0;
+	struct pollfd p = { .fd = rfd, .events = POLLIN };
+
+	if (!datapath_probe_quiet(&ep->probe, rfd))
+		return 0;
+	/* The wait ended early on the control channel: ssh failed (EOF,
+	 * nothing to read; the handshake says why), or the far end is up
+	 * already, after a login of a few round trips that the probe had
+	 * too. */
+	if (platform_poll(&p, 1, 0) > 0 && ioctl(rfd, FIONREAD, &avail) == 0 && avail == 0)
 		return 0;
 	log_info("no answer from %s to a look at the direct path within %.1f s; the data "
 		 "streams through ssh start now, in case", ep->data_host,
@@ -780,7 +790,7 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		/* Early streams: only while the probe is still unanswered. One
 		 * that answered since (a link slower than the probe's wait)
 		 * is an open path: the race as always. */
-		if (ep->sdata != NULL && !datapath_probe_quiet(&ep->probe, false)) {
+		if (ep->sdata != NULL && !datapath_probe_quiet(&ep->probe, -1)) {
 			log_info("%s answered the look at the direct path after all; the data "
 				 "streams through ssh stop", ep->data_host);
 			sshdata_end(ep->sdata, true);

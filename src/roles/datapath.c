@@ -308,14 +308,18 @@ void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t p
 	p->state = fd >= 0 ? DATAPATH_PROBE_PENDING : probe_state_of(fd);
 }
 
-bool datapath_probe_quiet(struct datapath_probe *p, bool wait)
+bool datapath_probe_quiet(struct datapath_probe *p, int watch)
 {
 	while (p->state == DATAPATH_PROBE_PENDING && p->fd >= 0) {
 		uint64_t ms = (platform_now_ns() - p->t0) / 1000000u;
-		int left = wait && ms < DATAPATH_PROBE_MS ? (int)(DATAPATH_PROBE_MS - ms) : 0;
-		struct pollfd pf = { .fd = p->fd, .events = POLLOUT };
-		if (platform_poll(&pf, 1, left) <= 0)
-			break; /* no answer yet, or a stop signal (the caller's next wait sees it) */
+		int left = watch >= 0 && ms < DATAPATH_PROBE_MS ? (int)(DATAPATH_PROBE_MS - ms) : 0;
+		struct pollfd pf[2] = { { .fd = p->fd, .events = POLLOUT },
+					{ .fd = watch, .events = POLLIN } };
+		if (platform_poll(pf, watch >= 0 ? 2 : 1, left) <= 0 || pf[1].revents != 0)
+			break; /* no answer yet, the watch spoke, or a stop signal (the
+			          caller's next wait sees it) */
+		if (pf[0].revents == 0)
+			continue;
 		int ret = net_connect_done(p->fd);
 		if (ret == -ENOTCONN || ret == -EINPROGRESS)
 			continue;

@@ -94,10 +94,10 @@ enum {
 void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t port_lo,
 			  int family);
 
-/* Waits for the probe's answer up to DATAPATH_PROBE_MS from its start
- * (wait = false: only looks) and returns whether the direct path looks
- * closed (PENDING or BLOCKED). */
-bool datapath_probe_quiet(struct datapath_probe *p, bool wait);
+/* Waits for the probe's answer up to DATAPATH_PROBE_MS from its start, or
+ * until watch is readable or hung up (-1: no wait at all, only a look), and
+ * returns whether the direct path looks closed (PENDING or BLOCKED). */
+bool datapath_probe_quiet(struct datapath_probe *p, int watch);
 
 /* Closes the probe's socket; p is OFF again. */
 void datapath_probe_end(struct datapath_probe *p);
