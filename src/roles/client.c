@@ -716,7 +716,8 @@ static int client_early_streams(struct client *c, struct endpoint *ep)
 	int rfd = ctl_rfd(ep->ctl), avail = 0;
 	struct pollfd p = { .fd = rfd, .events = POLLIN };
 
-	if (!datapath_probe_quiet(&ep->probe, rfd))
+	/* A stop signal ends the wait too: the handshake reports it. */
+	if (!datapath_probe_quiet(&ep->probe, rfd) || platform_stop_pending())
 		return 0;
 	/* The wait ended early on the control channel: ssh failed (EOF,
 	 * nothing to read; the handshake says why), or the far end is up
