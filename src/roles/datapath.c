@@ -232,9 +232,14 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 			return race_poll_failed(ret, cfg_host, cfg->port, e);
 		}
 	}
-	/* Through ssh. */
+	/* Through ssh. Early streams that failed meanwhile (their ssh ran in
+	 * BatchMode while the control ssh may have asked the user to accept
+	 * the host's key) are started again, once. */
 	race_close_direct(&r);
-	if (!r.begun && (ret = race_start_ssh(&r, e)) < 0)
+	ret = 0;
+	if (!r.begun && (ret = race_start_ssh(&r, e)) < 0 && quiet)
+		ret = race_start_ssh(&r, e);
+	if (ret < 0)
 		return ret;
 	if (why[0] == '\0' && r.why != 0)
 		snprintf(why, sizeof(why), "%s", strerror(-r.why));
@@ -247,6 +252,13 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 		snprintf(cfg->why, cfg->why_cap, "no direct data connection to %s port %u (%s)",
 			 cfg_host, (unsigned)cfg->port, why);
 	ret = sshdata_finish(r.sd, cfg->req, chans, e);
+	if (ret < 0 && quiet && ret != -PC_E_INTERRUPTED && ret != -PC_E_AUTH) {
+		sshdata_end(r.sd, true);
+		r.sd = NULL;
+		ret = race_start_ssh(&r, e);
+		if (ret == 0)
+			ret = sshdata_finish(r.sd, cfg->req, chans, e);
+	}
 	if (ret < 0) {
 		sshdata_end(r.sd, true);
 		return ret;

@@ -2,6 +2,8 @@
 /* sshdata: data streams through ssh, the connecting end (sshdata.h). */
 #include "roles/sshdata.h"
 
+#include "roles/loc.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -43,8 +45,10 @@ struct sshdata_stream {
 };
 
 struct sshdata {
-	struct sshdata_cfg cfg;    /* strings borrowed; attach_id and route copied below */
+	struct sshdata_cfg cfg;    /* strings borrowed but target; attach_id and route copied */
 	struct sshroute route;
+	char target[LOC_MAX_USER + LOC_MAX_HOST + 2]; /* a stream started again needs it
+	                                                 after the caller's copy is gone */
 	char dial[PATH_MAX + 128]; /* "ProxyCommand=... --ssh-dial ...", or "": ssh connects */
 	char ciphers[SSHROUTE_MAX_CIPHERS + 16]; /* "Ciphers=..." (sshroute_aes_first), or "" */
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
@@ -180,6 +184,13 @@ int sshdata_start(const struct sshdata_cfg *cfg, struct sshdata **out, struct pc
 	if (d == NULL)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	d->cfg = *cfg;
+	if (strlen(cfg->target) >= sizeof(d->target)) {
+		free(d);
+		return pc_err_set(e, -PC_E_USAGE, "ssh destination '%.64s...' is too long",
+				  cfg->target);
+	}
+	snprintf(d->target, sizeof(d->target), "%s", cfg->target);
+	d->cfg.target = d->target;
 	memcpy(d->attach_id, cfg->attach_id, sizeof(d->attach_id));
 	if (cfg->route != NULL)
 		d->route = *cfg->route;
