@@ -720,9 +720,9 @@ static int client_early_streams(struct client *c, struct endpoint *ep)
 	if (!datapath_probe_quiet(&ep->probe, rfd) || platform_stop_pending())
 		return 0;
 	/* The wait ended early on the control channel: ssh failed (EOF,
-	 * nothing to read; the handshake says why), or the far end is up
-	 * already, after a login of a few round trips that the probe had
-	 * too. */
+	 * nothing to read; the handshake says why). Bytes there (a login
+	 * script's output: the far end speaks only after our HELLO, which
+	 * this wait holds back) leave the decision to the probe. */
 	if (platform_poll(&p, 1, 0) > 0 && ioctl(rfd, FIONREAD, &avail) == 0 && avail == 0)
 		return 0;
 	log_info("no answer from %s to a look at the direct path within %.1f s; the data "

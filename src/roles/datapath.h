@@ -75,7 +75,8 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
  * control login, instead of after READY and the race's head start: about
  * a login earlier. It decides nothing alone: at READY the direct connects
  * still race (datapath_open with cfg->early), and any that succeeds wins.
- * The probe sends one SYN and closes the socket: nothing travels. */
+ * The probe sends only SYNs (the kernel resends one unanswered) and its
+ * socket stays open until READY (datapath_probe_end): no byte travels. */
 struct datapath_probe {
 	int fd;          /* the connect under way; -1: none (done, or never started) */
 	int state;       /* DATAPATH_PROBE_* */

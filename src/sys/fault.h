@@ -30,7 +30,8 @@
  *                had changed since it was hashed
  *   data_probe   --data-via auto: the probe of the direct path
  *                (roles/datapath.h) gets no answer, as behind a firewall
- *                that drops it, whatever the link
+ *                that drops it, whatever the link; at once, without the
+ *                probe's wait
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
 #define PCOPY_FAULT_H
