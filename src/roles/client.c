@@ -72,6 +72,8 @@ struct endpoint {
 	struct sshroute route;             /* how ssh reaches the host, when via is not direct */
 	struct sshroute_run route_run;     /* the ssh -G that reads it (client_request_via) */
 	struct datapath_probe probe;       /* auto: the direct path, looked at during the login */
+	struct session_hs hs;              /* the handshake between its halves */
+	bool hello_sent;                   /* its first half is done (client_hello) */
 	char memo_key[LOC_MAX_USER + LOC_MAX_HOST + SSHROUTE_MAX_HOST + 16]; /* datamemo's */
 };
 
@@ -98,9 +100,10 @@ struct client {
 };
 
 static int client_request_via(struct client *c, struct endpoint *ep);
-static int client_ssh_streams(struct client *c, struct endpoint *ep);
+static int client_ssh_streams(struct client *c, struct endpoint *ep, struct pc_err *e);
 static void client_route_settle(struct client *c, struct endpoint *ep);
-static int client_early_streams(struct client *c, struct endpoint *ep);
+static void client_early_streams(struct client *c, struct endpoint *ep);
+static int client_hello(struct client *c, struct endpoint *ep);
 
 /* ---- Arguments --------------------------------------------------------- */
 
@@ -473,15 +476,15 @@ static int client_open_endpoint_raw(struct client *c, struct endpoint *ep)
 	client_route_settle(c, ep); /* reaps the ssh -G even if ssh did not start */
 	/* Only through ssh: the streams start with the control channel. */
 	if (ret == 0 && ep->via == PCOPY_DATA_VIA_SSH)
-		ret = client_ssh_streams(c, ep);
+		ret = client_ssh_streams(c, ep, c->e);
 	/* Still auto: a look at the direct path while the login runs, at
-	 * the address ssh's HostName gives, if it gives one. */
+	 * the address ssh's HostName gives, if it gives one. Our first flight
+	 * goes now, so that the far end starts while the probe waits (in
+	 * client_handshake): its REQUEST is final in every flow that probes. */
 	if (ret == 0 && auto_via && ep->via == PCOPY_DATA_VIA_AUTO) {
 		datapath_probe_start(&ep->probe, ep->route.host[0] ? ep->route.host : ep->data_host,
 				     c->o->port_lo, c->o->family ? c->o->family : ep->route.family);
-		ret = client_early_streams(c, ep);
-		if (ep->sdata == NULL)
-			datapath_probe_end(&ep->probe);
+		ret = client_hello(c, ep);
 	}
 	return ret;
 }
@@ -516,14 +519,36 @@ static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
 			      "before the session started", ep->peer, st);
 }
 
-/* HELLO ... READY with ep; keeps the data port and key. */
+/* Sends ep's first flight (HELLO, KEY, REQUEST), once: ep->req must be
+ * final. */
+static int client_hello(struct client *c, struct endpoint *ep)
+{
+	int ret;
+
+	if (ep->hello_sent)
+		return 0;
+	ep->hello_sent = true;
+	ret = session_client_hello(ep->ctl, ep->t, ep->K, &ep->req, &ep->hs, c->e);
+	crypto_wipe(ep->K, sizeof(ep->K));
+	return ret < 0 ? client_explain_launch(c, ep, ret) : 0;
+}
+
+/* HELLO ... READY with ep; keeps the data port and key. A probe of the
+ * direct path (client_open_endpoint) has its wait here, while the far end
+ * starts. */
 static int client_handshake(struct client *c, struct endpoint *ep)
 {
 	struct proto_msg m;
-	int ret;
+	int ret = client_hello(c, ep);
 
-	ret = session_client_handshake(ep->ctl, ep->t, ep->K, &ep->req, &m.u.ready, ep->k, c->e);
-	crypto_wipe(ep->K, sizeof(ep->K));
+	if (ret < 0)
+		return ret;
+	if (ep->probe.state != DATAPATH_PROBE_OFF) {
+		client_early_streams(c, ep);
+		if (ep->sdata == NULL)
+			datapath_probe_end(&ep->probe);
+	}
+	ret = session_client_ready(ep->ctl, &ep->hs, &m.u.ready, ep->k, c->e);
 	if (ret < 0)
 		return client_explain_launch(c, ep, ret);
 	ep->port = m.u.ready.data_port;
@@ -539,6 +564,7 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 		sshroute_finish(&ep->route_run, &ep->route);
 	client_dial_stop(ep); /* data connections the session never took */
 	datapath_probe_end(&ep->probe);
+	crypto_wipe(&ep->hs, sizeof(ep->hs)); /* a handshake never finished */
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
 	/* Their channels are closed: their ssh's end as the session does. */
@@ -696,39 +722,52 @@ static void client_ssh_cfg(struct client *c, struct endpoint *ep, struct sshdata
 }
 
 /* Starts ep's data streams through ssh (they connect while the session
- * starts). */
-static int client_ssh_streams(struct client *c, struct endpoint *ep)
+ * starts). Returns 0 or a negative code with the detail in e. */
+static int client_ssh_streams(struct client *c, struct endpoint *ep, struct pc_err *e)
 {
 	char target[LOC_MAX_USER + LOC_MAX_HOST + 2];
 	struct sshdata_cfg cfg;
 
 	client_ssh_cfg(c, ep, &cfg, target);
-	return sshdata_start(&cfg, &ep->sdata, c->e);
+	return sshdata_start(&cfg, &ep->sdata, e);
 }
 
 /* auto: if the probe of the direct path has had no answer within
  * DATAPATH_PROBE_MS of its start (or was told it is unreachable), starts
  * the streams through ssh now, beside the control login, rather than after
  * READY and the race's head start. They hold their proofs until
- * datapath_open has given the direct connects their chance. */
-static int client_early_streams(struct client *c, struct endpoint *ep)
+ * datapath_open has given the direct connects their chance. The wait ends
+ * early when the control channel speaks: the far end answered our first
+ * flight (the login took less than the wait, and the probe had as long),
+ * or ssh failed. Nothing here fails the copy: streams that cannot start
+ * now start at the fallback, or say why there. */
+static void client_early_streams(struct client *c, struct endpoint *ep)
 {
 	int rfd = ctl_rfd(ep->ctl), avail = 0;
 	struct pollfd p = { .fd = rfd, .events = POLLIN };
+	struct pc_err e2;
 
 	/* A stop signal ends the wait too: the handshake reports it. */
 	if (!datapath_probe_quiet(&ep->probe, rfd) || platform_stop_pending())
-		return 0;
-	/* The wait ended early on the control channel: ssh failed (EOF,
-	 * nothing to read; the handshake says why). Bytes there (a login
-	 * script's output: the far end speaks only after our HELLO, which
-	 * this wait holds back) leave the decision to the probe. */
+		return;
+	/* ssh failed (EOF, nothing to read): the handshake says why. */
 	if (platform_poll(&p, 1, 0) > 0 && ioctl(rfd, FIONREAD, &avail) == 0 && avail == 0)
-		return 0;
-	log_info("no answer from %s to a look at the direct path within %.1f s; the data "
-		 "streams through ssh start now, in case", ep->data_host,
-		 (double)DATAPATH_PROBE_MS / 1000.0);
-	return client_ssh_streams(c, ep);
+		return;
+	if (ep->probe.state == DATAPATH_PROBE_BLOCKED)
+		log_info("%s is unreachable for a look at the direct path; the data streams "
+			 "through ssh start now, in case", ep->data_host);
+	else
+		log_info("no answer from %s to a look at the direct path within %.2f s; the "
+			 "data streams through ssh start now, in case", ep->data_host,
+			 (double)(platform_now_ns() - ep->probe.t0) / 1e9);
+	pc_err_init(&e2);
+	if (client_ssh_streams(c, ep, &e2) < 0) {
+		char why[sizeof(e2.msg)];
+		pc_err_get(&e2, why, sizeof(why));
+		log_info("the early data streams through ssh did not start (%s); they start "
+			 "at the fallback, if it comes", why);
+	}
+	pc_err_destroy(&e2);
 }
 
 /* ---- Two-party copies -------------------------------------------------- */

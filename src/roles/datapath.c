@@ -162,8 +162,7 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	 * the direct connects have had DATAPATH_QUIET_MS: a listener that saw
 	 * an ssh stream's proof first would drop a direct one of the same
 	 * index as a duplicate. */
-	struct race r = { .cfg = cfg, .n = cfg->req->streams, .t0 = platform_now_ns(),
-			  .sd = cfg->early };
+	struct race r = { .cfg = cfg, .n = cfg->req->streams, .sd = cfg->early };
 	bool quiet = cfg->early != NULL;
 	const char *cfg_host = cfg->host; /* where the direct connects go */
 	unsigned commit = r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
@@ -205,6 +204,8 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 			}
 	}
 	pc_err_destroy(&e2);
+	/* The race's clock starts with the SYNs, after the name look-up. */
+	r.t0 = platform_now_ns();
 	for (;;) {
 		uint64_t ms = race_ms(&r);
 		bool dead = r.failed == r.n;
@@ -333,8 +334,11 @@ bool datapath_probe_quiet(struct datapath_probe *p, int watch)
 		if (pf[0].revents == 0)
 			continue;
 		int ret = net_connect_done(p->fd);
-		if (ret == -ENOTCONN || ret == -EINPROGRESS)
+		if (ret == -ENOTCONN || ret == -EINPROGRESS) {
+			if (left == 0)
+				break; /* a look only, or the time is up: no spinning */
 			continue;
+		}
 		p->state = probe_state_of(ret);
 		probe_close(p);
 	}

@@ -33,7 +33,9 @@
 #define DATAPATH_CAP_MS 3000u
 /* The probe (below): how long it may go unanswered before the streams
  * through ssh start, and how long direct connects get after READY once
- * it has stayed unanswered. */
+ * it has stayed unanswered. That is so with one stream too: the probe's
+ * SYN went unanswered as well, so a fallback then takes two lost SYNs, as
+ * DATAPATH_COMMIT_ONE_MS does without a probe. */
 #define DATAPATH_PROBE_MS 400u
 #define DATAPATH_QUIET_MS 300u
 

@@ -73,45 +73,57 @@ static int session_key(struct ctl *c, enum session_transport t, const uint8_t ke
 	return 0;
 }
 
-int session_client_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
-			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+int session_client_hello(struct ctl *c, enum session_transport t,
+			 const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			 struct session_hs *hs, struct pc_err *e)
 {
-	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN], key[PROTO_KEY_LEN], mac[PROTO_MAC_LEN];
 	struct proto_msg m;
 	int ret;
 
-	ret = crypto_random(nc, sizeof(nc));
+	*hs = (struct session_hs){ .t = t };
+	ret = crypto_random(hs->nc, sizeof(hs->nc));
 	if (ret == 0 && t == SESSION_PIPE)
-		ret = crypto_random(key, sizeof(key));
+		ret = crypto_random(hs->key, sizeof(hs->key));
 	if (ret < 0)
 		return pc_err_set(e, ret, "cannot get random bytes: %s", pc_strerror(ret));
 	if (t != SESSION_PIPE)
-		memcpy(key, K, sizeof(key));
+		memcpy(hs->key, K, sizeof(hs->key));
 	/* Everything at once: the server answers HELLO, its proof (daemon)
 	 * and READY in one flight. */
-	session_hello(&m, nc);
+	session_hello(&m, hs->nc);
 	ret = session_send(c, &m, e);
 	if (ret == 0 && t == SESSION_PIPE) {
 		m = (struct proto_msg){ .type = PROTO_KEY };
-		memcpy(m.u.key.key, key, sizeof(key));
+		memcpy(m.u.key.key, hs->key, sizeof(hs->key));
 		ret = session_send(c, &m, e);
+		crypto_wipe(&m, sizeof(m));
 	}
 	m = (struct proto_msg){ .type = PROTO_REQUEST, .u.request = req };
 	if (ret == 0)
 		ret = session_send(c, &m, e);
-	if (ret == 0)
-		ret = ctl_expect(c, PROTO_HELLO, &m, e);
+	if (ret < 0)
+		crypto_wipe(hs->key, sizeof(hs->key));
+	return ret;
+}
+
+int session_client_ready(struct ctl *c, struct session_hs *hs, struct proto_ready *ready,
+			 uint8_t k[PROTO_KEY_LEN], struct pc_err *e)
+{
+	uint8_t mac[PROTO_MAC_LEN];
+	struct proto_msg m;
+	int ret;
+
+	ret = ctl_expect(c, PROTO_HELLO, &m, e);
 	if (ret == 0)
 		ret = session_check_version(&m.u.hello, ctl_peer(c), e);
 	if (ret < 0)
 		goto out;
-	memcpy(ns, m.u.hello.nonce, sizeof(ns));
-	if (t == SESSION_DAEMON) {
+	memcpy(hs->ns, m.u.hello.nonce, sizeof(hs->ns));
+	if (hs->t == SESSION_DAEMON) {
 		/* The daemon proves the key first; only then do we. */
 		ret = ctl_expect(c, PROTO_AUTH, &m, e);
 		if (ret == 0)
-			ret = auth_ctl_mac(key, false, nc, ns, mac);
+			ret = auth_ctl_mac(hs->key, false, hs->nc, hs->ns, mac);
 		if (ret == 0 && !crypto_equal(mac, m.u.auth.mac, sizeof(mac))) {
 			(void)ctl_send_error(c, -PC_E_AUTH, "authentication failed: the client's "
 					     "key does not match this daemon's key file");
@@ -122,7 +134,7 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 		}
 		m = (struct proto_msg){ .type = PROTO_AUTH };
 		if (ret == 0)
-			ret = auth_ctl_mac(key, true, nc, ns, m.u.auth.mac);
+			ret = auth_ctl_mac(hs->key, true, hs->nc, hs->ns, m.u.auth.mac);
 		if (ret == 0)
 			ret = session_send(c, &m, e);
 		if (ret < 0)
@@ -131,10 +143,10 @@ int session_client_handshake(struct ctl *c, enum session_transport t,
 	ret = ctl_expect(c, PROTO_READY, &m, e);
 	if (ret == 0) {
 		*ready = m.u.ready;
-		ret = session_key(c, t, key, nc, ns, k, e);
+		ret = session_key(c, hs->t, hs->key, hs->nc, hs->ns, k, e);
 	}
 out:
-	crypto_wipe(key, sizeof(key));
+	crypto_wipe(hs->key, sizeof(hs->key));
 	return ret;
 }
 

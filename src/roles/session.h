@@ -30,24 +30,32 @@ enum session_transport {
 #define SESSION_CONNECT_TIMEOUT_S 30u /* to reach a peer */
 #define SESSION_AUTH_TIMEOUT_S 10u   /* for a data connection's handshake */
 
-/* Client side of the handshake. Sends HELLO, then KEY (pipe: a fresh
- * random key; K is ignored) and the REQUEST, all at once. On the daemon
- * transport K is the shared key: the server's AUTH must prove it before
- * ours goes out. Waits for READY. On success *ready is the server's answer
- * (its data port and address) and k the session key. Returns 0 or a
- * negative code with the detail in e. A daemon that fails after READY
- * (it could not open a path) says so with ERROR, later. req is only read
- * (it is not const because the REQUEST message points at it). */
-int session_client_handshake(struct ctl *c, enum session_transport t,
-			     const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
-			     struct proto_ready *ready, uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
-
-/* The server's handshake state between its two halves. */
+/* A handshake's state between its two halves, on either side. */
 struct session_hs {
 	enum session_transport t;
 	uint8_t nc[PROTO_NONCE_LEN], ns[PROTO_NONCE_LEN];
 	uint8_t key[PROTO_KEY_LEN];   /* K or the pipe's KEY; wiped by the second half */
 };
+
+/* Client side, first half: sends HELLO, then KEY (pipe: a fresh random
+ * key; K is ignored) and the REQUEST, all at once, and keeps in hs what
+ * the second half needs. On the daemon transport K is the shared key. The
+ * caller may do other work while the far end answers (the probe of the
+ * direct path waits there). req is only read (it is not const because the
+ * REQUEST message points at it), and must be final. Returns 0 or a
+ * negative code with the detail in e (hs then holds no key). */
+int session_client_hello(struct ctl *c, enum session_transport t,
+			 const uint8_t K[PROTO_KEY_LEN], struct proto_request *req,
+			 struct session_hs *hs, struct pc_err *e);
+
+/* Client side, second half: reads the server's HELLO; on the daemon
+ * transport its AUTH must prove K before ours goes out. Waits for READY.
+ * On success *ready is the server's answer (its data port and address)
+ * and k the session key. Wipes hs. Returns 0 or a negative code with the
+ * detail in e. A daemon that fails after READY (it could not open a path)
+ * says so with ERROR, later. */
+int session_client_ready(struct ctl *c, struct session_hs *hs, struct proto_ready *ready,
+			 uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 
 /* Server side, first half: reads HELLO and answers it, reads KEY (pipe)
  * and the REQUEST, and on the daemon transport sends AUTH proving K. Nothing in

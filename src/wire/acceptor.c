@@ -45,6 +45,7 @@ struct acc_job {
 	int ret;                  /* result; guarded by a->lock */
 	bool done;                /* guarded by a->lock */
 	bool cut;                 /* guarded by a->lock: cut off to make room */
+	bool benign;              /* result: a failure that is no news (see acc_collect) */
 	bool used;                /* accept loop only */
 	uint64_t started_ns;      /* accept loop only */
 	pthread_t tid;
@@ -98,6 +99,10 @@ static int acc_handshake_attach(struct acc_job *j)
 	sync_lock(&a->lock);
 	j->live = NULL;
 	sync_unlock(&a->lock);
+	/* Closed before its proof: the client started it in case, and its
+	 * direct connections won (roles/datapath.h); a stream that really
+	 * failed fails the client, which says why. */
+	j->benign = ret == -PC_E_NET;
 	/* The channel holds j->fd now, whatever came of the handshake: it is
 	 * closed when the job is collected (acc_job_close). */
 	j->ch = ch;
@@ -199,7 +204,10 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 			chans[j->idx] = j->ch;
 			kept++;
 		} else {
-			if (!all || j->ret != 0)
+			if (j->benign && j->ret != 0)
+				log_info("%s ended before its proof; the client took another path",
+					 j->who);
+			else if (!all || j->ret != 0)
 				log_warn("dropped data connection from %s: %s", j->who,
 					 j->why[0] ? j->why
 					 : j->ret == -PC_E_AUTH ? "bad authentication"

@@ -429,8 +429,9 @@ case_drop_quick() {
 }
 
 # EARLY: -v's line when the look at the direct path during the login got
-# no answer and the streams through ssh start then.
-EARLY='^pcopy: no answer from [^ ]+ to a look at the direct path within 0\.4 s; the data streams through ssh start now, in case$'
+# no answer (for 0.4 s at most, or until the far end answered the first
+# flight) and the streams through ssh start then.
+EARLY='^pcopy: no answer from [^ ]+ to a look at the direct path within [0-9]+\.[0-9]+ s; the data streams through ssh start now, in case$'
 
 # auto behind DROP: the look at the direct path (roles/datapath.h) gets no
 # answer while the control ssh logs in, so the streams through ssh start
@@ -482,6 +483,9 @@ case_probe_misled() {
     same_file "$T/f" "$T/remote/f"
     expect_stderr_matches "$EARLY"
     expect_no_notice
+    # The listener (its stderr comes back through ssh) dropped no stream:
+    # no early stream reached it beside a direct one of the same index.
+    expect_stderr_lacks "dropped data connection"
     expect_summary $((5 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
     expect_exit 0 env PCOPY_TEST_FAULT=data_probe:1 "$PCOPY" -v -s 4 "pctest:$T/remote/f" "$T/back/f"
     same_file "$T/f" "$T/back/f"
@@ -564,8 +568,12 @@ case_third_party() {
     # h1's notice, relayed by the client: its prefix is not pinned down.
     expect_notice_once
     no_remote_left
-    expect_exit 0 "$PCOPY" -3 -s 4 "h1:$T/src/f" "h2:$T/dst/relayed"
+    # -3: each host's probe waits while both logins run (the second ssh
+    # does not wait for the first host's probe); both start early streams.
+    expect_exit 0 "$PCOPY" -3 -v -s 4 "h1:$T/src/f" "h2:$T/dst/relayed"
     same_file "$T/src/f" "$T/dst/relayed"
+    [[ $(grep -Ec "$EARLY" "$LAST_STDERR") -eq 2 ]] ||
+        fail "-3 behind DROP: wanted the early-streams line once for each host: $(cat "$LAST_STDERR")"
     # Once, or once for each host.
     expect_notice_lines 1 2
     no_temp_files "$T/dst"

@@ -3,7 +3,8 @@
  * framing over an fd (ctl_recv, ctl_expect) and the handshakes that read
  * what a stranger sends before it has proved anything: a daemon's (and a
  * server's over a pipe) session_server_open + session_server_auth, and the
- * client's session_client_handshake reading a server's answers.
+ * client's session_client_hello + session_client_ready reading a server's
+ * answers.
  *
  * Input: one byte choosing the mode (enum fuzz_mode, modulo FUZZ_MODES),
  * then the bytes the peer sends, served from a memfd as the channel's read
@@ -199,6 +200,7 @@ static void fuzz_client(struct ctl *c, enum session_transport t)
 {
 	static struct proto_request req;
 	struct proto_ready ready;
+	struct session_hs hs;
 	uint8_t k[PROTO_KEY_LEN];
 	struct pc_err e;
 	int ret;
@@ -209,7 +211,9 @@ static void fuzz_client(struct ctl *c, enum session_transport t)
 	req.block_size = 1u << 20;
 	fuzz_require(proto_request_add_path(&req, "dst") == 0);
 	pc_err_init(&e);
-	ret = session_client_handshake(c, t, fuzz_key, &req, &ready, k, &e);
+	ret = session_client_hello(c, t, fuzz_key, &req, &hs, &e);
+	if (ret == 0)
+		ret = session_client_ready(c, &hs, &ready, k, &e);
 	fuzz_require_message(ret, &e);
 	/* Our nonce is fresh: no daemon's proof in the input can match it. */
 	fuzz_require(t == SESSION_PIPE || ret < 0);
