@@ -27,6 +27,7 @@ struct race {
 	struct sshdata *sd;          /* started: the ssh streams, ours */
 	bool begun;                  /* our proofs are on their way on them */
 	bool ssh_heard;              /* a proof came on one of them */
+	bool late;                   /* test fault data_late: direct only after ssh_heard */
 	uint64_t t0;
 };
 
@@ -86,7 +87,7 @@ static int race_wait(struct race *r, int wait_ms)
 	unsigned who[2 * PROTO_MAX_STREAMS], np = 0;
 	unsigned nssh = r->begun && !r->ssh_heard ? sshdata_count(r->sd) : 0;
 
-	for (unsigned i = 0; i < r->n; i++)
+	for (unsigned i = 0; i < r->n && (!r->late || r->ssh_heard); i++)
 		if (r->fds[i] >= 0 && !r->up[i]) {
 			p[np] = (struct pollfd){ .fd = r->fds[i], .events = POLLOUT };
 			who[np++] = i;
@@ -162,10 +163,10 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	 * the direct connects have had DATAPATH_QUIET_MS: a listener that saw
 	 * an ssh stream's proof first would drop a direct one of the same
 	 * index as a duplicate. */
-	struct race r = { .cfg = cfg, .n = cfg->req->streams, .sd = cfg->early };
+	struct race r = { .cfg = cfg, .n = cfg->req->streams, .sd = cfg->early,
+			  .late = fault_fire(FAULT_DATA_LATE) };
 	bool quiet = cfg->early != NULL;
 	const char *cfg_host = cfg->host; /* where the direct connects go */
-	unsigned commit = r.n == 1 ? DATAPATH_COMMIT_ONE_MS : DATAPATH_COMMIT_MS;
 	struct pc_err e2;
 	char why[sizeof(e2.msg)] = "";
 	int ret;
@@ -209,7 +210,10 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 	for (;;) {
 		uint64_t ms = race_ms(&r);
 		bool dead = r.failed == r.n;
-		if (r.connected > 0)
+		/* A direct connect wins, unless an ssh stream has the
+		 * listener's proof already: the listener holds that stream,
+		 * and would drop a direct one of its index as a duplicate. */
+		if (r.connected > 0 && !r.ssh_heard)
 			return race_direct_won(&r, cfg_host, chans, e);
 		if (quiet && (dead || ms >= DATAPATH_QUIET_MS))
 			break;
@@ -220,12 +224,11 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 				return ret;
 			}
 		}
-		if (!quiet && (dead || (r.ssh_heard && ms >= commit) || ms >= DATAPATH_CAP_MS))
+		if (!quiet && (dead || r.ssh_heard || ms >= DATAPATH_CAP_MS))
 			break;
 		/* Until the next moment that changes what we do. */
 		uint64_t next = quiet ? DATAPATH_QUIET_MS
-			      : !r.begun ? DATAPATH_HEAD_START_MS
-			      : r.ssh_heard ? commit : DATAPATH_CAP_MS;
+			      : !r.begun ? DATAPATH_HEAD_START_MS : DATAPATH_CAP_MS;
 		ret = race_wait(&r, (int)(next > ms ? next - ms : 0) + 1);
 		if (ret < 0) {
 			race_close_direct(&r);

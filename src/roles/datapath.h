@@ -6,13 +6,15 @@
  * ssh start too, and the direct connects go on. The first direct connect
  * that succeeds wins: an open link never goes through ssh (the ssh streams
  * still in their key exchange are stopped). The ssh streams win when every
- * direct connect failed (refused, unreachable), or when one of them has
- * the listener's proof and no direct connect succeeded within
- * DATAPATH_COMMIT_MS (a single lost SYN is resent after 1 s: with one
- * stream it waits longer), and in any case after DATAPATH_CAP_MS without a
- * direct connection. Behind a firewall that drops what it refuses, the
- * copy so loses about the head start plus ssh's own set-up, not the 3 s of
- * the cap. Where a probe during the login got no answer (below), the ssh
+ * direct connect failed (refused, unreachable), or as soon as one of them
+ * has the listener's proof (the listener holds that stream then: a direct
+ * one of its index would be dropped as a duplicate, so direct can no
+ * longer win; only lost SYNs let ssh log in first on an open link), and in
+ * any case after DATAPATH_CAP_MS without a direct connection. Behind a
+ * firewall that drops what it refuses, the copy so loses about the head
+ * start plus ssh's own set-up, not the 3 s of the cap. One gap stays: a
+ * proof the listener has sent and we have not yet read (half a round trip)
+ * does not stop a direct connect that completes meanwhile. Where a probe during the login got no answer (below), the ssh
  * streams are already logging in (cfg->early) and there is no head start:
  * the direct connects get DATAPATH_QUIET_MS, and the ssh streams send
  * their proofs only once they have won. */
@@ -28,14 +30,11 @@
 #include "wire/proto.h"
 
 #define DATAPATH_HEAD_START_MS 300u
-#define DATAPATH_COMMIT_MS 500u
-#define DATAPATH_COMMIT_ONE_MS 1500u /* with one stream */
 #define DATAPATH_CAP_MS 3000u
 /* The probe (below): how long it may go unanswered before the streams
  * through ssh start, and how long direct connects get after READY once
  * it has stayed unanswered. That is so with one stream too: the probe's
- * SYN went unanswered as well, so a fallback then takes two lost SYNs, as
- * DATAPATH_COMMIT_ONE_MS does without a probe. */
+ * SYN went unanswered as well, so a fallback then takes two lost SYNs. */
 #define DATAPATH_PROBE_MS 400u
 #define DATAPATH_QUIET_MS 300u
 

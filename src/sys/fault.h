@@ -32,6 +32,9 @@
  *                (roles/datapath.h) gets no answer, as behind a firewall
  *                that drops it, whatever the link; at once, without the
  *                probe's wait
+ *   data_late    --data-via auto: the race's direct connects are seen
+ *                connected only once a stream through ssh has the
+ *                listener's proof, as when their first SYNs were lost
  * Thread-safe: any thread may fire a site; exactly one call fires per arm. */
 #ifndef PCOPY_FAULT_H
 #define PCOPY_FAULT_H
@@ -49,6 +52,7 @@ enum fault_site {
 	FAULT_SINK_VERIFY,
 	FAULT_SINK_SAME,
 	FAULT_DATA_PROBE,
+	FAULT_DATA_LATE,
 	FAULT_SITES
 };
 

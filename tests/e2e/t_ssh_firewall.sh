@@ -498,6 +498,30 @@ case_probe_misled() {
         fail "a copy that went direct left the host in the fallback memo"
 }
 
+# An open link where a stream through ssh gets the listener's proof before
+# any direct connect completes (the test fault data_late: as when the
+# direct connects' first SYNs were lost, and ssh logged in meanwhile). The
+# listener holds that stream, so direct must not win any more (it did: the
+# listener dropped the direct stream of the same index as a duplicate, and
+# the copy failed): the copy goes through ssh and says so, push and pull.
+case_proof_first() {
+    firewall_open
+    mkfile "$T/f" 3M
+    mkdir -p "$T/remote" "$T/back"
+    forget_hosts
+    expect_exit 0 env PCOPY_TEST_FAULT=data_late:1 "$PCOPY" -s 4 "$T/f" "pctest:$T/remote/f"
+    same_file "$T/f" "$T/remote/f"
+    expect_notice_once "$DIRECT_NOTICE"
+    expect_summary $((3 * 1048576)) 1 4 "$SSH_SUMMARY"
+    forget_hosts
+    expect_exit 0 env PCOPY_TEST_FAULT=data_late:1 "$PCOPY" -s 1 "pctest:$T/remote/f" "$T/back/f"
+    same_file "$T/f" "$T/back/f"
+    expect_notice_once "$DIRECT_NOTICE"
+    expect_summary $((3 * 1048576)) 1 1 "$SSH_SUMMARY"
+    forget_hosts
+    no_remote_left
+}
+
 # --data-via ssh through the closed firewall: no direct attempt at all, so
 # no notice is needed; --data-via direct fails as pcopy did before (exit
 # 10, "cannot reach"), and a dead host is still ssh's error (exit 5).
@@ -770,6 +794,7 @@ run_case auto-reject case_auto_reject
 run_case drop-quick case_drop_quick
 run_case early case_early
 run_case probe-misled case_probe_misled
+run_case proof-first case_proof_first
 run_case via-ssh case_via_ssh
 run_case tree case_tree
 run_case third-party case_third_party
