@@ -564,7 +564,12 @@ static void client_close_endpoint(struct client *c, struct endpoint *ep, int *re
 		sshroute_finish(&ep->route_run, &ep->route);
 	client_dial_stop(ep); /* data connections the session never took */
 	datapath_probe_end(&ep->probe);
-	crypto_wipe(&ep->hs, sizeof(ep->hs)); /* a handshake never finished */
+	/* Keys, whether or not the handshake ran: a failed daemon connect
+	 * leaves K, a handshake never finished leaves hs. */
+	crypto_wipe(&ep->hs, sizeof(ep->hs));
+	crypto_wipe(ep->K, sizeof(ep->K));
+	crypto_wipe(ep->k, sizeof(ep->k));
+	crypto_wipe(ep->req.data_key, sizeof(ep->req.data_key));
 	ctl_free(ep->ctl); /* closes the channel: the far end sees EOF */
 	ep->ctl = NULL;
 	/* Their channels are closed: their ssh's end as the session does. */
@@ -1099,6 +1104,11 @@ static int client_third_party(struct client *c)
 		ret = client_handshake(c, listener);
 	if (ret < 0)
 		return ret;
+	/* The connector's REQUEST changes now: its first flight has not gone
+	 * (it does not probe: client_open_endpoint sends it early only then). */
+	if (connector->hello_sent)
+		return pc_err_set(c->e, -EINVAL, "internal error: %s's request went out early",
+				  connector->peer);
 	connector->req.flags |= PROTO_REQ_CONNECT;
 	connector->req.connect_port = listener->port;
 	snprintf(connector->req.connect_host, sizeof(connector->req.connect_host), "%s",

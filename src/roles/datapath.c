@@ -320,6 +320,7 @@ void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t p
 	pc_err_destroy(&e);
 	if (ret < 0) /* no address here (a name only ssh knows), or stopped */
 		return;
+	p->t0 = platform_now_ns(); /* its wait counts from the SYN, not the look-up */
 	p->fd = fd >= 0 ? fd : -1;
 	p->state = fd >= 0 ? DATAPATH_PROBE_PENDING : probe_state_of(fd);
 }
@@ -331,15 +332,16 @@ bool datapath_probe_quiet(struct datapath_probe *p, int watch)
 		int left = watch >= 0 && ms < DATAPATH_PROBE_MS ? (int)(DATAPATH_PROBE_MS - ms) : 0;
 		struct pollfd pf[2] = { { .fd = p->fd, .events = POLLOUT },
 					{ .fd = watch, .events = POLLIN } };
-		if (platform_poll(pf, watch >= 0 ? 2 : 1, left) <= 0 || pf[1].revents != 0)
-			break; /* no answer yet, the watch spoke, or a stop signal (the
-			          caller's next wait sees it) */
-		if (pf[0].revents == 0)
-			continue;
-		int ret = net_connect_done(p->fd);
+		if (platform_poll(pf, watch >= 0 ? 2 : 1, left) <= 0)
+			break; /* no answer yet, or a stop signal (the caller's next
+			          wait sees it) */
+		/* The probe's own answer first: the watch may have spoken at
+		 * the same time, or long before this look (-3's second host). */
+		int ret = pf[0].revents != 0 ? net_connect_done(p->fd) : -EINPROGRESS;
 		if (ret == -ENOTCONN || ret == -EINPROGRESS) {
-			if (left == 0)
-				break; /* a look only, or the time is up: no spinning */
+			if (pf[1].revents != 0 || left == 0)
+				break; /* the watch spoke; or a look only, or the time
+				          is up: no spinning */
 			continue;
 		}
 		p->state = probe_state_of(ret);

@@ -4,8 +4,8 @@
  * docs/PROTOCOL.md 6.5): a race. The direct TCP connects start at once.
  * If none has connected after DATAPATH_HEAD_START_MS, the streams through
  * ssh start too, and the direct connects go on. The first direct connect
- * that succeeds wins: an open link never goes through ssh (the ssh streams
- * still in their key exchange are stopped). The ssh streams win when every
+ * that succeeds wins: an open link does not go through ssh (the ssh streams
+ * still in their key exchange are stopped), unless below. The ssh streams win when every
  * direct connect failed (refused, unreachable), or as soon as one of them
  * has the listener's proof (the listener holds that stream then: a direct
  * one of its index would be dropped as a duplicate, so direct can no

@@ -199,6 +199,7 @@ static void fuzz_server(struct ctl *c, enum session_transport t)
 static void fuzz_client(struct ctl *c, enum session_transport t)
 {
 	static struct proto_request req;
+	static const uint8_t zero[PROTO_KEY_LEN];
 	struct proto_ready ready;
 	struct session_hs hs;
 	uint8_t k[PROTO_KEY_LEN];
@@ -214,6 +215,8 @@ static void fuzz_client(struct ctl *c, enum session_transport t)
 	ret = session_client_hello(c, t, fuzz_key, &req, &hs, &e);
 	if (ret == 0)
 		ret = session_client_ready(c, &hs, &ready, k, &e);
+	/* Whatever came of it, no key is left in hs. */
+	fuzz_require(memcmp(hs.key, zero, sizeof(zero)) == 0);
 	fuzz_require_message(ret, &e);
 	/* Our nonce is fresh: no daemon's proof in the input can match it. */
 	fuzz_require(t == SESSION_PIPE || ret < 0);
