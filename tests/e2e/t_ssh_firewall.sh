@@ -507,23 +507,23 @@ case_probe_misled() {
 # direct connects' first SYNs were lost, and ssh logged in meanwhile). The
 # listener holds that stream, so direct must not win any more (it did: the
 # listener dropped the direct stream of the same index as a duplicate, and
-# the copy failed): the copy goes through ssh and says so, push and pull.
+# the copy failed): the copy goes through ssh and says so, push (-s 4) and
+# pull (-s 1).
 case_proof_first() {
+    local streams from to
     firewall_open
     mkfile "$T/f" 3M
     mkdir -p "$T/remote" "$T/back"
-    forget_hosts
-    expect_exit 0 env PCOPY_TEST_FAULT=data_late:1 "$PCOPY" -s 4 "$T/f" "pctest:$T/remote/f"
-    same_file "$T/f" "$T/remote/f"
-    expect_notice_once "$DIRECT_NOTICE"
-    expect_stderr_lacks "dropped data connection"
-    expect_summary $((3 * 1048576)) 1 4 "$SSH_SUMMARY"
-    forget_hosts
-    expect_exit 0 env PCOPY_TEST_FAULT=data_late:1 "$PCOPY" -s 1 "pctest:$T/remote/f" "$T/back/f"
-    same_file "$T/f" "$T/back/f"
-    expect_notice_once "$DIRECT_NOTICE"
-    expect_stderr_lacks "dropped data connection"
-    expect_summary $((3 * 1048576)) 1 1 "$SSH_SUMMARY"
+    for streams in 4 1; do
+        from=$T/f to=pctest:$T/remote/f
+        [[ $streams == 4 ]] || from=pctest:$T/remote/f to=$T/back/f
+        forget_hosts
+        expect_exit 0 env PCOPY_TEST_FAULT=data_late:1 "$PCOPY" -s "$streams" "$from" "$to"
+        same_file "$T/f" "${to#pctest:}"
+        expect_notice_once "$DIRECT_NOTICE"
+        expect_stderr_lacks "dropped data connection"
+        expect_summary $((3 * 1048576)) 1 "$streams" "$SSH_SUMMARY"
+    done
     forget_hosts
     no_remote_left
 }
