@@ -86,8 +86,9 @@ static int race_wait(struct race *r, int wait_ms)
 	struct pollfd p[2 * PROTO_MAX_STREAMS];
 	unsigned who[2 * PROTO_MAX_STREAMS], np = 0;
 	unsigned nssh = r->begun && !r->ssh_heard ? sshdata_count(r->sd) : 0;
+	bool direct = !r->late || r->ssh_heard; /* test fault data_late */
 
-	for (unsigned i = 0; i < r->n && (!r->late || r->ssh_heard); i++)
+	for (unsigned i = 0; direct && i < r->n; i++)
 		if (r->fds[i] >= 0 && !r->up[i]) {
 			p[np] = (struct pollfd){ .fd = r->fds[i], .events = POLLOUT };
 			who[np++] = i;

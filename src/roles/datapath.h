@@ -5,16 +5,17 @@
  * If none has connected after DATAPATH_HEAD_START_MS, the streams through
  * ssh start too, and the direct connects go on. The first direct connect
  * that succeeds wins: an open link does not go through ssh (the ssh streams
- * still in their key exchange are stopped), unless below. The ssh streams win when every
- * direct connect failed (refused, unreachable), or as soon as one of them
- * has the listener's proof (the listener holds that stream then: a direct
- * one of its index would be dropped as a duplicate, so direct can no
- * longer win; only lost SYNs let ssh log in first on an open link), and in
- * any case after DATAPATH_CAP_MS without a direct connection. Behind a
- * firewall that drops what it refuses, the copy so loses about the head
- * start plus ssh's own set-up, not the 3 s of the cap. One gap stays: a
- * proof the listener has sent and we have not yet read (half a round trip)
- * does not stop a direct connect that completes meanwhile. Where a probe during the login got no answer (below), the ssh
+ * still in their key exchange are stopped), unless below. The ssh streams
+ * win when every direct connect failed (refused, unreachable), or as soon
+ * as one of them has the listener's proof (the listener holds that stream
+ * then: a direct one of its index would be dropped as a duplicate, so
+ * direct can no longer win; only lost SYNs let ssh log in first on an open
+ * link), and in any case after DATAPATH_CAP_MS without a direct
+ * connection. Behind a firewall that drops what it refuses, the copy so
+ * loses about the head start plus ssh's own set-up, not the 3 s of the
+ * cap. One gap stays: a proof the listener has sent and we have not yet
+ * read (half a round trip) does not stop a direct connect that completes
+ * meanwhile. Where a probe during the login got no answer (below), the ssh
  * streams are already logging in (cfg->early) and there is no head start:
  * the direct connects get DATAPATH_QUIET_MS, and the ssh streams send
  * their proofs only once they have won. */

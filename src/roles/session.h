@@ -51,9 +51,9 @@ int session_client_hello(struct ctl *c, enum session_transport t,
 /* Client side, second half: reads the server's HELLO; on the daemon
  * transport its AUTH must prove K before ours goes out. Waits for READY.
  * On success *ready is the server's answer (its data port and address)
- * and k the session key. Wipes hs->key (the nonces are public). Returns 0 or a negative code with the
- * detail in e. A daemon that fails after READY (it could not open a path)
- * says so with ERROR, later. */
+ * and k the session key. Wipes hs->key (the nonces are public). Returns 0
+ * or a negative code with the detail in e. A daemon that fails after READY
+ * (it could not open a path) says so with ERROR, later. */
 int session_client_ready(struct ctl *c, struct session_hs *hs, struct proto_ready *ready,
 			 uint8_t k[PROTO_KEY_LEN], struct pc_err *e);
 

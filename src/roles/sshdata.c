@@ -2,8 +2,6 @@
 /* sshdata: data streams through ssh, the connecting end (sshdata.h). */
 #include "roles/sshdata.h"
 
-#include "roles/loc.h"
-
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +15,7 @@
 #include <unistd.h>
 
 #include "roles/api.h"
+#include "roles/loc.h"
 #include "roles/session.h"
 #include "roles/spawn.h"
 #include "sys/crypto.h"
