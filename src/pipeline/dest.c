@@ -17,12 +17,16 @@
 
 #include "pipeline/journal.h"
 #include "pipeline/tmpfile.h"
+#include "sys/closer.h"
 #include "sys/sync.h"
 #include "wire/pathsafe.h"
 
 #define DEST_BUCKETS 256u  /* hash buckets of the directory table */
 #define DEST_IDS 64u       /* slots of each name -> id cache (direct-mapped) */
 #define DEST_TRIES 100     /* taken temporary names stepped over */
+/* A file at least this big lets the file it replaces go on the closer's
+ * thread; below it, freeing that costs less than handing it over. */
+#define DEST_RETIRE_MIN (1u << 20)
 /* A mapped path: rename_top may be longer than the component it replaces. */
 #define DEST_PATH_CAP (PROTO_MAX_PATH + NAME_MAX + 2)
 
@@ -52,6 +56,7 @@ struct dest {
 	bool as_root;                      /* euid 0 at dest_new; immutable */
 	char *top;                         /* rename_top or NULL; immutable */
 	char *display;                     /* immutable */
+	struct closer *closer;             /* old files replaced; thread-safe */
 	pthread_mutex_t lock;              /* guards the table and the idle list */
 	struct dest_dir *table[DEST_BUCKETS];
 	struct dest_dir *oldest, *newest;  /* the idle list: fd open, no refs */
@@ -969,12 +974,13 @@ int dest_file_fd(const struct dest_file *f)
 	return f->fd;
 }
 
-/* Gives f (attributes set) its final name. Returns 0 or -errno; on
- * failure f->tmp may still name it. */
-static int dest_file_name(struct dest_file *f)
+/* Gives f (attributes set, size bytes) its final name. Returns 0 or
+ * -errno; on failure f->tmp may still name it. A big file keeps hold of
+ * what it replaces across the rename, for d's closer to let go of. */
+static int dest_file_name(struct dest *d, struct dest_file *f, uint64_t size)
 {
 	const struct dest_loc l = { .dirfd = f->dirfd, .name = f->name };
-	int ret;
+	int ret, old = -1;
 
 	if (f->tmp[0] == '\0') {
 		ret = tmpfile_link(f->fd, f->dirfd, f->name);
@@ -984,8 +990,12 @@ static int dest_file_name(struct dest_file *f)
 		if (ret < 0)
 			return ret;
 	}
+	if (size >= DEST_RETIRE_MIN)
+		old = openat(f->dirfd, f->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	ret = dest_rename_tmp(&l, f->tmp);
 	f->tmp[0] = '\0';   /* renamed, or removed by dest_rename_tmp */
+	if (old >= 0)
+		closer_put(d->closer, old);
 	return ret;
 }
 
@@ -1006,7 +1016,7 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		what = "cannot set the attributes of";
 	}
 	if (ret == 0) {
-		ret = dest_file_name(f);
+		ret = dest_file_name(d, f, size);
 		what = "cannot finish";
 	}
 	if (ret == 0 && f->jrnl[0] != '\0') {
@@ -1196,8 +1206,10 @@ struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts
 	d->as_root = geteuid() == 0;
 	d->display = strdup(display);
 	d->top = rename_top != NULL ? strdup(rename_top) : NULL;
-	if (d->display == NULL || (rename_top != NULL && d->top == NULL) ||
+	d->closer = closer_new();
+	if (d->display == NULL || (rename_top != NULL && d->top == NULL) || d->closer == NULL ||
 	    pthread_mutex_init(&d->lock, NULL) != 0) {
+		closer_free(d->closer);
 		free(d->display);
 		free(d->top);
 		free(d);
@@ -1206,6 +1218,7 @@ struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts
 	}
 	if (pthread_mutex_init(&d->idlock, NULL) != 0) {
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&d->lock));
+		closer_free(d->closer);
 		free(d->display);
 		free(d->top);
 		free(d);
@@ -1219,6 +1232,7 @@ void dest_free(struct dest *d)
 {
 	if (d == NULL)
 		return;
+	closer_free(d->closer); /* the old files it holds go now */
 	for (unsigned i = 0; i < DEST_BUCKETS; i++) {
 		while (d->table[i] != NULL) {
 			struct dest_dir *dd = d->table[i];

@@ -80,7 +80,10 @@ struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts
 		      const char *display);
 
 /* Closes the cached fds and frees d. Every dest_file must have been
- * committed or aborted. dest_free(NULL) is a no-op. */
+ * committed or aborted. The big files that commits replaced are let go of
+ * on a thread of their own as the copy goes on; those still held go here
+ * (freeing them can take a while: call this after the far end has its
+ * DONE). dest_free(NULL) is a no-op. */
 void dest_free(struct dest *d);
 
 /* Each of the functions below returns 0, or a negative code with a message

@@ -287,6 +287,63 @@ static void test_replace_and_merge(void **state)
 	expect_clean(b, b->root);
 }
 
+/* Descriptors this process holds of files under dir that have lost their
+ * names. */
+static int count_held_deleted(const char *dir)
+{
+	DIR *fds = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(fds);
+	while ((de = readdir(fds)) != NULL) {
+		char link[300], target[512];
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", de->d_name);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (strncmp(target, dir, strlen(dir)) == 0 && strstr(target, "(deleted)") != NULL)
+			n++;
+	}
+	closedir(fds);
+	return n;
+}
+
+/* A big file replaced: the new bytes are there at once; the old file,
+ * held across the rename for the closer, is let go of by dest_free at the
+ * latest. A symlink in the way is replaced, not followed, here too. */
+static void test_replace_big(void **state)
+{
+	struct box *b = *state;
+	struct dest *d = box_dest(b, NULL);
+	size_t n = 3u << 20;
+	char *big = malloc(n + 1), victim[160];
+
+	assert_non_null(big);
+	for (unsigned round = 0; round < 3; round++) {
+		memset(big, 'a' + (int)round, n);
+		big[n] = '\0';
+		assert_int_equal(put_file(b, d, "big", big, 0644), 0);
+		assert_int_equal(lstat_at(b, "big").st_size, (off_t)n);
+		char head[4] = { 0 };
+		int fd = openat(b->rootfd, "big", O_RDONLY | O_CLOEXEC);
+		assert_true(fd >= 0);
+		assert_int_equal(pread(fd, head, 3, (off_t)n - 3), 3);
+		close(fd);
+		assert_int_equal(head[0], 'a' + (int)round);
+	}
+	snprintf(victim, sizeof(victim), "%s/victim", b->outside);
+	assert_int_equal(symlinkat(victim, b->rootfd, "lnk"), 0);
+	assert_int_equal(put_file(b, d, "lnk", big, 0644), 0);
+	assert_true(S_ISREG(lstat_at(b, "lnk").st_mode));
+	assert_int_equal(access(victim, F_OK), -1);
+	dest_free(d);
+	assert_int_equal(count_held_deleted(b->root), 0);
+	free(big);
+	expect_clean(b, b->root);
+}
+
 static void test_in_the_way(void **state)
 {
 	struct box *b = *state;
@@ -1053,6 +1110,7 @@ int main(void)
 		BOX_TEST(test_tree_basic),
 		BOX_TEST(test_rename_top),
 		BOX_TEST(test_replace_and_merge),
+		BOX_TEST(test_replace_big),
 		BOX_TEST(test_in_the_way),
 		BOX_TEST(test_hostile_symlinks),
 		BOX_TEST(test_preexisting_symlink),
