@@ -143,7 +143,8 @@ static void cli_usage(FILE *out)
 	      "  -s, --streams N       data streams, 1 to 64 (default 4)\n"
 	      "  -w, --window SIZE     TCP window (socket buffer) per stream, e.g. 1M\n"
 	      "                        (default: kernel autotuning)\n"
-	      "  -B, --block-size SIZE block size, 4k to 64M (default 1M)\n"
+	      "  -B, --block-size SIZE block size, 4k to 64M (default 1M; 256k with\n"
+	      "                        --checksum)\n"
 	      "  -c, --compress SPEC   compress: 0-9 (zlib level; 0 = off), zlib[:1-9],\n"
 	      "                        lz4[:1-12], bz2[:1-9], none, auto, or one per\n"
 	      "                        stream: 1,1,6,6 (default: none)\n"
@@ -357,7 +358,10 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_EXCLUDE_FROM: return cli_rules_file(c, arg);
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
 	case 'w': return cli_size("-w", arg, &o->window);
-	case 'B': return cli_size("-B", arg, &o->block_size);
+	case 'B':
+		if (cli_size("-B", arg, &o->block_size) < 0)
+			return -1;
+		return o->block_size != 0 ? 0 : cli_bad("-B", arg, "a size from 4k to 64M");
 	case 'c': o->codec = arg; return 0;
 	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s, "a number of seconds");
 	case OPT_TIMEOUT:

@@ -16,6 +16,9 @@
 
 #define PCOPY_DEFAULT_STREAMS 4u
 #define PCOPY_DEFAULT_BLOCK (1u << 20)
+/* --checksum's block without -B: a change costs at most this on the wire,
+ * and parallel streams end together (docs/DESIGN-NOTES.md). */
+#define PCOPY_DELTA_BLOCK (256u << 10)
 #define PCOPY_DEFAULT_TIMEOUT 120u
 /* --serve limits (pcopy(1)); an option left at 0 takes its default. */
 #define PCOPY_DEFAULT_MAX_SESSIONS 64u
@@ -35,7 +38,8 @@ struct pcopy_hooks;
 struct pcopy_opts {
 	unsigned streams;        /* -s: 1..64 */
 	uint64_t window;         /* -w: socket buffer bytes; 0 = kernel autotuning */
-	uint64_t block_size;     /* -B: 4 KiB..64 MiB */
+	uint64_t block_size;     /* -B: 4 KiB..64 MiB; 0 = PCOPY_DEFAULT_BLOCK, or
+	                            PCOPY_DELTA_BLOCK with checksum */
 	unsigned progress_s;     /* -P: seconds between progress lines; 0 = none */
 	unsigned timeout_s;      /* --timeout: data idle timeout; 0 = none */
 	uint64_t bwlimit;        /* --bwlimit, -x: the data's bytes per second over every

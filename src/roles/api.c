@@ -66,7 +66,6 @@ void pcopy_opts_defaults(struct pcopy_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->streams = PCOPY_DEFAULT_STREAMS;
-	o->block_size = PCOPY_DEFAULT_BLOCK;
 	o->timeout_s = PCOPY_DEFAULT_TIMEOUT;
 	o->verbosity = 1;
 	o->self_exe = "/proc/self/exe";

@@ -123,7 +123,7 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	if (o->streams < 1 || o->streams > PROTO_MAX_STREAMS)
 		return pc_err_set(e, -PC_E_USAGE, "-s/--streams must be 1 to %u, not %u",
 				  PROTO_MAX_STREAMS, o->streams);
-	if (o->block_size < PROTO_MIN_BLOCK || o->block_size > PROTO_MAX_BLOCK)
+	if (o->block_size != 0 && (o->block_size < PROTO_MIN_BLOCK || o->block_size > PROTO_MAX_BLOCK))
 		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
 	if (o->window > (1u << 30))
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
@@ -605,7 +605,8 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	memset(req, 0, sizeof(*req));
 	req->role = (uint8_t)role;
 	req->streams = (uint16_t)o->streams;
-	req->block_size = (uint32_t)o->block_size;
+	req->block_size = o->block_size != 0 ? (uint32_t)o->block_size
+			  : o->checksum ? PCOPY_DELTA_BLOCK : PCOPY_DEFAULT_BLOCK;
 	req->window = (uint32_t)o->window;
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;

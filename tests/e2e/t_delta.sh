@@ -184,8 +184,32 @@ case_many_hashes() {
         fail "bytes_unchanged is $same: not every block but the 4 changed ones"
 }
 
+# Without -B, --checksum works in blocks of 256 KiB (pcopy(1)): a byte
+# changed costs that block, not a whole 1 MiB one; with -B, the block given.
+case_default_block() {
+    local wire
+    mkdir "$T/src" "$T/dst"
+    mkfile "$T/src/f" 4M
+    cp -p "$T/src/f" "$T/dst/f"
+    printf 'x' | dd of="$T/src/f" bs=1 seek=$((3 * 1048576 + 10)) conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum --json="$T/j" "$T/src/f" "$T/dst/f"
+    same_file "$T/src/f" "$T/dst/f"
+    wire=$(jget "$T/j" 'j["source"]["wire_bytes"]')
+    ((wire >= 256 * 1024 && wire < 257 * 1024)) ||
+        fail "$wire bytes on the wire, want one block of 256 KiB and headers"
+    [[ $(jget "$T/j" 'j["files"]["bytes_unchanged"]') == $((15 * 256 * 1024)) ]] ||
+        fail "not 15 blocks of 256 KiB kept"
+    printf 'y' | dd of="$T/src/f" bs=1 seek=10 conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum -B 1M --json="$T/j" "$T/src/f" "$T/dst/f"
+    same_file "$T/src/f" "$T/dst/f"
+    wire=$(jget "$T/j" 'j["source"]["wire_bytes"]')
+    ((wire >= 1048576 && wire < 1049600)) ||
+        fail "-B 1M: $wire bytes on the wire, want one block of 1 MiB and headers"
+}
+
 sshd_start
 run_case local case_local
+run_case default-block case_default_block
 run_case ssh case_ssh
 run_case third-party case_third_party
 run_case daemon case_daemon

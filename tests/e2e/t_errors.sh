@@ -91,6 +91,7 @@ case_bad_options() {
     bad_option -w -w banana
     bad_option -w -w 2G
     bad_option -B -B 1
+    bad_option -B -B 0
     bad_option -B -B 4095
     bad_option -B -B 65M
     bad_option -B -B banana
