@@ -15,7 +15,7 @@
 # pcopy accepts but --help leaves out (--server, --attach, --control-fd,
 # --bind, --notices) are for pcopy's own use and are not offered.
 _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
--H --hard-links -u --update --checksum -a --append --resume -e --verify -n --dry-run --delete --exclude --include --exclude-from -s --streams -w --window -B --block-size -c --compress
+-H --hard-links -u --update --checksum --inplace -a --append --resume -e --verify -n --dry-run --delete --exclude --include --exclude-from -s --streams -w --window -B --block-size -c --compress
 -P --progress --no-progress --json --timeout -x --bwlimit --key-file --rsh --remote-pcopy -Z --port-range
 -z --reverse --data-via -3 -4 --ipv4 -6 --ipv6 --encrypt --no-encrypt
 --cipher --allow-unencrypted --serve --root --max-sessions --max-startups

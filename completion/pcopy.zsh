@@ -79,6 +79,7 @@ _pcopy() {
     '(-n --dry-run)'{-n,--dry-run}'[change nothing: list what would be copied and removed]' \
     '--delete[with -r and -u, --checksum or -a: remove from the copy what the source no longer has]' \
     '--checksum[as -u, but compare contents: only the blocks that differ travel]' \
+    '--inplace[with --checksum: write those blocks into the file already there]' \
     '(-a --append --resume)'{-a,--append,--resume}'[as -u, and make an interrupted copy resumable]' \
     '*--exclude=[leave out what PATTERN matches]:pattern' \
     '*--include=[copy what PATTERN matches, even if a later rule excludes it]:pattern' \

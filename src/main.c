@@ -42,6 +42,7 @@ enum {
 	OPT_MAX_PER_SOURCE, OPT_DATA_VIA, OPT_ATTACH, OPT_NOTICES, OPT_SSH_DIAL, OPT_NO_PROGRESS,
 	OPT_JSON, OPT_PROBE, OPT_EXCLUDE, OPT_INCLUDE, OPT_EXCLUDE_FROM, OPT_DELETE,
 	OPT_CHECKSUM,
+	OPT_INPLACE,
 };
 
 static const struct option cli_longopts[] = {
@@ -54,6 +55,7 @@ static const struct option cli_longopts[] = {
 	{ "numeric-ids", no_argument, NULL, OPT_NUMERIC_IDS },
 	{ "delete", no_argument, NULL, OPT_DELETE },
 	{ "checksum", no_argument, NULL, OPT_CHECKSUM },
+	{ "inplace", no_argument, NULL, OPT_INPLACE },
 	{ "append", no_argument, NULL, 'a' },
 	{ "resume", no_argument, NULL, 'a' },
 	{ "dry-run", no_argument, NULL, 'n' },
@@ -126,6 +128,9 @@ static void cli_usage(FILE *out)
 	      "                        give the files written the source's times\n"
 	      "      --checksum        as -u, but compare contents, not size and time:\n"
 	      "                        only the blocks that differ travel\n"
+	      "      --inplace         with --checksum: write those blocks into the file\n"
+	      "                        already there, not into a new copy put in place\n"
+	      "                        (interrupted, it is left part old, part new)\n"
 	      "  -a, --append, --resume  as -u, and make an interrupted copy resumable:\n"
 	      "                        run the same command with -a again and only what\n"
 	      "                        is missing travels (what is kept is checked first)\n"
@@ -351,6 +356,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_NUMERIC_IDS: o->numeric_ids = true; return 0;
 	case OPT_DELETE: o->delete_missing = true; return 0;
 	case OPT_CHECKSUM: o->checksum = true; return 0;
+	case OPT_INPLACE: o->inplace = true; return 0;
 	case 'a': o->resume = true; return 0;
 	case 'n': o->dry_run = true; return 0;
 	case OPT_EXCLUDE: return cli_rule(c, '-', arg, "--exclude");

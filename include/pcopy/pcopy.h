@@ -68,6 +68,11 @@ struct pcopy_opts {
 	                            file kept beside it with a journal until it is in
 	                            place, so that after an interruption the same copy
 	                            with -a sends only what is missing (pcopy(1)) */
+	bool inplace;            /* --inplace, with checksum and not resume: the blocks that
+	                            differ are written into the file already there (a
+	                            regular file with one link), not into a new file put in
+	                            place when complete; an interrupted copy leaves it part
+	                            old, part new (pcopy(1)) */
 	const char *const *filters; /* --exclude, --include, --exclude-from, in order: each
 	                            "- PATTERN" or "+ PATTERN"; the first rule that
 	                            matches an entry decides (pcopy(1), FILTER RULES).

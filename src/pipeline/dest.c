@@ -74,6 +74,7 @@ struct dest_file {
 	char tmp[TMPFILE_NAME_CAP];        /* temporary name, or "" (unnamed or none) */
 	char jrnl[TMPFILE_NAME_CAP];       /* -a: the journal's name (removed with the file,
 	                                      or once it is in place), or "" */
+	bool placed;                       /* --inplace: the file at its final name already */
 	char path[];                       /* mapped path */
 };
 
@@ -944,7 +945,7 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	if (ret < 0)
 		return ret;
 	n = strlen(l.path);
-	f = malloc(sizeof(*f) + n + 1);
+	f = calloc(1, sizeof(*f) + n + 1); /* placed false, and every other field set below */
 	if (f == NULL) {
 		dest_dir_put(d, l.dir);
 		return dest_fail(d, l.path, -ENOMEM, "cannot create", err);
@@ -1009,13 +1010,13 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = -PC_E_PROTO;
 	else if (size > (uint64_t)INT64_MAX)
 		ret = -EFBIG;
-	else if (size > 0 && ftruncate(f->fd, (off_t)size) != 0)
+	else if ((size > 0 || f->placed) && ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
 	if (ret == 0) {
 		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
 		what = "cannot set the attributes of";
 	}
-	if (ret == 0) {
+	if (ret == 0 && !f->placed) {
 		ret = dest_file_name(d, f, size);
 		what = "cannot finish";
 	}
@@ -1073,6 +1074,7 @@ static struct dest_file *dest_file_new(struct dest *d, struct dest_loc *l)
 	f->dir = l->dir;
 	f->dirfd = l->dirfd;
 	f->fd = -1;
+	f->placed = false;
 	journal_names(f->name, f->tmp, f->jrnl);
 	return f;
 }
@@ -1095,26 +1097,64 @@ static int dest_part_openat(int dirfd, const char *name)
 	return fd;
 }
 
+/* A dest_file for e's name, without a file yet, in *f. Returns 1, 0 when
+ * its parent cannot be reached (writing it will say why), or -ENOMEM. */
+static int dest_file_for(struct dest *d, const struct proto_entry *e, struct dest_file **f)
+{
+	struct dest_loc l;
+	struct pc_err err;
+	int ret;
+
+	pc_err_init(&err);
+	ret = dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err);
+	pc_err_destroy(&err);
+	if (ret < 0)
+		return 0;
+	*f = dest_file_new(d, &l);
+	return *f != NULL ? 1 : -ENOMEM;
+}
+
+int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_file **out,
+		      uint64_t *size)
+{
+	struct dest_file *f;
+	struct stat st;
+	int ret;
+
+	*out = NULL;
+	*size = 0;
+	if (e->type != PROTO_ENT_REG || (e->flags & PROTO_ENT_SIZE_UNKNOWN))
+		return 0;
+	if ((ret = dest_file_for(d, e, &f)) <= 0)
+		return ret;
+	f->tmp[0] = '\0';
+	f->jrnl[0] = '\0';
+	f->placed = true;
+	/* O_NONBLOCK: a FIFO there must not stop us. One link only: a file
+	 * written in place through a hard link would change another name
+	 * too, perhaps one outside the destination. */
+	f->fd = openat(f->dirfd, f->name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (f->fd >= 0 && fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+		*size = (uint64_t)st.st_size;
+		*out = f;
+		return 1;
+	}
+	dest_file_abort(d, f); /* closes it; no name of it goes */
+	return 0;
+}
+
 int dest_part_find(struct dest *d, const struct proto_entry *e, const struct journal_id *id,
 		   struct dest_file **out, struct journal **j, char *note, size_t cap)
 {
 	const char *why = NULL;
 	struct dest_file *f;
-	struct dest_loc l;
-	struct pc_err err;
 	int ret, jfd;
 
 	*out = NULL;
 	*j = NULL;
 	note[0] = '\0';
-	pc_err_init(&err);
-	ret = dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err);
-	pc_err_destroy(&err);
-	if (ret < 0)
-		return 0; /* writing it will say why */
-	f = dest_file_new(d, &l);
-	if (f == NULL)
-		return -ENOMEM;
+	if ((ret = dest_file_for(d, e, &f)) <= 0)
+		return ret;
 	jfd = dest_part_openat(f->dirfd, f->jrnl);
 	if (jfd == -EPERM)
 		why = "is not a file of ours";

@@ -107,6 +107,16 @@ int dest_unchanged(struct dest *d, const struct proto_entry *e);
  * (or its parent cannot be reached), or -errno. */
 int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size);
 
+/* --inplace: e's regular file at the destination, opened for reading and
+ * writing as a dest_file whose commit gives it e's size and attributes
+ * where it is (no new file, no rename; an abort only closes it). Returns 1
+ * with *out and the file's *size, 0 when there is no such file or it
+ * cannot be written in place (anything but a regular file with one link,
+ * or one we may not open for writing: the caller writes a new file as
+ * always), or -ENOMEM. */
+int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_file **out,
+		      uint64_t *size);
+
 /* e: a DIR entry. Creates the directory 0700, so that it can be filled
  * whatever its final mode (dest_dir_end sets that). An existing directory
  * (not a symlink to one) is fine: the copy merges into it. Anything else
@@ -188,8 +198,10 @@ int dest_file_fd(const struct dest_file *f);
  * used: f's is), then gives it its final name atomically: linkat straight
  * to the final name when nothing is there, else a temporary name renamed
  * over it (a file or symlink there is replaced; a directory is an error).
- * Closes and frees f, whatever the outcome; on failure nothing of f is
- * left under any name. */
+ * A file from dest_open_inplace is at its name already: it is truncated
+ * (or extended) to size whatever size is, and not renamed. Closes and
+ * frees f, whatever the outcome; on failure nothing of a new f is left
+ * under any name (a file written in place stays as it is). */
 int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_entry *e,
 		     uint64_t size, struct pc_err *err);
 

@@ -100,13 +100,74 @@ static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t
 	return ret == 0 ? sink_sums_flush(s, r, pend) : ret;
 }
 
+/* Makes f r's file from now on, written in place (-a: with its journal
+ * j; --inplace: j NULL), with a second descriptor that SAME blocks are
+ * read back through. Returns 1 when it did, 0 when a block of r came
+ * before its hashes (a broken source's: f is closed, and r is written as
+ * if there had been nothing), or a negative code (f closed: what it holds
+ * stays). what: "resume" or "update in place", for a message. */
+static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
+		      const char *path, const char *what)
+{
+	int fd = dest_file_fd(f);
+	int base = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (base < 0) {
+		int ret = -errno;
+		journal_free(j);
+		dest_file_keep(s->dest, f);
+		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
+	}
+	sync_lock(&r->lock);
+	if (r->fd >= 0) {
+		sync_unlock(&r->lock);
+		close(base);
+		journal_free(j);
+		dest_file_keep(s->dest, f);
+		return 0;
+	}
+	r->df = f;
+	r->fd = fd;
+	r->jr = j;
+	r->in_place = true;
+	r->updating = j == NULL;
+	r->base_fd = base;
+	sync_unlock(&r->lock);
+	return 1;
+}
+
+/* --inplace: makes the destination's file r's file, written where it is,
+ * and sends its hashes. Returns 1 when it did, 0 when that file cannot be
+ * written in place (the caller hashes it for a new file, as without
+ * --inplace), or a negative code when the session must end. */
+static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
+{
+	struct dest_file *f;
+	uint64_t old;
+	int ret = dest_open_inplace(s->dest, e, &f, &old);
+
+	if (ret == -ENOMEM)
+		return xfer_fail(s->x, ret, "out of memory");
+	if (ret <= 0)
+		return 0;
+	int fd = dest_file_fd(f); /* r's from now on, if adopted */
+	if ((ret = sink_adopt(s, r, f, NULL, e->path, "update in place")) <= 0)
+		return ret;
+	ret = sink_sums_stream(s, r, fd, e->size,
+			       sink_sums_blocks(e->size, old, s->x->block_size), NULL);
+	return ret < 0 ? ret : 1;
+}
+
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 {
 	uint64_t old;
 	int fd, ret;
 
-	if (!proto_sums_wanted(e->size, s->x->block_size) ||
-	    dest_open_old(s->dest, e, &fd, &old) != 1)
+	if (!proto_sums_wanted(e->size, s->x->block_size))
+		return 0;
+	if (s->x->inplace && !s->x->dry_run && (ret = sink_inplace(s, r, e)) != 0)
+		return ret < 0 ? ret : 0;
+	if (dest_open_old(s->dest, e, &fd, &old) != 1)
 		return 0;
 	ret = sink_sums_stream(s, r, fd, e->size, sink_sums_blocks(e->size, old, s->x->block_size),
 			       NULL);
@@ -138,12 +199,9 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 		return xfer_fail(s->x, ret, "out of memory");
 	if (ret <= 0)
 		return 0; /* copied afresh: writing it says what goes wrong */
-	int fd = dest_file_fd(f);
-	int base = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (base < 0 || fstat(fd, &st) != 0) {
+	int fd = dest_file_fd(f); /* r's from now on, if adopted */
+	if (fstat(fd, &st) != 0) {
 		ret = -errno;
-		if (base >= 0)
-			close(base);
 		journal_free(j);
 		dest_file_keep(s->dest, f);
 		return xfer_fail(s->x, ret, "cannot resume '%s': %s", e->path, pc_strerror(ret));
@@ -153,20 +211,8 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 		if (journal_has(j, k - 1))
 			n = k;
 	uint64_t whole = sink_sums_blocks(e->size, (uint64_t)st.st_size, s->x->block_size);
-	sync_lock(&r->lock);
-	if (r->fd >= 0) { /* a block came before its hashes: a broken source's */
-		sync_unlock(&r->lock);
-		close(base);
-		journal_free(j);
-		dest_file_keep(s->dest, f);
-		return 0;
-	}
-	r->df = f;
-	r->fd = fd;
-	r->jr = j;
-	r->in_place = true;
-	r->base_fd = base;   /* SAME blocks are read back from it, and checked */
-	sync_unlock(&r->lock);
+	if ((ret = sink_adopt(s, r, f, j, e->path, "resume")) <= 0)
+		return ret;
 	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j);
 }
 

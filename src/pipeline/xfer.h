@@ -60,6 +60,8 @@ struct xfer {
 	                                 partial file and its journal for each big file until
 	                                 it is in place, and sends SUMS of what an earlier run
 	                                 left there; the source sends matching blocks as SAME */
+	bool inplace;                 /* --inplace (PROTO_SYNC_INPLACE, with checksum): the sink
+	                                 writes into a file already there, where it can */
 	bool dry_run;                 /* -n (PROTO_SYNC_DRY_RUN): the sink changes nothing and
 	                                 lists what it would do; the source sends no block */
 	const struct filter *filter;  /* the REQUEST's rules, or NULL; borrowed. The sink's

@@ -148,6 +148,12 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "--delete needs -r and -u (or --checksum, or -a): it "
 				  "keeps a copy of a tree in step, removing what the source no "
 				  "longer has");
+	if (o->inplace && (!o->checksum || o->resume))
+		return pc_err_set(e, -PC_E_USAGE, o->resume
+				  ? "--inplace and -a do not go together: -a keeps a partial file "
+				    "beside the old one, --inplace writes into the old one"
+				  : "--inplace needs --checksum: it writes only the blocks that "
+				    "differ into the file already there");
 	if (o->relay && o->reverse)
 		return pc_err_set(e, -PC_E_USAGE, "-3 and -z do not go together: with -3 this "
 				  "host connects to both");
@@ -611,7 +617,8 @@ static int client_request(struct client *c, struct endpoint *ep, enum proto_role
 	req->timeout_s = o->timeout_s;
 	req->bwlimit = o->bwlimit;
 	req->sync = (o->update || o->checksum || o->resume ? PROTO_SYNC_UPDATE : 0) |
-		    (o->checksum ? PROTO_SYNC_CHECKSUM : 0) | (o->resume ? PROTO_SYNC_RESUME : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
+		    (o->checksum ? PROTO_SYNC_CHECKSUM : 0) | (o->resume ? PROTO_SYNC_RESUME : 0) |
+		    (o->inplace ? PROTO_SYNC_INPLACE : 0) | (o->verify ? PROTO_SYNC_VERIFY : 0) |
 		    (o->delete_missing ? PROTO_SYNC_DELETE : 0) | (o->dry_run ? PROTO_SYNC_DRY_RUN : 0);
 	req->family = (uint8_t)o->family;
 	req->nsources = (uint32_t)c->nsrc;

@@ -623,6 +623,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.dry_run = (run->req->sync & PROTO_SYNC_DRY_RUN) != 0,
 		.checksum = (run->req->sync & PROTO_SYNC_CHECKSUM) != 0,
 		.resume = (run->req->sync & PROTO_SYNC_RESUME) != 0,
+		.inplace = (run->req->sync & PROTO_SYNC_INPLACE) != 0,
 		.peer = run->peer,
 		.peer_local = run->peer_local,
 		.ctl = run->ctl,

@@ -446,6 +446,8 @@ static bool check_request(const struct proto_msg *m)
 		((q->sync & PROTO_SYNC_UPDATE) && (q->flags & PROTO_REQ_RECURSIVE))) &&
 	       (!(q->sync & PROTO_SYNC_CHECKSUM) || (q->sync & PROTO_SYNC_UPDATE)) &&
 	       (!(q->sync & PROTO_SYNC_RESUME) || (q->sync & PROTO_SYNC_UPDATE)) &&
+	       (!(q->sync & PROTO_SYNC_INPLACE) ||
+		((q->sync & PROTO_SYNC_CHECKSUM) && !(q->sync & PROTO_SYNC_RESUME))) &&
 	       proto_request_filters_ok(q) &&
 	       q->npaths >= 1; /* at most PROTO_MAX_PATHS: put_ and get_request */
 }

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 11u
+#define PROTO_VERSION 12u
 #define PROTO_MIN_VERSION 11u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
@@ -149,8 +149,13 @@ enum proto_role {
                                    an interrupted run wrote of a file (a partial file and
                                    its journal) and sends SUMS of the blocks it has there;
                                    the source sends those that match as SAME */
+#define PROTO_SYNC_INPLACE 0x40u /* --inplace (version 12), only with CHECKSUM and not with
+                                   RESUME: the sink writes the blocks that differ into the
+                                   file already there (a regular file with one link that it
+                                   can open for writing), not into a new file put in place */
 #define PROTO_SYNC_KNOWN (PROTO_SYNC_UPDATE | PROTO_SYNC_VERIFY | PROTO_SYNC_DELETE | \
-			  PROTO_SYNC_DRY_RUN | PROTO_SYNC_CHECKSUM | PROTO_SYNC_RESUME)
+			  PROTO_SYNC_DRY_RUN | PROTO_SYNC_CHECKSUM | PROTO_SYNC_RESUME | \
+			  PROTO_SYNC_INPLACE)
 
 /* proto_entry.type */
 enum proto_entry_type {

@@ -243,7 +243,7 @@ case_route_strangers() {
     printf 'PCRT\x00\x04\x00\x00%s' "0123456789abcdef" >&"$bad"
     read -r -t 5 -u "$bad" _ && fail "the daemon answered a malformed route preamble"
     exec {bad}>&-
-    wait_daemon_logged '^pcopy: dropped 127\.0\.0\.1:[0-9]+: not a pcopy data connection of version 11$' \
+    wait_daemon_logged "^pcopy: dropped 127\\.0\\.0\\.1:[0-9]+: not a pcopy data connection of version $PROTO_VERSION\$" \
         "that it dropped the malformed preamble"
     # A well-formed preamble with a token no session has.
     exec {unknown}<>"/dev/tcp/127.0.0.1/$DAEMON_PORT" || fail "cannot connect to the daemon"
@@ -600,7 +600,7 @@ s.close()
 # daemon logs one refusal per address every 5 s.)
 s = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.7", 0))
 t0 = time.monotonic()
-s.sendall(struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 11, 11, 0) + os.urandom(32))
+s.sendall(struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 12, 12, 0) + os.urandom(32))
 s.settimeout(12)
 hdr = b""
 while len(hdr) < 8:

@@ -207,9 +207,66 @@ case_default_block() {
         fail "-B 1M: $wire bytes on the wire, want one block of 1 MiB and headers"
 }
 
+# inplace_mode SRC DST LSRC LDST ARGS...: LDST, a copy of the file LSRC
+# made before one of its blocks changed, is updated through
+# `--checksum --inplace` from SRC to DST: the same inode, the source's
+# bytes, one block on the wire.
+inplace_mode() {
+    local src=$1 dst=$2 lsrc=$3 ldst=$4 ino wire
+    shift 4
+    mkfile "$lsrc" 2M
+    cp -p "$lsrc" "$ldst"
+    ino=$(stat -c %i "$ldst")
+    printf 'changed' | dd of="$lsrc" bs=1 seek=$((5 * BS + 3)) conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum --inplace -B "$BS" --json="$T/j" "$@" "$src" "$dst"
+    same_file "$lsrc" "$ldst"
+    [[ $(stat -c %i "$ldst") == "$ino" ]] || fail "--inplace $*: $ldst was replaced"
+    wire=$(jget "$T/j" 'j["source"]["wire_bytes"]')
+    ((wire >= BS && wire < BS + 4096)) || fail "--inplace $*: $wire bytes on the wire, want one block"
+}
+
+# --inplace writes the blocks that differ into the file already there, in
+# every mode; a file with another link is replaced as without it (the
+# other name keeps the old bytes); a dry run writes nothing; the file
+# shrinks and grows to the source's size; what it needs is asked for.
+case_inplace() {
+    mkdir -p "$T/l" "$T/push" "$T/pull" "$T/root"
+    inplace_mode "$T/l/src" "$T/l/dst" "$T/l/src" "$T/l/dst"
+    inplace_mode "$T/push/src" "pctest:$T/push/dst" "$T/push/src" "$T/push/dst"
+    inplace_mode "pctest:$T/pull/src" "$T/pull/dst" "$T/pull/src" "$T/pull/dst"
+    start_daemon "$T/root"
+    inplace_mode "$T/l/src2" "$DAEMON_URL/dst" "$T/l/src2" "$T/root/dst" --key-file "$DAEMON_KEY"
+    # Another link: replaced, never written through.
+    local ino
+    cp -p "$T/l/dst" "$T/l/linked" && ln "$T/l/linked" "$T/l/other"
+    printf 'again' | dd of="$T/l/src" bs=1 seek=10 conv=notrunc status=none
+    ino=$(stat -c %i "$T/l/linked")
+    expect_exit 0 "$PCOPY" --checksum --inplace -B "$BS" "$T/l/src" "$T/l/linked"
+    same_file "$T/l/src" "$T/l/linked"
+    [[ $(stat -c %i "$T/l/linked") != "$ino" ]] || fail "a hard-linked file was written in place"
+    same_file "$T/l/dst" "$T/l/other"
+    # A dry run opens nothing for writing.
+    ino=$(stat -c %i "$T/l/dst")
+    cp -p "$T/l/dst" "$T/l/dst.before"
+    expect_exit 0 "$PCOPY" -n --checksum --inplace "$T/l/src" "$T/l/dst"
+    same_file "$T/l/dst.before" "$T/l/dst"
+    # Shorter, then longer, with -e reading it back.
+    head -c $((BS * 7 + 5)) "$T/l/dst.before" >"$T/l/short"
+    for src in "$T/l/short" "$T/l/src"; do
+        expect_exit 0 "$PCOPY" --checksum --inplace -e -B "$BS" "$src" "$T/l/dst"
+        same_file "$src" "$T/l/dst"
+        [[ $(stat -c %i "$T/l/dst") == "$ino" ]] || fail "--inplace -e: replaced"
+    done
+    expect_exit 1 "$PCOPY" --inplace "$T/l/src" "$T/l/dst"
+    expect_stderr_contains "pcopy: --inplace needs --checksum"
+    expect_exit 1 "$PCOPY" -a --checksum --inplace "$T/l/src" "$T/l/dst"
+    expect_stderr_contains "pcopy: --inplace and -a do not go together"
+}
+
 sshd_start
 run_case local case_local
 run_case default-block case_default_block
+run_case inplace case_inplace
 run_case ssh case_ssh
 run_case third-party case_third_party
 run_case daemon case_daemon

@@ -31,7 +31,7 @@
 #     through ssh, holds neither its contents nor its name (and, to a
 #     daemon in TLS, all of the copy passed its one port); a --no-encrypt
 #     capture of the same copy, the control, holds both.
-# And what a user is told: -v (protocol version 11, the cipher), --cipher,
+# And what a user is told: -v (the protocol version, the cipher), --cipher,
 # the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
 # ssh and third-party copies.
 source "$PCOPY_TEST_LIB"
@@ -231,7 +231,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 11, 11, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 12, 12, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:

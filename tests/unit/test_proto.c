@@ -946,7 +946,7 @@ static void test_sums_bound(void **state)
 }
 
 /* REQUEST.sync CHECKSUM (version 10) and RESUME (version 11) go only with
- * UPDATE, both ways. */
+ * UPDATE, and INPLACE (version 12) only with CHECKSUM, both ways. */
 static void test_request_checksum(void **state)
 {
 	static const uint32_t bits[] = { PROTO_SYNC_CHECKSUM, PROTO_SYNC_RESUME };
@@ -973,6 +973,27 @@ static void test_request_checksum(void **state)
 		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
 					&out), -PC_E_PROTO);
 	}
+	/* INPLACE (version 12) goes only with CHECKSUM, and never with RESUME. */
+	static const struct { uint32_t sync; int want; } inplace[] = {
+		{ PROTO_SYNC_UPDATE | PROTO_SYNC_CHECKSUM | PROTO_SYNC_INPLACE, 0 },
+		{ PROTO_SYNC_UPDATE | PROTO_SYNC_CHECKSUM | PROTO_SYNC_INPLACE | PROTO_SYNC_VERIFY, 0 },
+		{ PROTO_SYNC_UPDATE | PROTO_SYNC_INPLACE, -PC_E_PROTO },
+		{ PROTO_SYNC_UPDATE | PROTO_SYNC_RESUME | PROTO_SYNC_INPLACE, -PC_E_PROTO },
+		{ PROTO_SYNC_UPDATE | PROTO_SYNC_CHECKSUM | PROTO_SYNC_RESUME | PROTO_SYNC_INPLACE,
+		  -PC_E_PROTO },
+	};
+	for (size_t i = 0; i < sizeof(inplace) / sizeof(inplace[0]); i++) {
+		sample(PROTO_REQUEST, &m);
+		m.u.request->sync = PROTO_SYNC_UPDATE;
+		n = proto_encode(&m, frame, sizeof(frame));
+		assert_true(n > 0);
+		put_be(payload() + REQ_SYNC_OFF, inplace[i].sync, 4);
+		assert_int_equal(decode(PROTO_REQUEST, payload(), (size_t)n - PROTO_FRAME_HDR_LEN,
+					&out), inplace[i].want);
+		m.u.request->sync = inplace[i].sync;
+		assert_int_equal(proto_encode(&m, frame, sizeof(frame)) > 0 ? 0 : -PC_E_PROTO,
+				 inplace[i].want);
+	}
 	/* PROTO_SUM_NONE: all zeros and nothing else. */
 	uint8_t sum[PROTO_SUM_LEN] = { 0 };
 	assert_true(proto_sum_none(sum));
@@ -989,7 +1010,8 @@ static void test_request_delete(void **state)
 {
 	static const struct { uint16_t flags; uint32_t sync; int want; } cases[] = {
 		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE | PROTO_SYNC_UPDATE, 0 },
-		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_KNOWN, 0 },
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_KNOWN & ~PROTO_SYNC_INPLACE, 0 },
+		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_KNOWN, -PC_E_PROTO },
 		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE, -PC_E_PROTO },
 		{ PROTO_REQ_RECURSIVE, PROTO_SYNC_DELETE | PROTO_SYNC_VERIFY, -PC_E_PROTO },
 		{ 0, PROTO_SYNC_DELETE | PROTO_SYNC_UPDATE, -PC_E_PROTO },
@@ -2225,7 +2247,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x0b\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x0c\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2318,7 +2340,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x0b\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x0c\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2342,7 +2364,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x0b\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x0c\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
