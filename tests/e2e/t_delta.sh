@@ -228,7 +228,9 @@ inplace_mode() {
 # --inplace writes the blocks that differ into the file already there, in
 # every mode; a file with another link is replaced as without it (the
 # other name keeps the old bytes); a dry run writes nothing; the file
-# shrinks and grows to the source's size; what it needs is asked for.
+# shrinks and grows to the source's size; a copy killed half way leaves
+# it where it was and the same command finishes it; what it needs is
+# asked for.
 case_inplace() {
     mkdir -p "$T/l" "$T/push" "$T/pull" "$T/root"
     inplace_mode "$T/l/src" "$T/l/dst" "$T/l/src" "$T/l/dst"
@@ -257,6 +259,25 @@ case_inplace() {
         same_file "$src" "$T/l/dst"
         [[ $(stat -c %i "$T/l/dst") == "$ino" ]] || fail "--inplace -e: replaced"
     done
+    # Killed half way (a quarter of the changed bytes a second): the file
+    # stays where it is, and the same command finishes it.
+    mkfile "$T/l/big" 4M
+    cp -p "$T/l/big" "$T/l/big.dst"
+    ino=$(stat -c %i "$T/l/big.dst")
+    for k in 3 20 40 60; do
+        head -c "$BS" /dev/urandom | dd of="$T/l/big" bs="$BS" seek="$k" conv=notrunc status=none
+    done
+    "${WITH_SIGINT[@]}" "$PCOPY" --checksum --inplace -B "$BS" -s 1 --bwlimit $((BS)) \
+        "$T/l/big" "$T/l/big.dst" 2>"$T/killed.err" &
+    local pid=$!
+    track_pid "$pid"
+    sleep 1.5
+    kill -KILL "$pid"
+    wait_exit 30 "$pid" || fail "pcopy did not die"
+    [[ $(stat -c %i "$T/l/big.dst") == "$ino" ]] || fail "--inplace, killed: the file was replaced"
+    expect_exit 0 "$PCOPY" --checksum --inplace -B "$BS" "$T/l/big" "$T/l/big.dst"
+    same_file "$T/l/big" "$T/l/big.dst"
+    [[ $(stat -c %i "$T/l/big.dst") == "$ino" ]] || fail "--inplace, again: the file was replaced"
     expect_exit 1 "$PCOPY" --inplace "$T/l/src" "$T/l/dst"
     expect_stderr_contains "pcopy: --inplace needs --checksum"
     expect_exit 1 "$PCOPY" -a --checksum --inplace "$T/l/src" "$T/l/dst"
