@@ -62,12 +62,10 @@ struct sink_ent {
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named (set once) */
 	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
 	                               freed when the entry is finished or dropped */
-	bool in_place;              /* -a: df is what an earlier run left; --inplace: df is
-	                               the destination's file itself. SAME blocks are in it
-	                               already, and zeros must be written (set once, before
-	                               any block) */
-	bool updating;              /* --inplace: in_place, and df is the destination's file
-	                               (set once, with in_place) */
+	bool in_place;              /* -a: df is what an earlier run left; --inplace (never
+	                               with -a): df is the destination's file itself. SAME
+	                               blocks are in it already, and zeros must be written
+	                               (set once, before any block) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */
 	size_t seen_bytes;

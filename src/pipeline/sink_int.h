@@ -167,9 +167,11 @@ void *sink_receiver(void *arg);
 /* --checksum, for a REG entry r (e) with contents, not kept: if it is
  * more than a quarter block and the destination has a regular file at its
  * path, hashes that file's blocks and sends them (SUMS), and sets
- * r->nsums. Nothing there, or the budget of hashes in flight spent: no
- * SUMS (or fewer), and the file travels whole. Control thread. Returns 0,
- * or a negative code when the session must end. */
+ * r->nsums. With --inplace, where that file can be written in place (a
+ * regular file with one link), it becomes r's file (r->in_place) first.
+ * Nothing there, or the budget of hashes in flight spent: no SUMS (or
+ * fewer), and the file travels whole. Control thread. Returns 0, or a
+ * negative code when the session must end. */
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e);
 
 /* -a: whether r is written to a named partial file with a journal, which

@@ -130,7 +130,6 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 	r->fd = fd;
 	r->jr = j;
 	r->in_place = true;
-	r->updating = j == NULL;
 	r->base_fd = base;
 	sync_unlock(&r->lock);
 	return 1;
@@ -165,7 +164,7 @@ int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry 
 
 	if (!proto_sums_wanted(e->size, s->x->block_size))
 		return 0;
-	if (s->x->inplace && !s->x->dry_run && (ret = sink_inplace(s, r, e)) != 0)
+	if (s->x->inplace && (ret = sink_inplace(s, r, e)) != 0)
 		return ret < 0 ? ret : 0;
 	if (dest_open_old(s->dest, e, &fd, &old) != 1)
 		return 0;

@@ -211,7 +211,7 @@ static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_
 		return pc_err_set(e, ret, "cannot read '%s' back to verify it: %s", name,
 				  pc_strerror(ret));
 	atomic_fetch_add(&s->unverified, 1);
-	if (r->updating)
+	if (r->in_place && s->x->inplace)
 		return pc_err_set(e, -PC_E_INTEGRITY, "'%s' read back from the disk is not what "
 				  "was sent (--verify), and it was written in place (--inplace): "
 				  "copy it again", name);
@@ -256,7 +256,7 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		r->jr = NULL;
 		sync_unlock(&r->lock);
 	}
-	if (ret == 0 && r->in_place && !r->updating)
+	if (ret == 0 && r->in_place && !s->x->inplace) /* -a: a partial file finished */
 		atomic_fetch_add(&s->resumed, 1);
 	sink_outcome(s, r, ret, &e);
 	pc_err_destroy(&e);
