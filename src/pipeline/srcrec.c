@@ -9,18 +9,20 @@
 struct src_rec *src_rec_new(uint32_t id, uint64_t size, int base_fd, const char *open_path,
 			    const char *display)
 {
-	struct src_rec *r = calloc(1, sizeof(*r));
+	/* One allocation: the record, then its two strings. */
+	size_t olen = open_path != NULL ? strlen(open_path) + 1 : 0, dlen = strlen(display) + 1;
+	struct src_rec *r = malloc(sizeof(*r) + olen + dlen);
+	char *at;
 
 	if (r == NULL)
 		return NULL;
-	r->open_path = open_path ? strdup(open_path) : NULL;
-	r->display = strdup(display);
-	if ((open_path != NULL && r->open_path == NULL) || r->display == NULL) {
-		free(r->open_path);
-		free(r->display);
-		free(r);
-		return NULL;
+	memset(r, 0, sizeof(*r));
+	at = r->str;
+	if (open_path != NULL) {
+		r->open_path = memcpy(at, open_path, olen);
+		at += olen;
 	}
+	r->display = memcpy(at, display, dlen);
 	r->id = id;
 	r->size = size;
 	r->base_fd = base_fd;
@@ -43,8 +45,6 @@ void src_rec_put(struct src_rec *r)
 		return;
 	if (r->own_fd && r->fd >= 0)
 		close(r->fd);
-	free(r->open_path);
-	free(r->display);
 	free(r->sums);
 	free(r);
 }

@@ -43,8 +43,8 @@ struct src_rec {
 	bool sums_done;
 	bool planned_early;      /* -a: planned at its first SUMS, ahead of the files before
 	                            it, which wait for the HAVE; control thread only */
-	char *open_path;         /* owned; NULL for a pre-opened stream; immutable */
-	char *display;           /* owned: names the file in messages; immutable */
+	const char *open_path;   /* in str; NULL for a pre-opened stream; immutable */
+	const char *display;     /* in str: names the file in messages; immutable */
 	int fd;                  /* -1 until opened; guarded by the source's open lock
 	                            until reads_left reaches 0 */
 	bool own_fd;             /* close fd when done (false: a borrowed stream) */
@@ -60,6 +60,7 @@ struct src_rec {
 	struct src_rec *next;    /* the plan's queue */
 	/* control thread only: */
 	struct src_rec *wnext;   /* the window's queue, in id order */
+	char str[];              /* open_path's and display's bytes */
 };
 
 /* A new record with one reference (the window's). Strings are copied.

@@ -361,12 +361,16 @@ static int walk_path_from(const char *prefix, const struct walk *w, const struct
 			  char *out)
 {
 	const char *below = it->e.path + w->top_len;
-	int n;
+	size_t plen = strlen(prefix), blen;
 
-	if (prefix[0] == '\0' && below[0] == '/')
+	if (plen == 0 && below[0] == '/')
 		below++;
-	n = snprintf(out, PROTO_MAX_PATH + 1, "%s%s", prefix, below);
-	return n < 0 || (size_t)n > PROTO_MAX_PATH ? -ENAMETOOLONG : 0;
+	blen = strlen(below);
+	if (plen + blen > PROTO_MAX_PATH)
+		return -ENAMETOOLONG;
+	memcpy(out, prefix, plen);
+	memcpy(out + plen, below, blen + 1);
+	return 0;
 }
 
 /* With -L: st of what the symlink it->e.path (name in fd) points to.
