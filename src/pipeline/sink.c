@@ -257,8 +257,7 @@ static int sink_on_file_fail(struct sink *s, const struct proto_file_fail *m)
 	if (!r->failed && !r->finishing) {
 		r->failed = true;
 		r->fail_code = m->status;
-		snprintf(r->fail_msg, sizeof(r->fail_msg), "%s", m->msg[0] ? m->msg
-			 : pc_strerror(m->status));
+		sink_ent_fail_msg(r, m->msg[0] ? m->msg : pc_strerror(m->status));
 		now = r->writing == 0;
 		r->finishing = now;
 	}
@@ -454,11 +453,18 @@ static void sink_apply(struct sink *s, struct sink_ent *r)
  * Returns 0 or a negative code. */
 static int sink_advance(struct sink *s, bool flush)
 {
+	struct sink_ent *done = NULL; /* the entry moved over last, to put unlocked */
+
+	/* One lock a step: the one that moves the watermark over an entry
+	 * also looks at the next. */
+	sync_lock(&s->lock);
 	for (;;) {
-		sync_lock(&s->lock);
 		uint32_t id = s->low;
 		struct sink_ent *r = id < s->announced ? s->table[id % SINK_TABLE] : NULL;
 		sync_unlock(&s->lock);
+		if (done != NULL)
+			sink_ent_put(done);
+		done = NULL;
 		if (r == NULL || xfer_aborted(s->x))
 			break;
 		if (!sink_is_done(s, id)) {
@@ -478,13 +484,12 @@ static int sink_advance(struct sink *s, bool flush)
 			sink_base_close(r);
 			sync_unlock(&r->lock);
 		}
+		s->x->entries_done = id + 1;
+		done = r;
 		sync_lock(&s->lock);
 		s->table[id % SINK_TABLE] = NULL;
 		atomic_fetch_and(&s->done[(id % SINK_TABLE) / 64], ~(1ull << (id % 64)));
 		s->low = id + 1;
-		sync_unlock(&s->lock);
-		s->x->entries_done = s->low;
-		sink_ent_put(r);
 	}
 	if (s->low != s->acked && !xfer_aborted(s->x) &&
 	    (flush || s->low - s->acked >= SINK_ACK_EVERY)) {
