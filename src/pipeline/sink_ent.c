@@ -99,5 +99,12 @@ void sink_ent_put(struct sink_ent *r)
 		close(r->base_fd);
 	journal_free(r->jr);
 	free(r->seen);
+	free(r->fail_msg);
 	free(r);
+}
+
+void sink_ent_fail_msg(struct sink_ent *r, const char *msg)
+{
+	if (r->fail_msg == NULL && msg[0] != '\0')
+		r->fail_msg = strndup(msg, PROTO_MAX_MSG);
 }

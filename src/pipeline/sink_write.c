@@ -180,7 +180,7 @@ void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *wh
 	journal_free(r->jr);
 	r->jr = NULL;
 	sync_unlock(&r->lock);
-	if (r->fail_msg[0] != '\0') {
+	if (r->fail_msg != NULL) {
 		snprintf(msg, sizeof(msg), "%s", r->fail_msg);
 	} else {
 		sink_display(s, r, name, sizeof(name));
@@ -475,7 +475,9 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	if (ret < 0 && !sink_fatal(ret)) {
 		r->failed = true;
 		r->fail_code = ret;
-		(void)pc_err_get(&e, r->fail_msg, sizeof(r->fail_msg));
+		char msg[PROTO_MAX_MSG + 1];
+		(void)pc_err_get(&e, msg, sizeof(msg));
+		sink_ent_fail_msg(r, msg);
 	}
 	sync_unlock(&r->lock);
 	if (ret < 0 && sink_fatal(ret)) {
