@@ -189,6 +189,10 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 		if (s->t->to_stdout && (e->id > 0 || e->type != PROTO_ENT_REG))
 			return xfer_fail(x, -PC_E_PROTO, "%s sent more than one file for standard "
 					 "output", x->peer);
+		if (s->t->want_dir && e->id == 0 && e->type != PROTO_ENT_DIR)
+			return xfer_fail(x, -ENOTDIR, "cannot copy '%s' to '%s': a destination "
+					 "ending in '/' is a directory, and '%s' is not one",
+					 e->path, s->t->display, e->path);
 		ret = sink_add(s, e);
 		if (ret < 0)
 			return ret;

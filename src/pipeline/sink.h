@@ -28,13 +28,17 @@ struct sink_target {
 	bool is_dir;               /* the destination is a directory: files keep their names */
 	bool to_stdout;            /* write the single file to fd 1, in order */
 	char name[PROTO_MAX_PATH + 1];    /* !is_dir: the file's final name in dirfd */
+	bool want_dir;             /* !is_dir: the path ended in '/', so name is a directory
+	                              to create, and the single source must be one */
 	char display[PROTO_MAX_PATH + 1]; /* the destination as the user named it */
 };
 
 /* Resolves path (relative to rootfd; beneath as in pathsafe_open) by cp's
  * rules: an existing directory receives the files under their own names;
  * otherwise, with a single source, path names the new file, whose parent
- * directory must exist. Checks the directory is writable. display names
+ * directory must exist; a path that ends in '/' and does not exist names
+ * a new directory (want_dir), as `cp -r SRC NEW/` and rsync have it: the
+ * source must then be a directory. Checks the directory is writable. display names
  * the destination in messages. Returns 0 or a negative code with the
  * detail in e. */
 int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool beneath,

@@ -45,10 +45,20 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 				  display);
 	if (fd != -ENOENT && fd != -ENOTDIR)
 		return pc_err_set(e, fd, "cannot open destination '%s': %s", display, pc_strerror(fd));
+	size_t len = strlen(path);
+	bool slash = len > 0 && path[len - 1] == '/';
+	if (slash && fd == -ENOTDIR)
+		return pc_err_set(e, fd, "destination '%s' is not a directory", display);
 	if (nsources != 1)
 		return pc_err_set(e, -PC_E_USAGE, "target '%s' is not a directory, and there are "
 				  "%u sources", display, (unsigned)nsources);
-	if (pathsafe_split(path, dir, base) < 0 || pathsafe_check_name(base) < 0)
+	/* "new/": the directory new, which the source becomes. */
+	char trimmed[PROTO_MAX_PATH + 2];
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	snprintf(trimmed, sizeof(trimmed), "%.*s", (int)len, path);
+	t->want_dir = slash;
+	if (pathsafe_split(trimmed, dir, base) < 0 || pathsafe_check_name(base) < 0)
 		return pc_err_set(e, -EINVAL, "destination '%s' has no file name", display);
 	fd = pathsafe_open(rootfd, dir, O_RDONLY | O_DIRECTORY, 0, beneath);
 	if (fd == -EXDEV || fd == -ELOOP)

@@ -134,6 +134,16 @@ case_naming() {
     expect_exit 0 "$PCOPY" -r -p "$T/x" "$T/new"
     check_tree "$T/x" "$T/new"
     [[ ! -e $T/new/x ]] || fail "pcopy -r x new made new/x; new itself should be the copy"
+    # A new name ending in '/' is a directory: the same copy, as with
+    # cp -r and rsync; a file is refused (exit 11) and nothing is made.
+    expect_exit 0 "$PCOPY" -r -p "$T/x/" "$T/newslash/"
+    check_tree "$T/x" "$T/newslash"
+    [[ ! -e $T/newslash/x ]] || fail "pcopy -r x/ new/ made new/x; new itself should be the copy"
+    expect_exit 11 "$PCOPY" "$T/f" "$T/fslash/"
+    expect_stderr_contains "is a directory, and 'f' is not one"
+    [[ ! -e $T/fslash ]] || fail "pcopy f new/ made $T/fslash"
+    expect_exit 11 "$PCOPY" "$T/f" "$T/f/"
+    expect_stderr_contains "destination '$T/f/' is not a directory"
     # Several sources (directories and a file) into an existing directory.
     mkdir "$T/many"
     expect_exit 0 "$PCOPY" -r -p "$T/x" "$T/y" "$T/f" "$T/many"
@@ -154,6 +164,11 @@ case_naming() {
     check_tree "$T/x" "$T/rexists/x"
     expect_exit 0 "$PCOPY" -r -p "$T/x" "pctest:$T/rnew"
     check_tree "$T/x" "$T/rnew"
+    expect_exit 0 "$PCOPY" -r -p "$T/x/" "pctest:$T/rnewslash/"
+    check_tree "$T/x" "$T/rnewslash"
+    expect_exit 11 "$PCOPY" "$T/f" "pctest:$T/rfslash/"
+    expect_stderr_contains "is a directory, and 'f' is not one"
+    [[ ! -e $T/rfslash ]] || fail "pcopy f host:new/ made $T/rfslash"
     expect_exit 1 "$PCOPY" -r "$T/x" "$T/y" "pctest:$T/f"
     expect_stderr_contains "$T/f"
     same_file "$T/many/f" "$T/f"

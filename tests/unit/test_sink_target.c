@@ -175,6 +175,33 @@ static void test_new_name(void **state)
 	assert_int_equal(pc_err_get(&fx->err, NULL, 0), 0);
 }
 
+/* A new name that ends in '/' is a directory to create (want_dir); an
+ * existing file so named is not a directory. */
+static void test_new_dir_slash(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const paths[] = { "d/newdir/", "d/newdir//" };
+
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		assert_int_equal(sink_target_open(&fx->t, fx->rootfd, paths[i], false, 1, false,
+						  paths[i], &fx->err), 0);
+		assert_false(fx->t.is_dir);
+		assert_true(fx->t.want_dir);
+		assert_string_equal(fx->t.name, "newdir");
+		assert_true(same_dir(fx, fx->t.dirfd, "d"));
+		sink_target_close(&fx->t);
+	}
+	/* Without the slash, a name that may become a file. */
+	assert_int_equal(sink_target_open(&fx->t, fx->rootfd, "d/newdir", false, 1, false,
+					  "d/newdir", &fx->err), 0);
+	assert_false(fx->t.want_dir);
+	sink_target_close(&fx->t);
+	assert_int_equal(pc_err_get(&fx->err, NULL, 0), 0);
+	expect_refused(fx, "d/file/", false, 1, -ENOTDIR, "d/file/", "is not a directory", NULL);
+	expect_refused(fx, "d/newdir/", false, 2, -PC_E_USAGE, "d/newdir/", "not a directory",
+		       NULL);
+}
+
 static void test_several_sources_need_dir(void **state)
 {
 	struct fixture *fx = *state;
@@ -311,7 +338,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		FX_TEST(test_existing_dir),
 		FX_TEST(test_new_name),
-		FX_TEST(test_several_sources_need_dir),
+		FX_TEST(test_new_dir_slash),
+	FX_TEST(test_several_sources_need_dir),
 		FX_TEST(test_missing_parent),
 		FX_TEST(test_no_file_name),
 		FX_TEST(test_beneath_outside),
