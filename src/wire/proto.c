@@ -634,9 +634,9 @@ static void put_entry(struct wbuf *w, const struct proto_entry *e)
 	put_str(w, e->group, PROTO_MAX_NAME);
 }
 
-/* Reads the entry at r's position as id and checks it. Returns 0 or
- * -PC_E_PROTO. */
-static int entry_read(struct rbuf *r, uint32_t id, struct proto_entry *e)
+/* Reads the entry at r's position as id and, with check, checks it.
+ * Returns 0 or -PC_E_PROTO. */
+static int entry_read(struct rbuf *r, uint32_t id, struct proto_entry *e, bool check)
 {
 	e->id = id;
 	e->type = get_u8(r);
@@ -655,7 +655,7 @@ static int entry_read(struct rbuf *r, uint32_t id, struct proto_entry *e)
 	get_str(r, e->target, PROTO_MAX_PATH);
 	get_str(r, e->user, PROTO_MAX_NAME);
 	get_str(r, e->group, PROTO_MAX_NAME);
-	return r->bad || !entry_ok(e, id) ? -PC_E_PROTO : 0;
+	return r->bad || (check && !entry_ok(e, id)) ? -PC_E_PROTO : 0;
 }
 
 /* The batch-level rules: a count in range, ids that do not pass
@@ -667,7 +667,9 @@ static bool entries_head_ok(const struct proto_entries *es)
 	       es->body_len <= ENTRIES_BODY_MAX && (es->body != NULL || es->body_len == 0);
 }
 
-int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out)
+/* proto_entries_next, each entry checked with check. */
+static int entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out,
+			bool check)
 {
 	size_t idx = *pos >> ENTRIES_POS_SHIFT;
 	size_t off = *pos & (((size_t)1 << ENTRIES_POS_SHIFT) - 1);
@@ -678,10 +680,15 @@ int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto
 	if (idx == es->count) /* the body must end right after the last entry */
 		return off == es->body_len ? 0 : -PC_E_PROTO;
 	r = (struct rbuf){ es->body, es->body_len, off, false };
-	if (entry_read(&r, es->first_id + (uint32_t)idx, out) < 0)
+	if (entry_read(&r, es->first_id + (uint32_t)idx, out, check) < 0)
 		return -PC_E_PROTO;
 	*pos = (idx + 1) << ENTRIES_POS_SHIFT | r.pos;
 	return 1;
+}
+
+int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out)
+{
+	return entries_next(es, pos, out, !es->checked);
 }
 
 static void put_entries(struct wbuf *w, const struct proto_msg *m)
@@ -712,7 +719,7 @@ static bool check_entries(const struct proto_msg *m)
 	size_t pos = 0;
 	int ret;
 
-	while ((ret = proto_entries_next(&m->u.entries, &pos, &e)) == 1)
+	while ((ret = entries_next(&m->u.entries, &pos, &e, true)) == 1)
 		;
 	return ret == 0;
 }
@@ -787,7 +794,7 @@ void proto_entries_explain(const uint8_t *payload, size_t len, char *out, size_t
 	for (uint32_t i = 0; i < m.u.entries.count; i++) {
 		uint32_t id = m.u.entries.first_id + i;
 		const char *why;
-		if (entry_read(&b, id, e) == 0)
+		if (entry_read(&b, id, e, true) == 0)
 			continue;
 		why = b.bad ? "is cut short" : entry_why(e, id);
 		n = (size_t)snprintf(out, cap, "entry %u ('", (unsigned)id);
@@ -1337,6 +1344,8 @@ int proto_decode(uint8_t type, const uint8_t *payload, size_t len, struct proto_
 		return -PC_E_PROTO;
 	if (op->check && !op->check(m))
 		return -PC_E_PROTO;
+	if (type == PROTO_ENTRIES)
+		m->u.entries.checked = true;
 	return 0;
 }
 

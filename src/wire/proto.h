@@ -274,6 +274,11 @@ struct proto_entries {
 	uint16_t count;         /* 1..PROTO_MAX_BATCH */
 	const uint8_t *body;    /* borrowed: the count entries, back to back */
 	size_t body_len;        /* bytes in body: exactly the count entries */
+	/* Set by proto_decode, which checked every entry, so that
+	 * proto_entries_next does not check them again. Never set by hand: a
+	 * message built otherwise leaves it false. proto_encode checks every
+	 * entry whatever it says. */
+	bool checked;
 };
 
 /* An ENTRIES payload being built. Large (64 KiB): not for the stack of a
@@ -571,8 +576,9 @@ void proto_batch_msg(const struct proto_batch *b, struct proto_msg *m);
 /* Reads the next entry of a decoded (or built) ENTRIES. *pos is an opaque
  * cursor: set it to 0 before the first call and leave it alone between
  * calls. Returns 1 (*out filled, its id set), 0 (no more entries), or
- * -PC_E_PROTO (the body breaks a rule: impossible after a successful
- * proto_decode, but checked). Pure. */
+ * -PC_E_PROTO (the body breaks a rule). After a successful proto_decode
+ * (es->checked) each entry's rules were checked there and are not again;
+ * the body's bounds always are. Pure. */
 int proto_entries_next(const struct proto_entries *es, size_t *pos, struct proto_entry *out);
 
 /* The string bytes of an entry (path, target, user and group, without

@@ -2008,7 +2008,8 @@ static void test_entries_next_unchecked(void **state)
 	entry_of(PROTO_ENT_FIFO, 0, &ent_in);
 	proto_batch_init(&batch_in, 3);
 	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
-	es = (struct proto_entries){ 3, 1, batch_in.body, batch_in.len + 1 }; /* a byte too many */
+	es = (struct proto_entries){ 3, 1, batch_in.body, batch_in.len + 1, false }; /* a byte
+										 too many */
 	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), 1);
 	assert_int_equal(ent_out.id, 3);
 	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO);
@@ -2018,6 +2019,47 @@ static void test_entries_next_unchecked(void **state)
 	es.body_len = batch_in.len;
 	pos = (size_t)5 << 16; /* a cursor past the count */
 	assert_int_equal(proto_entries_next(&es, &pos, &ent_out), -PC_E_PROTO);
+}
+
+/* proto_entries.checked: set by the decoder, which checked every entry,
+ * so that proto_entries_next does not check them twice; any other batch is
+ * checked by proto_entries_next, and the encoder checks every batch. */
+static void test_entries_checked(void **state)
+{
+	struct proto_msg m, out;
+	size_t pos = 0, plen;
+
+	(void)state;
+	entry_of(PROTO_ENT_REG, 0, &ent_in);
+	snprintf(ent_in.path, sizeof(ent_in.path), "dir/abc");
+	proto_batch_init(&batch_in, 0);
+	assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+	proto_batch_msg(&batch_in, &m);
+	assert_false(m.u.entries.checked);
+	plen = encode_ok(&m);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), 0);
+	assert_true(out.u.entries.checked);
+	assert_int_equal(proto_entries_next(&out.u.entries, &pos, &ent_out), 1);
+	assert_string_equal(ent_out.path, "dir/abc");
+
+	/* The same bytes with "dir/abc" made "dir/../": unchecked, refused by
+	 * both; a decode of them fails. */
+	uint8_t *at = memmem(batch_in.body, batch_in.len, "dir/abc", 7);
+	assert_non_null(at);
+	memcpy(at, "dir/../", 7);
+	memset(&m, 0, sizeof(m));
+	m.type = PROTO_ENTRIES;
+	m.u.entries = (struct proto_entries){ 0, 1, batch_in.body, batch_in.len, false };
+	pos = 0;
+	assert_int_equal(proto_entries_next(&m.u.entries, &pos, &ent_out), -PC_E_PROTO);
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	m.u.entries.checked = true; /* a lie: the encoder checks anyway */
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -PC_E_PROTO);
+	put_be(payload(), 0, 4);     /* first_id */
+	put_be(payload() + 4, 1, 2); /* count */
+	memcpy(payload() + ENT_OFF, batch_in.body, batch_in.len);
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), ENT_OFF + batch_in.len, &out),
+			 -PC_E_PROTO);
 }
 
 /* REQUEST goes through the caller's storage both ways. */
@@ -2430,6 +2472,7 @@ int main(void)
 		cmocka_unit_test(test_entries_batch_rules),
 		cmocka_unit_test(test_batch_full),
 		cmocka_unit_test(test_entries_next_unchecked),
+		cmocka_unit_test(test_entries_checked),
 		cmocka_unit_test(test_request_pointer),
 		cmocka_unit_test(test_block_roundtrip),
 		cmocka_unit_test(test_block_validation),
