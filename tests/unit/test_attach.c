@@ -336,7 +336,11 @@ static int raw_connect(const char *path)
 
 	if (fd < 0)
 		return -1;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		close(fd);
+		return -1;
+	}
+	memcpy(sa.sun_path, path, strlen(path) + 1);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		close(fd);
 		return -1;
