@@ -18,6 +18,7 @@
 #include "pipeline/journal.h"
 #include "pipeline/tmpfile.h"
 #include "sys/closer.h"
+#include "sys/platform.h"
 #include "sys/sync.h"
 #include "wire/pathsafe.h"
 
@@ -75,6 +76,9 @@ struct dest_file {
 	char jrnl[TMPFILE_NAME_CAP];       /* -a: the journal's name (removed with the file,
 	                                      or once it is in place), or "" */
 	bool placed;                       /* --inplace: the file at its final name already */
+	bool fresh;                        /* dest_file_open's: it was empty when made */
+	int64_t whole;                     /* its size, where dest_file_write_whole wrote it
+	                                      all (commit need not truncate); else -1 */
 	char path[];                       /* mapped path */
 };
 
@@ -953,6 +957,8 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	memcpy(f->path, l.path, n + 1);
 	f->name = f->path + (size_t)(l.name - l.path);
 	f->jrnl[0] = '\0';
+	f->fresh = true;
+	f->whole = -1;
 	for (int tries = 0;; tries++) {
 		f->fd = tmpfile_open(l.dirfd, f->name, f->tmp);
 		if (f->fd >= 0 || !dest_retry(d, &l, &f->fd, tries, "cannot create", err))
@@ -973,6 +979,15 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 int dest_file_fd(const struct dest_file *f)
 {
 	return f->fd;
+}
+
+int dest_file_write_whole(struct dest_file *f, const void *p, uint64_t size)
+{
+	int ret = platform_pwrite_full(f->fd, p, size, 0);
+
+	if (ret == 0 && f->fresh && size <= (uint64_t)INT64_MAX)
+		f->whole = (int64_t)size;
+	return ret;
 }
 
 /* Gives f (attributes set, size bytes) its final name. Returns 0 or
@@ -1010,7 +1025,8 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = -PC_E_PROTO;
 	else if (size > (uint64_t)INT64_MAX)
 		ret = -EFBIG;
-	else if ((size > 0 || f->placed) && ftruncate(f->fd, (off_t)size) != 0)
+	else if ((size > 0 || f->placed) && f->whole != (int64_t)size &&
+		 ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
 	if (ret == 0) {
 		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
@@ -1063,7 +1079,7 @@ void dest_file_keep(struct dest *d, struct dest_file *f)
 static struct dest_file *dest_file_new(struct dest *d, struct dest_loc *l)
 {
 	size_t n = strlen(l->path);
-	struct dest_file *f = malloc(sizeof(*f) + n + 1);
+	struct dest_file *f = calloc(1, sizeof(*f) + n + 1); /* not fresh, not placed */
 
 	if (f == NULL) {
 		dest_dir_put(d, l->dir);
@@ -1074,7 +1090,7 @@ static struct dest_file *dest_file_new(struct dest *d, struct dest_loc *l)
 	f->dir = l->dir;
 	f->dirfd = l->dirfd;
 	f->fd = -1;
-	f->placed = false;
+	f->whole = -1;
 	journal_names(f->name, f->tmp, f->jrnl);
 	return f;
 }

@@ -193,8 +193,14 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
  * thread); owned by f. */
 int dest_file_fd(const struct dest_file *f);
 
+/* Writes a file's whole contents, size bytes, into f (fresh from
+ * dest_file_open) at offset 0, so that commit need not set its size.
+ * Returns 0 or -errno. */
+int dest_file_write_whole(struct dest_file *f, const void *p, uint64_t size);
+
 /* Finishes f: ftruncate to size (skipped when size is 0: nothing may have
- * been written past size), attributes from e (a REG entry; its path is not
+ * been written past size; and when dest_file_write_whole wrote size bytes
+ * into a fresh f), attributes from e (a REG entry; its path is not
  * used: f's is), then gives it its final name atomically: linkat straight
  * to the final name when nothing is there, else a temporary name renamed
  * over it (a file or symlink there is replaced; a directory is an error).

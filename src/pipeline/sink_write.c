@@ -564,7 +564,7 @@ static void sink_pack_file(struct sink *s, struct writer *w, struct sink_ent *r,
 	ret = dest_file_open(s->dest, r->path, &r->df, &e);
 	if (ret == 0) {
 		ret = fault_fire(FAULT_SINK_WRITE) ? -ENOSPC
-						   : platform_write_full(dest_file_fd(r->df), p, r->size);
+						   : dest_file_write_whole(r->df, p, r->size);
 		if (ret < 0) {
 			char name[PROTO_MAX_PATH + 64];
 			sink_display(s, r, name, sizeof(name));

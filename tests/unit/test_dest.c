@@ -525,6 +525,36 @@ static void test_bad_entries(void **state)
 	assert_int_equal(count_entries(b->root, NULL), 0);
 }
 
+/* dest_file_write_whole: a fresh file written whole is committed without
+ * a truncate and reads back exactly; a size that differs from what was
+ * written still sets it; a file written in place is still cut to its size,
+ * down to 0. */
+static void test_write_whole(void **state)
+{
+	struct box *b = *state;
+	struct dest *d = box_dest(b, NULL);
+	struct dest_file *f = NULL;
+	uint64_t size = 0;
+
+	assert_int_equal(dest_file_open(d, "f", &f, &b->err), 0);
+	assert_int_equal(dest_file_write_whole(f, "hello", 5), 0);
+	assert_int_equal(dest_file_commit(d, f, ent(PROTO_ENT_REG, "f", 0644), 5, &b->err), 0);
+	expect_text(b, "f", "hello");
+	assert_int_equal(lstat_at(b, "f").st_size, 5);
+
+	assert_int_equal(dest_file_open(d, "g", &f, &b->err), 0);
+	assert_int_equal(dest_file_write_whole(f, "hello world", 11), 0);
+	assert_int_equal(dest_file_commit(d, f, ent(PROTO_ENT_REG, "g", 0644), 5, &b->err), 0);
+	expect_text(b, "g", "hello");
+
+	assert_int_equal(dest_open_inplace(d, ent(PROTO_ENT_REG, "f", 0644), &f, &size), 1);
+	assert_int_equal(size, 5);
+	assert_int_equal(dest_file_commit(d, f, ent(PROTO_ENT_REG, "f", 0644), 0, &b->err), 0);
+	assert_int_equal(lstat_at(b, "f").st_size, 0);
+	dest_free(d);
+	expect_clean(b, b->root);
+}
+
 static void test_modes(void **state)
 {
 	struct box *b = *state;
@@ -1115,6 +1145,7 @@ int main(void)
 		BOX_TEST(test_hostile_symlinks),
 		BOX_TEST(test_preexisting_symlink),
 		BOX_TEST(test_bad_entries),
+		BOX_TEST(test_write_whole),
 		BOX_TEST(test_modes),
 		BOX_TEST(test_readonly_dir),
 		BOX_TEST(test_setgid_inherited),
