@@ -105,6 +105,6 @@ void sink_ent_put(struct sink_ent *r)
 
 void sink_ent_fail_msg(struct sink_ent *r, const char *msg)
 {
-	if (r->fail_msg == NULL && msg[0] != '\0')
-		r->fail_msg = strndup(msg, PROTO_MAX_MSG);
+	free(r->fail_msg);
+	r->fail_msg = msg[0] != '\0' ? strndup(msg, PROTO_MAX_MSG) : NULL;
 }

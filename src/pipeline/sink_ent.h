@@ -72,8 +72,8 @@ struct sink_ent {
 	bool finishing;             /* claimed by whoever finishes it */
 	bool failed;                /* given up: later blocks are dropped */
 	int fail_code;              /* with failed, before it is finished: why */
-	char *fail_msg;             /* ... and the words to report it with (owned), or NULL:
-	                               the finisher's own (sink_ent_fail_msg) */
+	char *fail_msg;             /* ... and the words to report it with (owned; replaced
+	                               with fail_code), or NULL: the finisher's own */
 
 	char str[];
 };
@@ -89,9 +89,10 @@ void sink_ent_get(struct sink_ent *r);
 /* Drops a reference; the last one frees r (its file must be closed). */
 void sink_ent_put(struct sink_ent *r);
 
-/* Keeps msg (at most PROTO_MAX_MSG bytes of it) as r's fail_msg, unless
- * it has one; under r->lock. Out of memory, r keeps none, and its failure
- * is reported in the finisher's own words. */
+/* Keeps msg (at most PROTO_MAX_MSG bytes of it) as r's fail_msg, in place
+ * of any it had, as fail_code is set with it; under r->lock. Out of
+ * memory (or an empty msg), r keeps none, and its failure is reported in
+ * the finisher's own words. */
 void sink_ent_fail_msg(struct sink_ent *r, const char *msg);
 
 #endif

@@ -155,6 +155,9 @@ void sink_display(const struct sink *s, const struct sink_ent *r, char *out, siz
 	}
 	if (!s->t->is_dir) { /* the first component is renamed to the target */
 		const char *slash = strchr(p, '/');
+		size_t dl = strlen(d);
+		if (slash != NULL && dl > 1 && d[dl - 1] == '/') /* "new/": one slash */
+			slash++;
 		snprintf(out, cap, "%s%s", d, slash ? slash : "");
 		return;
 	}

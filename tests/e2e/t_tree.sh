@@ -139,6 +139,11 @@ case_naming() {
     expect_exit 0 "$PCOPY" -r -p "$T/x/" "$T/newslash/"
     check_tree "$T/x" "$T/newslash"
     [[ ! -e $T/newslash/x ]] || fail "pcopy -r x/ new/ made new/x; new itself should be the copy"
+    # A dry run names what is below it with one slash.
+    "$PCOPY" -r -n "$T/x/" "$T/drynew/" >"$T/dry.out" 2>&1 || fail "pcopy -r -n x/ drynew/ failed"
+    grep -q "^copy $T/drynew/" "$T/dry.out" || fail "the dry run lists nothing under drynew/"
+    ! grep -q "drynew//" "$T/dry.out" || fail "the dry run shows 'drynew//': $(cat "$T/dry.out")"
+    [[ ! -e $T/drynew ]] || fail "a dry run made $T/drynew"
     expect_exit 11 "$PCOPY" "$T/f" "$T/fslash/"
     expect_stderr_contains "is a directory, and 'f' is not one"
     [[ ! -e $T/fslash ]] || fail "pcopy f new/ made $T/fslash"

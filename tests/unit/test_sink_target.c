@@ -339,7 +339,7 @@ int main(void)
 		FX_TEST(test_existing_dir),
 		FX_TEST(test_new_name),
 		FX_TEST(test_new_dir_slash),
-	FX_TEST(test_several_sources_need_dir),
+		FX_TEST(test_several_sources_need_dir),
 		FX_TEST(test_missing_parent),
 		FX_TEST(test_no_file_name),
 		FX_TEST(test_beneath_outside),
