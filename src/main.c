@@ -341,6 +341,46 @@ static void cli_free(struct cli *c)
 	c->nrules = 0;
 }
 
+/* Long options whose name begins with the text of arg ("--NAME[=...]")
+ * and that differ from each other; *val receives the last one's. */
+static unsigned cli_long_matches(const char *arg, int *val)
+{
+	size_t n = strcspn(arg + 2, "=");
+	unsigned count = 0;
+
+	for (const struct option *lo = cli_longopts; lo->name != NULL; lo++)
+		if (strncmp(lo->name, arg + 2, n) == 0 && (count == 0 || lo->val != *val)) {
+			count++;
+			*val = lo->val;
+		}
+	return count;
+}
+
+/* What getopt (told to stay quiet: opterr = 0) choked on, said our way,
+ * naming the option as the user wrote it: ch is ':' (a value is missing)
+ * or '?' (anything else), arg the argument that held the option. */
+static void cli_getopt_error(int ch, const char *arg)
+{
+	bool is_long = arg != NULL && strncmp(arg, "--", 2) == 0;
+	int len = is_long ? (int)strcspn(arg, "=") : 0, val = 0;
+
+	if (is_long && ch == ':')
+		fprintf(stderr, "pcopy: option '%.*s' needs a value\n", len, arg);
+	else if (ch == ':')
+		fprintf(stderr, "pcopy: option -%c needs a value\n", optopt);
+	else if (is_long && optopt != 0)
+		fprintf(stderr, "pcopy: option '%.*s' takes no value\n", len, arg);
+	else if (is_long && cli_long_matches(arg, &val) > 1)
+		fprintf(stderr, "pcopy: option '%.*s' is ambiguous\n", len, arg);
+	else if (is_long)
+		fprintf(stderr, "pcopy: unknown option '%.*s'\n", len, arg);
+	else if (optopt > ' ' && optopt < 127)
+		fprintf(stderr, "pcopy: unknown option -%c\n", optopt);
+	else
+		fprintf(stderr, "pcopy: unknown option in '%s'\n", arg != NULL ? arg : "");
+	fputs("Try 'pcopy --help'.\n", stderr);
+}
+
 /* Applies one option. Returns 0, or -1 after printing why it is wrong. */
 static int cli_apply(struct cli *c, int ch, const char *arg)
 {
@@ -437,14 +477,7 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 		return 0;
 	}
 	default:
-		/* getopt was told to stay quiet (opterr = 0): say it our way. */
-		if (optopt != 0 && strchr("swBcPZx", optopt) != NULL && ch == ':')
-			fprintf(stderr, "pcopy: option -%c needs a value\n", optopt);
-		else if (optopt != 0)
-			fprintf(stderr, "pcopy: unknown option -%c\n", optopt);
-		else
-			fprintf(stderr, "pcopy: unknown option or missing value: %s\n", c->bad_arg);
-		fputs("Try 'pcopy --help'.\n", stderr);
+		cli_getopt_error(ch, c->bad_arg);
 		return -1;
 	}
 }

@@ -103,7 +103,9 @@ case_bad_options() {
     bad_option -s --streams=0
     bad_option --bogus --bogus
     bad_option "unknown option -@" -@
-    bad_option "--no-such-option" --no-such-option=1
+    bad_option "unknown option '--no-such-option'" --no-such-option=1
+    bad_option "option '--recursive' takes no value" --recursive=yes
+    bad_option "option '--exc' is ambiguous" --exc=x
     # Missing operands.
     expect_exit 1 "$PCOPY"
     expect_stderr_contains operand
@@ -111,6 +113,11 @@ case_bad_options() {
     expect_stderr_contains operand
     expect_exit 1 "$PCOPY" -s
     expect_stderr_matches "(-s|'s')"
+    # A long option without its value is named as written.
+    expect_exit 1 "$PCOPY" "$T/a" "$T/out" --exclude
+    expect_stderr_contains "option '--exclude' needs a value"
+    expect_exit 1 "$PCOPY" "$T/a" "$T/out" --key-file
+    expect_stderr_contains "option '--key-file' needs a value"
     # An empty operand.
     expect_exit 1 "$PCOPY" "" "$T/out"
     [[ ! -e $T/out ]] || fail "an empty source created $T/out"
