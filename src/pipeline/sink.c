@@ -186,7 +186,16 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 			return xfer_fail(x, -PC_E_PROTO, "%s announced more than %u bytes of names "
 					 "ahead of what is finished", x->peer,
 					 PROTO_MAX_INFLIGHT_BYTES);
-		if (s->t->to_stdout && (e->id > 0 || e->type != PROTO_ENT_REG))
+		/* '-' takes one file: a directory (-r) or a link as the one
+		 * source is the user's mistake, more entries after a file the
+		 * peer's. */
+		if (s->t->to_stdout && e->id == 0 && e->type != PROTO_ENT_REG)
+			return xfer_fail(x, -PC_E_USAGE, "cannot write '%s' to standard output: "
+					 "it is %s, and '-' takes one file", e->path,
+					 e->type == PROTO_ENT_DIR ? "a directory" :
+					 e->type == PROTO_ENT_SYMLINK ? "a symbolic link" :
+					 "not a regular file");
+		if (s->t->to_stdout && e->id > 0)
 			return xfer_fail(x, -PC_E_PROTO, "%s sent more than one file for standard "
 					 "output", x->peer);
 		if (s->t->want_dir && e->id == 0 && e->type != PROTO_ENT_DIR)

@@ -49,6 +49,12 @@ case_file_to_stdout() {
     expect_exit 1 "$PCOPY" "$T/in" "$T/in" - >"$T/two.out"
     expect_stderr_contains "'-'"
     [[ ! -s $T/two.out ]] || fail "two sources to '-' wrote to stdout"
+    # Nor a directory (-r): the user's mistake (1), not a protocol error.
+    mkdir -p "$T/dir"
+    cp "$T/in" "$T/dir/f"
+    expect_exit 1 "$PCOPY" -r "$T/dir" - >"$T/dir.out"
+    expect_stderr_contains "cannot write 'dir' to standard output: it is a directory"
+    [[ ! -s $T/dir.out ]] || fail "a directory to '-' wrote to stdout"
 }
 
 case_stdin_to_stdout() {
