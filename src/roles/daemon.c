@@ -834,6 +834,9 @@ static int daemon_setup(struct daemon *d, const struct pcopy_opts *o, struct pc_
 	if (d->rootfd < 0)
 		return pc_err_set(e, -errno, "--root '%s': %s", o->root, strerror(errno));
 	d->lfd = net_listen(host, port, port, 0, 0, e);
+	if (d->lfd == -EADDRINUSE) /* net_listen speaks of data ports */
+		return pc_err_replace(e, d->lfd, "--serve: port %u is in use on %s (another "
+				      "daemon?)", (unsigned)port, host[0] ? host : "this host");
 	if (d->lfd < 0)
 		return d->lfd;
 	sigemptyset(&set);

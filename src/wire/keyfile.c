@@ -193,9 +193,11 @@ int keyfile_load(const char *path, uint8_t key[PROTO_KEY_LEN], struct pc_err *e)
 	/* O_NONBLOCK so that a FIFO cannot hang us before the S_ISREG check. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		ret = -errno;
-		pc_err_set(e, ret, "cannot open key file '%s': %s%s", path, strerror(-ret),
-			   ret == -ENOENT ? " (make one with pcopy --gen-key FILE)" : "");
+		int err = errno;
+		/* The user's to fix, as a bad option is (exit 1). */
+		ret = pc_err_set(e, -PC_E_USAGE, "cannot open key file '%s': %s%s", path,
+				 strerror(err),
+				 err == ENOENT ? " (make one with pcopy --gen-key FILE)" : "");
 		goto out;
 	}
 	ret = keyfile_check_mode(fd, path, e);

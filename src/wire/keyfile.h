@@ -17,8 +17,9 @@
 int keyfile_generate(const char *path, struct pc_err *e);
 
 /* Reads the key in path into key. Returns 0, or -PC_E_USAGE for a key file
- * with loose permissions, not regular, or malformed, or -errno (e.g.
- * -ENOENT) for a file that cannot be read; the detail names path. */
+ * that cannot be opened, has loose permissions, is not regular, or is
+ * malformed, or -errno for one that cannot be read; the detail names
+ * path. */
 int keyfile_load(const char *path, uint8_t key[PROTO_KEY_LEN], struct pc_err *e);
 
 /* The value of hexadecimal digit c (either case), or -1. */

@@ -544,7 +544,7 @@ case_daemon_bad_setup() {
     # A port that is already taken.
     start_daemon "$T/root"
     expect_exit 10 "$PCOPY" --serve "127.0.0.1:$DAEMON_PORT" --root "$T/root" --key-file "$T/key"
-    expect_stderr_contains "$DAEMON_PORT"
+    expect_stderr_contains "--serve: port $DAEMON_PORT is in use on 127.0.0.1"
 }
 
 case_modes() {

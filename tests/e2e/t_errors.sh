@@ -199,7 +199,7 @@ case_key_file_checks() {
     expect_stderr_contains "$T/key"
     expect_stderr_contains "chmod 600"
     # A missing key file.
-    expect_exit 1,11 "$PCOPY" "$T/a" "$url" --key-file "$T/nokey"
+    expect_exit 1 "$PCOPY" "$T/a" "$url" --key-file "$T/nokey"
     expect_stderr_contains "$T/nokey"
     # A key file that is not a key.
     echo "not a key" >"$T/junk.key"
@@ -209,7 +209,7 @@ case_key_file_checks() {
     # A directory as the key file.
     mkdir -p "$T/keydir"
     chmod 700 "$T/keydir"
-    expect_exit 1,11 "$PCOPY" "$T/a" "$url" --key-file "$T/keydir"
+    expect_exit 1 "$PCOPY" "$T/a" "$url" --key-file "$T/keydir"
     expect_stderr_contains "$T/keydir"
     # No key at all for a daemon URL.
     expect_exit 1 env -u PCOPY_KEY_FILE "$PCOPY" "$T/a" "$url"
