@@ -13,12 +13,18 @@
 
 /* ---- Target ----------------------------------------------------------- */
 
-static int sink_check_writable(int dirfd, const char *display, struct pc_err *e)
+/* dirfd is the destination display names (is_dir), or the directory of
+ * the file it names. */
+static int sink_check_writable(int dirfd, const char *display, bool is_dir, struct pc_err *e)
 {
-	if (faccessat(dirfd, ".", W_OK, AT_EACCESS) != 0)
-		return pc_err_set(e, -errno, "cannot write to destination directory '%s': %s",
-				  display, strerror(errno));
-	return 0;
+	if (faccessat(dirfd, ".", W_OK, AT_EACCESS) == 0)
+		return 0;
+	int err = errno;
+	if (is_dir)
+		return pc_err_set(e, -err, "cannot write to destination directory '%s': %s",
+				  display, strerror(err));
+	return pc_err_set(e, -err, "cannot write destination '%s': its directory is not "
+			  "writable (%s)", display, strerror(err));
 }
 
 int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool beneath,
@@ -38,7 +44,7 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 	if (fd >= 0) {
 		t->dirfd = fd;
 		t->is_dir = true;
-		return sink_check_writable(fd, display, e);
+		return sink_check_writable(fd, display, true, e);
 	}
 	if (fd == -EXDEV || fd == -ELOOP || (beneath && fd == -EINVAL))
 		return pc_err_set(e, fd, "destination '%s' leads outside the served directory",
@@ -65,11 +71,12 @@ int sink_target_open(struct sink_target *t, int rootfd, const char *path, bool b
 		return pc_err_set(e, fd, "destination '%s' leads outside the served directory",
 				  display);
 	if (fd < 0)
-		return pc_err_set(e, fd, "destination directory of '%s' %s", display,
-				  fd == -ENOENT ? "does not exist" : pc_strerror(fd));
+		return pc_err_set(e, fd, "the directory of destination '%s' %s%s", display,
+				  fd == -ENOENT ? "does not exist" : "cannot be opened: ",
+				  fd == -ENOENT ? "" : pc_strerror(fd));
 	t->dirfd = fd;
 	snprintf(t->name, sizeof(t->name), "%.*s", (int)sizeof(t->name) - 1, base);
-	return sink_check_writable(fd, display, e);
+	return sink_check_writable(fd, display, false, e);
 }
 
 void sink_target_close(struct sink_target *t)

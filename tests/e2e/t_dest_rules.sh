@@ -139,7 +139,11 @@ case_dest_not_writable_user() {
     setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$T/a" ||
         fail "user nobody cannot reach $T (check the modes of $PCOPY_TEST_TMP)"
     expect_exit 11 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PCOPY" "$T/a" "$T/locked"
-    expect_stderr_contains "$T/locked"
+    expect_stderr_contains "cannot write to destination directory '$T/locked'"
+    # A new name in it: the message says the directory is what refuses.
+    expect_exit 11 setpriv --reuid=nobody --regid=nogroup --clear-groups "$PCOPY" "$T/a" \
+        "$T/locked/x"
+    expect_stderr_contains "cannot write destination '$T/locked/x': its directory is not writable"
     dir_is_empty "$T/locked" || fail "files appeared in $T/locked"
 }
 

@@ -219,7 +219,8 @@ static void test_missing_parent(void **state)
 	expect_refused(fx, "nodir/x", false, 1, -ENOENT, "nodir/x", "does not exist", NULL);
 	expect_refused(fx, "d/nodir/x", true, 1, -ENOENT, "d/nodir/x", "does not exist", NULL);
 	/* A parent that is a file. */
-	expect_refused(fx, "d/file/x", false, 1, -ENOTDIR, "d/file/x", NULL);
+	expect_refused(fx, "d/file/x", false, 1, -ENOTDIR, "d/file/x",
+		       "cannot be opened: Not a directory", NULL);
 }
 
 static void test_no_file_name(void **state)
