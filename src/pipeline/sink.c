@@ -135,6 +135,16 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	case PROTO_ENT_DIR:
 		pc_err_init(&err);
 		ret = dest_mkdir(s->dest, e, &err);
+		/* The one source's directory, as the destination's own name
+		 * (a file in the way): nothing of it could be copied, so one
+		 * message ends the copy, as cp's refusal does, rather than
+		 * one for each entry inside. */
+		if (ret < 0 && e->id == 0 && !s->t->is_dir && !s->t->to_stdout) {
+			char msg[PROTO_MAX_MSG + 1];
+			(void)pc_err_get(&err, msg, sizeof(msg));
+			pc_err_destroy(&err);
+			return xfer_fail(x, ret, "%s", msg);
+		}
 		sink_outcome(s, r, ret, &err);
 		pc_err_destroy(&err);
 		return 0;

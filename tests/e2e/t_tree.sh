@@ -149,6 +149,13 @@ case_naming() {
     [[ ! -e $T/fslash ]] || fail "pcopy f new/ made $T/fslash"
     expect_exit 11 "$PCOPY" "$T/f" "$T/f/"
     expect_stderr_contains "destination '$T/f/' is not a directory"
+    # A directory onto a file: one message (a file is in the way), as
+    # cp's refusal, not one for each entry inside; the file stays.
+    cp "$T/f" "$T/f.keep"
+    expect_exit 11 "$PCOPY" -r "$T/x" "$T/f"
+    expect_stderr_matches "^pcopy: cannot create directory '$T/f': .*in the way"
+    (($(grep -c '^pcopy: cannot' "$LAST_STDERR") == 1)) || fail "more than one error: $(cat "$LAST_STDERR")"
+    same_file "$T/f.keep" "$T/f"
     # Several sources (directories and a file) into an existing directory.
     mkdir "$T/many"
     expect_exit 0 "$PCOPY" -r -p "$T/x" "$T/y" "$T/f" "$T/many"
@@ -176,6 +183,9 @@ case_naming() {
     [[ ! -e $T/rfslash ]] || fail "pcopy f host:new/ made $T/rfslash"
     expect_exit 1 "$PCOPY" -r "$T/x" "$T/y" "pctest:$T/f"
     expect_stderr_contains "$T/f"
+    same_file "$T/many/f" "$T/f"
+    expect_exit 11 "$PCOPY" -r "$T/x" "pctest:$T/f"
+    expect_stderr_contains "cannot create directory '$T/f'"
     same_file "$T/many/f" "$T/f"
 }
 
