@@ -34,7 +34,7 @@ _pcopy_compress_one() {
     '6:zlib level 6' '7:zlib level 7' '8:zlib level 8' '9:zlib level 9'
     'none:no compression'
     'auto:choose the codec by measuring'
-    'zlib:zlib, level 6 (zlib\:LEVEL, 1 to 9)'
+    'zlib:zlib, level 6 (zlib\:LEVEL, 0 to 9)'
     'lz4:lz4, fast (lz4\:LEVEL, 1 to 12)'
     'bz2:bzip2, level 9 (bz2\:LEVEL, 1 to 9)'
   )

@@ -150,7 +150,7 @@ static void cli_usage(FILE *out)
 	      "                        (default: kernel autotuning)\n"
 	      "  -B, --block-size SIZE block size, 4k to 64M (default 1M; 256k with\n"
 	      "                        --checksum)\n"
-	      "  -c, --compress SPEC   compress: 0-9 (zlib level; 0 = off), zlib[:1-9],\n"
+	      "  -c, --compress SPEC   compress: 0-9 (zlib level; 0 = off), zlib[:0-9],\n"
 	      "                        lz4[:1-12], bz2[:1-9], none, auto, or one per\n"
 	      "                        stream: 1,1,6,6 (default: none)\n"
 	      "  -P, --progress SEC    print a progress line every SEC seconds to stderr\n"

@@ -177,6 +177,9 @@ static int codec_parse_item(const char *p, size_t len, struct codec_choice *c, b
 	if (k == NULL)
 		return codec_fail(e, "-c: '%.*s' is not a codec (%s)", (int)len, p,
 				  CODEC_SPEC_HELP);
+	if (colon && k->id == CODEC_NONE)
+		return codec_fail(e, "-c: '%.*s': none takes no level (%s)", (int)len, p,
+				  CODEC_SPEC_HELP);
 	level = colon ? codec_parse_level(colon + 1, len - name_len - 1) : k->default_level;
 	if (level < 0 || codec_parse_set(k, level, c) != 0)
 		return codec_fail(e, "-c: '%.*s': %s levels are %d-%d (%s)", (int)len, p, k->name,
