@@ -236,7 +236,8 @@ static int cli_size(const char *opt, const char *arg, uint64_t *out)
 	return 0;
 }
 
-/* "LO-HI", 1 <= LO <= HI <= 65535; the library refuses a privileged LO. */
+/* "LO-HI", 1024 <= LO <= HI <= 65535 (the library checks the low bound
+ * too, and says why). */
 static int cli_range(const char *arg, uint16_t *lo, uint16_t *hi)
 {
 	unsigned a, b;
@@ -244,7 +245,7 @@ static int cli_range(const char *arg, uint16_t *lo, uint16_t *hi)
 
 	if (sscanf(arg, "%u%c%u%c", &a, &dash, &b, &extra) != 3 || dash != '-' || a < 1 ||
 	    a > b || b > 65535)
-		return cli_bad("-Z", arg, "a port range LO-HI with 1 <= LO <= HI <= 65535");
+		return cli_bad("-Z", arg, "a port range LO-HI with 1024 <= LO <= HI <= 65535");
 	*lo = (uint16_t)a;
 	*hi = (uint16_t)b;
 	return 0;
@@ -409,9 +410,11 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 			return -1;
 		return o->block_size != 0 ? 0 : cli_bad("-B", arg, "a size from 4k to 64M");
 	case 'c': o->codec = arg; return 0;
-	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s, "a number of seconds");
+	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s,
+				  "a number of seconds from 1 to 86400");
 	case OPT_TIMEOUT:
-		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s, "a number of seconds");
+		return cli_uint("--timeout", arg, 0, 86400 * 7, &o->timeout_s,
+				"a number of seconds from 0 (never) to 604800");
 	case 'x':
 		if (platform_parse_rate(arg, &o->bwlimit) < 0 || o->bwlimit < PCOPY_MIN_BWLIMIT ||
 		    o->bwlimit > PCOPY_MAX_BWLIMIT)
@@ -615,6 +618,13 @@ static int cli_probe(struct cli *c, int nargs, char **args, struct pcopy_result 
 
 static int cli_run(struct cli *c, int nargs, char **args, struct pcopy_result *r)
 {
+	if ((c->action == CLI_SERVE || c->action == CLI_GEN_KEY) && nargs > 0) {
+		fprintf(stderr, "pcopy: %s takes no operands, and '%s' is one\n"
+			"Try 'pcopy --help'.\n", c->action == CLI_SERVE ? "--serve" : "--gen-key FILE",
+			args[0]);
+		r->code = -1;
+		return 1;
+	}
 	switch (c->action) {
 	case CLI_PROBE:
 		return cli_probe(c, nargs, args, r);

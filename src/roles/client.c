@@ -124,16 +124,20 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 		return pc_err_set(e, -PC_E_USAGE, "-s/--streams must be 1 to %u, not %u",
 				  PROTO_MAX_STREAMS, o->streams);
 	if (o->block_size != 0 && (o->block_size < PROTO_MIN_BLOCK || o->block_size > PROTO_MAX_BLOCK))
-		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M");
+		return pc_err_set(e, -PC_E_USAGE, "-B/--block-size must be 4k to 64M, not %" PRIu64,
+				  (uint64_t)o->block_size);
 	if (o->window > (1u << 30))
 		return pc_err_set(e, -PC_E_USAGE, "-w/--window must be at most 1G");
 	if (o->bwlimit != 0 && (o->bwlimit < PROTO_MIN_BWLIMIT || o->bwlimit > PROTO_MAX_BWLIMIT))
 		return pc_err_set(e, -PC_E_USAGE, "--bwlimit must be 1k to 1T bytes per second");
 	if (o->port_hi < o->port_lo || (o->port_lo == 0 && o->port_hi != 0))
-		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1 <= LO <= HI");
+		return pc_err_set(e, -PC_E_USAGE, "-Z: the range must be LO-HI with 1024 <= LO <= HI");
 	if (o->port_lo != 0 && o->port_lo < PROTO_MIN_DATA_PORT)
 		return pc_err_set(e, -PC_E_USAGE, "-Z: data ports below %u are not allowed",
 				  PROTO_MIN_DATA_PORT);
+	if (o->root != NULL)
+		return pc_err_set(e, -PC_E_USAGE, "--root is for a daemon (--serve); a copy names "
+				  "its paths itself");
 	if (o->allow_unencrypted)
 		return pc_err_set(e, -PC_E_USAGE, "--allow-unencrypted is for a daemon (--serve); "
 				  "a client sends in clear with --no-encrypt");

@@ -106,6 +106,12 @@ case_bad_options() {
     bad_option "unknown option '--no-such-option'" --no-such-option=1
     bad_option "option '--recursive' takes no value" --recursive=yes
     bad_option "option '--exc' is ambiguous" --exc=x
+    bad_option "-P: '0' is not a number of seconds from 1 to 86400" -P 0
+    bad_option "--root is for a daemon" --root "$T"
+    # Operands that an action does not take are refused, not ignored.
+    bad_option "--gen-key FILE takes no operands, and '$T/a' is one" --gen-key "$T/k9"
+    [[ ! -e $T/k9 ]] || fail "--gen-key with extra operands wrote $T/k9"
+    bad_option "--serve takes no operands" --serve 127.0.0.1:1 --root "$T" --key-file "$T/k9"
     # Missing operands.
     expect_exit 1 "$PCOPY"
     expect_stderr_contains operand
