@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -232,6 +233,57 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 	if (c->dst.kind == LOC_STDIO && c->mode == CLIENT_LOCAL && nsrc > 1)
 		return pc_err_set(c->e, -PC_E_USAGE, "only one source can be written to '-'");
 	return 0;
+}
+
+/* The directory a local copy lands in, opened: dst itself if it is a
+ * directory, else the directory that would hold it. -errno if neither
+ * opens (the sink then says why). */
+static int client_landing_dir(const char *dst)
+{
+	char parent[PROTO_MAX_PATH + 2];
+	int fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	size_t len = strlen(dst);
+
+	if (fd >= 0 || len >= sizeof(parent))
+		return fd >= 0 ? fd : -ENAMETOOLONG;
+	while (len > 1 && dst[len - 1] == '/')
+		len--;
+	while (len > 0 && dst[len - 1] != '/')
+		len--;
+	while (len > 1 && dst[len - 1] == '/')
+		len--;
+	snprintf(parent, sizeof(parent), "%.*s", (int)len, len == 0 ? "." : dst);
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+/* cp's refusal: a local copy of a directory into itself (the destination
+ * is the directory or lies inside it) would meet, as it walks, what it
+ * writes, and copy parts of the copy again. Returns 0 or -PC_E_USAGE with
+ * the detail in c->e. */
+static int client_not_into_itself(struct client *c, char *const srcs[], const char *dst)
+{
+	int ret = 0, fd;
+
+	if (c->mode != CLIENT_LOCAL || !c->o->recursive || c->dst.kind == LOC_STDIO)
+		return 0;
+	fd = client_landing_dir(c->dst.path);
+	if (fd < 0)
+		return 0;
+	for (int i = 0; i < c->nsrc && ret == 0; i++) {
+		struct stat st;
+		size_t n = strlen(srcs[i]);
+		/* As the walk takes it: a link is followed with -L, or when
+		 * the name ends in '/'. */
+		bool follow = c->o->dereference || (n > 0 && srcs[i][n - 1] == '/');
+		if ((follow ? stat(srcs[i], &st) : lstat(srcs[i], &st)) != 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (platform_dir_within(fd, st.st_dev, st.st_ino) == 1)
+			ret = pc_err_set(c->e, -PC_E_USAGE, "cannot copy directory '%s' into itself, "
+					 "'%s'", srcs[i], dst);
+	}
+	close(fd);
+	return ret;
 }
 
 /* Prepares the sources of a push or local copy (srclist). One that cannot
@@ -1236,6 +1288,8 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 		ret = sink_target_open(&c->target, AT_FDCWD, c->dst.path, false, (uint32_t)nsrc,
 				       c->dst.kind == LOC_STDIO, dst, &e);
 	bool none = false; /* no source could be opened: no session at all */
+	if (ret == 0)
+		ret = client_not_into_itself(c, srcs, dst);
 	if (ret == 0 && (c->mode == CLIENT_PUSH || c->mode == CLIENT_LOCAL)) {
 		ret = client_open_sources(c, srcs);
 		none = ret == -PC_E_PARTIAL;

@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -440,4 +441,35 @@ uint64_t platform_thread_cpu_ns(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int platform_dir_within(int dirfd, dev_t dev, ino_t ino)
+{
+	struct stat st, up;
+	int fd = -1, ret = 0;
+
+	if (fstat(dirfd, &st) != 0)
+		return -errno;
+	for (unsigned depth = 0; depth < PLATFORM_MAX_DEPTH; depth++) {
+		if (st.st_dev == dev && st.st_ino == ino) {
+			ret = 1;
+			break;
+		}
+		int next = openat(fd >= 0 ? fd : dirfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (next < 0 || fstat(next, &up) != 0) {
+			ret = -errno;
+			if (next >= 0)
+				close(next);
+			break;
+		}
+		if (fd >= 0)
+			close(fd);
+		fd = next;
+		if (up.st_dev == st.st_dev && up.st_ino == st.st_ino)
+			break; /* the root: its ".." is itself */
+		st = up;
+	}
+	if (fd >= 0)
+		close(fd);
+	return ret;
 }

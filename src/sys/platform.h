@@ -112,4 +112,10 @@ int platform_set_cloexec(int fd, bool on);
  * pipe memory. The pipe works as before either way: callers may go on. */
 int platform_pipe_widen(int fd);
 
+/* Whether the directory dirfd is the directory (dev, ino) or lies inside
+ * it, found by going up through ".." to the root (at most
+ * PLATFORM_MAX_DEPTH levels). Returns 1, 0, or -errno. */
+#define PLATFORM_MAX_DEPTH 4096
+int platform_dir_within(int dirfd, dev_t dev, ino_t ino);
+
 #endif

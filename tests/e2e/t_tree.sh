@@ -149,6 +149,22 @@ case_naming() {
     [[ ! -e $T/fslash ]] || fail "pcopy f new/ made $T/fslash"
     expect_exit 11 "$PCOPY" "$T/f" "$T/f/"
     expect_stderr_contains "destination '$T/f/' is not a directory"
+    # A directory into itself, or into a directory inside it: refused
+    # (exit 1) as cp refuses it, before anything is written; the walk
+    # would otherwise meet what the copy writes and copy it again.
+    local before
+    before=$(find "$T/x" | sort | md5sum)
+    expect_exit 1 "$PCOPY" -r "$T/x" "$T/x"
+    expect_stderr_contains "cannot copy directory '$T/x' into itself, '$T/x'"
+    expect_exit 1 "$PCOPY" -r "$T/x/" "$T/x/sub/new/"
+    expect_stderr_contains "into itself"
+    expect_exit 1 "$PCOPY" -r "$T/y" "$T/x" "$T/x/sub"
+    expect_stderr_contains "cannot copy directory '$T/x' into itself"
+    [[ $(find "$T/x" | sort | md5sum) == "$before" ]] || fail "a refused copy into itself changed $T/x"
+    # A directory beside it is no such thing.
+    mkdir "$T/beside"
+    expect_exit 0 "$PCOPY" -r -p "$T/x/sub" "$T/beside"
+    check_tree "$T/x/sub" "$T/beside/sub"
     # A directory onto a file: one message (a file is in the way), as
     # cp's refusal, not one for each entry inside; the file stays.
     cp "$T/f" "$T/f.keep"

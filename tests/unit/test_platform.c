@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -454,6 +455,42 @@ static void test_signals_ignore_leaves_none_pending(void **state)
 	platform_signals_reset();
 }
 
+/* A directory is within itself and its ancestors, not within a sibling
+ * or a child of its own. */
+static void test_dir_within(void **state)
+{
+	char tmpl[] = "/tmp/pcopy-within-XXXXXX", p[256];
+	struct stat top, mid, side;
+	int deep, fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(tmpl));
+	static const char *const subs[] = { "/a", "/a/b", "/a/b/c" };
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", tmpl, subs[i]);
+		assert_int_equal(mkdir(p, 0755), 0);
+	}
+	snprintf(p, sizeof(p), "%s/side", tmpl);
+	assert_int_equal(mkdir(p, 0755), 0);
+	assert_int_equal(stat(p, &side), 0);
+	assert_int_equal(stat(tmpl, &top), 0);
+	snprintf(p, sizeof(p), "%s/a/b", tmpl);
+	assert_int_equal(stat(p, &mid), 0);
+	snprintf(p, sizeof(p), "%s/a/b/c", tmpl);
+	deep = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(deep >= 0);
+	assert_int_equal(platform_dir_within(deep, top.st_dev, top.st_ino), 1);
+	assert_int_equal(platform_dir_within(deep, mid.st_dev, mid.st_ino), 1);
+	assert_int_equal(platform_dir_within(deep, side.st_dev, side.st_ino), 0);
+	fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(platform_dir_within(fd, top.st_dev, top.st_ino), 1);
+	assert_int_equal(platform_dir_within(fd, mid.st_dev, mid.st_ino), 0);
+	close(fd);
+	close(deep);
+	assert_int_equal(testutil_rm_rf(tmpl), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +510,7 @@ int main(void)
 		cmocka_unit_test(test_pipe_widen),
 		cmocka_unit_test(test_signals),
 		cmocka_unit_test(test_signals_ignore_leaves_none_pending),
+		cmocka_unit_test(test_dir_within),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
