@@ -12,7 +12,7 @@
 # completes nothing.
 
 # Every option pcopy's --help lists, long and short. The options that
-# pcopy accepts but --help leaves out (--server, --attach, --control-fd,
+# pcopy accepts but --help leaves out (--server, --attach, --ssh-dial, --control-fd,
 # --bind, --notices) are for pcopy's own use and are not offered.
 _pcopy_options='-r -R --recursive -p --preserve --numeric-ids -L --dereference
 -H --hard-links -u --update --checksum --inplace -a --append --resume -e --verify -n --dry-run --delete --exclude --include --exclude-from -s --streams -w --window -B --block-size -c --compress

@@ -8,7 +8,7 @@
 # options that take a word from a fixed set, local paths, and remote
 # HOST:PATH operands with zsh's own remote file completion (_remote_files,
 # which lists them through ssh in batch mode). The options pcopy keeps for
-# its own use (--server, --attach, --control-fd, --bind, --notices) are not
+# its own use (--server, --attach, --ssh-dial, --control-fd, --bind, --notices) are not
 # offered.
 
 # _pcopy_compress_one: one element of -c's SPEC: a level, a codec, or

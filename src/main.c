@@ -429,7 +429,12 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_SERVE: o->serve_addr = arg; c->action = CLI_SERVE; return 0;
 	case OPT_PROBE: c->action = CLI_PROBE; return 0;
 	case OPT_ROOT: o->root = arg; return 0;
-	case OPT_GEN_KEY: c->gen_key = arg; c->action = CLI_GEN_KEY; return 0;
+	case OPT_GEN_KEY:
+		if (arg[0] == '\0')
+			return cli_bad("--gen-key", arg, "a file name");
+		c->gen_key = arg;
+		c->action = CLI_GEN_KEY;
+		return 0;
 	case OPT_SERVER: c->action = CLI_SERVER; return 0;
 	case OPT_ATTACH: o->attach_id = arg; c->action = CLI_ATTACH; return 0;
 	case OPT_NOTICES: o->notices = true; return 0;
