@@ -282,11 +282,17 @@ static void test_load_refuses_oversized(void **state)
 	expect_load(f, 0);
 }
 
+/* A key file that cannot be opened is the user's to fix (exit 1), and the
+ * message says why and how to make one. */
 static void test_load_missing(void **state)
 {
 	struct fixture *f = *state;
+	char msg[1024];
 
-	expect_load(f, -ENOENT);
+	expect_load(f, -PC_E_USAGE);
+	(void)pc_err_get(&f->err, msg, sizeof msg);
+	assert_non_null(strstr(msg, "No such file or directory"));
+	assert_non_null(strstr(msg, "pcopy --gen-key"));
 }
 
 int main(void)
