@@ -404,6 +404,17 @@ static int sink_prune(struct sink *s, const struct proto_entry *e, struct pc_err
 	struct prune_dir *names = prune_take(s->prune, e->id, e->path);
 	if (names == NULL)
 		return 0; /* a DIR_END that closed no directory of this session */
+	if (e->flags & PROTO_ENT_INCOMPLETE) {
+		/* What the source skipped there (reported) was not announced:
+		 * it is not gone. rsync's rule after an I/O error, per
+		 * directory. */
+		char name[PROTO_MAX_PATH + 64];
+		sink_display_path(s, e->path, name, sizeof(name));
+		log_notice("--delete: nothing deleted in '%s', which the source could not read "
+			   "whole", name);
+		prune_dir_free(names);
+		return 0;
+	}
 	if (s->x->dry_run && dest_exists(s->dest, e) != 1) {
 		prune_dir_free(names); /* -n: a directory that would be new holds nothing */
 		return 0;

@@ -134,6 +134,8 @@ void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *wh
 
 /* "DST/path" for messages. */
 void sink_display(const struct sink *s, const struct sink_ent *r, char *out, size_t cap);
+/* The same for an entry's wire path p. */
+void sink_display_path(const struct sink *s, const char *p, char *out, size_t cap);
 
 /* r is finished: well (code 0), or not (the source is told with
  * FILE_DONE, and we report it if we are the client). Sets its done bit

@@ -146,8 +146,12 @@ int sink_await(struct sink *s, uint32_t last)
 /* "DST/path" for messages. */
 void sink_display(const struct sink *s, const struct sink_ent *r, char *out, size_t cap)
 {
+	sink_display_path(s, r->path, out, cap);
+}
+
+void sink_display_path(const struct sink *s, const char *p, char *out, size_t cap)
+{
 	const char *d = s->t->display;
-	const char *p = r->path;
 
 	if (s->t->to_stdout) {
 		snprintf(out, cap, "standard output");

@@ -34,6 +34,7 @@ struct walk_frame {
 	ino_t ino;
 	size_t path_len; /* strlen of its wire path (w->path while it is the top) */
 	struct stat st;  /* its attributes when opened, for its DIR_END */
+	bool incomplete; /* something in it was skipped: its DIR_END says so */
 };
 
 /* A directory fd given out as walk_item.base_fd; owned, closed by walk_free. */
@@ -130,7 +131,9 @@ static const char *walk_cut(struct walk *w, unsigned k, const char *s)
 	return w->cut[k];
 }
 
-/* Fills *sk for the current source. Returns 2, walk_next's "skip". */
+/* Fills *sk for the current source. Returns 2, walk_next's "skip". The
+ * directory being read loses its completeness: what is skipped in it is
+ * not announced, and --delete must not take that for gone. */
 static int walk_skip_set(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static int walk_skip_set(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
@@ -139,6 +142,8 @@ static int walk_skip_set(struct walk *w, struct walk_skip *sk, int code, const c
 
 	sk->src_index = w->src;
 	sk->code = code;
+	if (w->depth > 0)
+		w->frames[w->depth - 1].incomplete = true;
 	va_start(ap, fmt);
 	vsnprintf(sk->msg, sizeof(sk->msg), fmt, ap);
 	va_end(ap);
@@ -562,6 +567,7 @@ static int walk_enter(struct walk *w, struct walk_item *it, struct walk_skip *sk
 	f->ino = st.st_ino;
 	f->path_len = strlen(it->e.path);
 	f->st = st;
+	f->incomplete = false;
 	memcpy(w->path, it->e.path, f->path_len + 1);
 	if (++w->open_dirs > w->max_open_dirs)
 		w->max_open_dirs = w->open_dirs;
@@ -589,6 +595,8 @@ static int walk_dir_end(struct walk *w, struct walk_item *it, struct pc_err *e)
 	ret = walk_fill(w, it, PROTO_ENT_DIR_END, &f->st);
 	if (ret < 0)
 		return pc_err_set(e, ret, "walking '%s': out of memory", w->arg);
+	if (f->incomplete)
+		it->e.flags |= PROTO_ENT_INCOMPLETE;
 	w->depth--;
 	if (w->depth > 0)
 		w->path[w->frames[w->depth - 1].path_len] = '\0';

@@ -586,10 +586,12 @@ static const char *entry_why(const struct proto_entry *e, uint32_t id)
 	size_t tlen = strnlen(e->target, sizeof(e->target));
 	bool reg = e->type == PROTO_ENT_REG;
 	bool dev = e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK;
+	unsigned allowed = reg ? PROTO_ENT_REG_FLAGS
+			       : e->type == PROTO_ENT_DIR_END ? PROTO_ENT_INCOMPLETE : 0;
 
 	if (e->type < PROTO_ENT_REG || e->type >= PROTO_ENT_TYPE_MAX)
 		return "unknown type";
-	if ((e->flags & ~PROTO_ENT_FLAGS_KNOWN) != 0 || (!reg && e->flags != 0))
+	if ((e->flags & ~allowed) != 0)
 		return "unknown flags";
 	if (e->mode > 07777 || e->mtime_ns >= 1000000000u || e->atime_ns >= 1000000000u)
 		return "mode or time out of range";

@@ -20,13 +20,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 12u
-#define PROTO_MIN_VERSION 11u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 13u
+#define PROTO_MIN_VERSION 13u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
                                   END and DONE, nor probe sessions; 7 no rate cap; 8 no
                                   filter rules; 9 no block delta (SUMS, SAME); 10 no
-                                  resume (REQUEST.sync RESUME, DONE.resumed) */
+                                  resume (REQUEST.sync RESUME, DONE.resumed); 11 no
+                                  INPLACE; 12 no INCOMPLETE directories */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */
@@ -171,10 +172,14 @@ enum proto_entry_type {
 	PROTO_ENT_TYPE_MAX
 };
 
-/* proto_entry.flags (REG only) */
+/* proto_entry.flags: REG's */
 #define PROTO_ENT_SIZE_UNKNOWN 0x1u /* a stream: size is 0, FILE_END gives it */
 #define PROTO_ENT_LINKED 0x2u       /* later HARDLINK entries may name this id */
-#define PROTO_ENT_FLAGS_KNOWN (PROTO_ENT_SIZE_UNKNOWN | PROTO_ENT_LINKED)
+#define PROTO_ENT_REG_FLAGS (PROTO_ENT_SIZE_UNKNOWN | PROTO_ENT_LINKED)
+/* ... and DIR_END's (version 13): the source could not read all that is in
+ * the directory (an entry it skipped with an error, or its listing cut
+ * short), so --delete removes nothing from it */
+#define PROTO_ENT_INCOMPLETE 0x4u
 
 struct proto_hello {
 	uint32_t magic;         /* PROTO_MAGIC */

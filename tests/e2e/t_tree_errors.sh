@@ -4,6 +4,9 @@
 #   unreadable   pcopy, as the user nobody, copies a tree holding a file and a
 #                directory of mode 000: both are named on stderr with the
 #                reason, everything else is copied, exit 3;
+#   delete_unreadable  --delete spares a directory the source could not read
+#                whole (locally as nobody, and through ssh), and prunes the
+#                ones read whole;
 #   disk_full    the destination, a small tmpfs, fills up in the middle of a
 #                tree (locally and through ssh): exit 11, "No space left on
 #                device", no temporary file left, and every file that has its
@@ -74,6 +77,45 @@ case_unreadable() {
     rmdir "$T/out/copy/baddir" 2>/dev/null || true
     diff -r "$T/ref" "$T/out/copy" || fail "the readable part of the tree was not copied whole"
     no_temp_files "$T/out"
+}
+
+# --delete never takes what the source could not read for gone: a
+# directory that lost an entry to an error is spared whole (rsync stops
+# deleting after an I/O error), while the directories read whole are
+# pruned as before. Local (as nobody, who cannot read baddir) and through
+# ssh (the walker's second directory open fails: the DIR_END's INCOMPLETE
+# crosses the wire to the far sink).
+case_delete_unreadable() {
+    local src=$T/src
+    mkdir -p "$src/sub" "$src/baddir" "$T/out"
+    mkfile "$src/f" 1000
+    mkfile "$src/sub/a" 1000
+    mkfile "$src/baddir/x" 10
+    expect_exit 0 "$PCOPY" -r -p -u "$src" "$T/out/"
+    echo stale >"$T/out/src/stale"
+    echo stale >"$T/out/src/sub/stale"
+    chown -R nobody:nogroup "$T/out"
+    chmod 000 "$src/baddir"
+    expect_exit 3 "${AS_NOBODY[@]}" "$PCOPY" -r -u --delete "$src" "$T/out/"
+    stderr_line_has "$src/baddir" "Permission denied"
+    expect_stderr_contains "--delete: nothing deleted in '$T/out/src', which the source could not read whole"
+    [[ -f $T/out/src/baddir/x ]] || fail "--delete removed what the source could not read"
+    [[ -f $T/out/src/stale ]] || fail "--delete pruned a directory the source could not read whole"
+    [[ ! -e $T/out/src/sub/stale ]] || fail "--delete spared a directory read whole"
+    chmod 755 "$src/baddir"
+    # Through ssh: src holds one directory, the walker's second open.
+    rm -rf "$src/sub"
+    mkdir -p "$T/far"
+    expect_exit 0 "$PCOPY" -r -p -u "$src" "pctest:$T/far/"
+    echo stale >"$T/far/src/stale"
+    expect_exit 3 env PCOPY_TEST_FAULT=walk_opendir:2 "$PCOPY" -r -u --delete "$src" "pctest:$T/far/"
+    stderr_line_has "$src/baddir" "Permission denied"
+    expect_stderr_contains "nothing deleted in '$T/far/src'"
+    [[ -f $T/far/src/baddir/x && -f $T/far/src/stale ]] ||
+        fail "--delete through ssh removed what the source could not read"
+    expect_exit 0 "$PCOPY" -r -u --delete "$src" "pctest:$T/far/"
+    [[ ! -e $T/far/src/stale && -f $T/far/src/baddir/x ]] ||
+        fail "a whole read did not prune, or pruned what the source has"
 }
 
 # fill_tree DIR: 40 files of 100 KiB in DIR and DIR/d (4 MB), and a 3 MiB one.
@@ -191,6 +233,7 @@ case_vanishing() {
 }
 
 run_case unreadable case_unreadable
+run_case delete_unreadable case_delete_unreadable
 run_case disk_full case_disk_full
 run_case truncated case_truncated
 run_case vanishing case_vanishing

@@ -113,6 +113,8 @@ static void batch_every_type(struct proto_batch *b)
 		}
 		if (order[i] == PROTO_ENT_HARDLINK)
 			e.link_id = 1;
+		if (order[i] == PROTO_ENT_DIR_END)
+			e.flags = PROTO_ENT_INCOMPLETE; /* version 13 */
 		if (order[i] == PROTO_ENT_SYMLINK)
 			strcpy(e.target, "data.bin");
 		if (order[i] == PROTO_ENT_CHR)

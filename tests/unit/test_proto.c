@@ -1870,7 +1870,28 @@ static void test_entry_field_rules(void **state)
 		put_be(payload() + ENT_OFF + 38, 0, 8);
 		payload()[ENT_OFF + 1] = PROTO_ENT_LINKED;
 		assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
+		/* INCOMPLETE (version 13) on a DIR_END only. */
+		payload()[ENT_OFF + 1] = PROTO_ENT_INCOMPLETE;
+		assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out),
+				 t == PROTO_ENT_DIR_END ? 0 : -PC_E_PROTO);
+		if (t == PROTO_ENT_DIR_END) {
+			size_t pos = 0;
+			struct proto_entry got;
+			assert_int_equal(proto_entries_next(&out.u.entries, &pos, &got), 1);
+			assert_int_equal(got.flags, PROTO_ENT_INCOMPLETE);
+			ent_in.flags = PROTO_ENT_INCOMPLETE;
+			proto_batch_init(&batch_in, 7);
+			assert_int_equal(proto_batch_add(&batch_in, &ent_in), 0);
+			ent_in.flags = PROTO_ENT_INCOMPLETE | PROTO_ENT_LINKED;
+			proto_batch_init(&batch_in, 7);
+			assert_int_equal(proto_batch_add(&batch_in, &ent_in), -PC_E_PROTO);
+		}
 	}
+	/* Nor on a REG. */
+	entry_of(PROTO_ENT_REG, 7, &ent_in);
+	plen = entries_encoded(&ent_in);
+	payload()[ENT_OFF + 1] = PROTO_ENT_INCOMPLETE;
+	assert_int_equal(decode(PROTO_ENTRIES, payload(), plen, &out), -PC_E_PROTO);
 	/* rdev only on CHR and BLK. */
 	entry_of(PROTO_ENT_FIFO, 7, &ent_in);
 	ent_in.rdev = 5;
@@ -2289,7 +2310,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x0c\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x0d\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2382,7 +2403,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x0c\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x0d\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2406,7 +2427,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x0c\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x0d\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
