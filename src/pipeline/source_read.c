@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "wire/auth.h"
 #include "wire/pathsafe.h"
@@ -87,31 +88,72 @@ static void source_give_up(struct source *s, struct src_rec *f, bool tell, int c
 		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
 }
 
-/* Opens a file for reading, beneath its source's directory, never
- * following a symlink in its place (unless -L): the tree may change while
- * we copy it. Returns an fd or -errno. */
-static int source_open_path(struct source *s, const struct src_rec *f)
+/* Opens a file for reading, beneath its source's directory. The tree may
+ * change while we copy it, so without -L no symlink is followed anywhere
+ * on the way (one put in place of a directory since the walk could lead a
+ * root's copy to files its owner may not read), and what opens must still
+ * be a regular file: O_NONBLOCK, so that a FIFO put in its place is
+ * refused here, not waited on for a writer forever. Returns an fd or
+ * -errno: -ELOOP for a symlink on the way; *not_reg is set for something
+ * other than a regular file (-EINVAL then). */
+static int source_open_path(struct source *s, const struct src_rec *f, bool *not_reg)
 {
+	struct stat st;
+	int fd;
+
+	*not_reg = false;
 	if (fault_fire(FAULT_SOURCE_OPEN))
 		return -EACCES;
 	/* -L, or a source symlink followed without -r: through symlinks,
 	 * still beneath a daemon's root. */
 	if (s->in->walk.deref || !s->in->walk.recursive)
-		return pathsafe_open(f->base_fd, f->open_path, O_RDONLY, 0, s->in->beneath);
-	return pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NOFOLLOW, 0, true);
+		fd = pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NONBLOCK, 0,
+				   s->in->beneath);
+	else
+		fd = pathsafe_open_nolinks(f->base_fd, f->open_path, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) != 0) {
+		int err = errno;
+		close(fd);
+		return -err;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		*not_reg = true;
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/* Gives f up after source_open_path failed with fd (not_reg as it said),
+ * saying why; tell as in source_give_up. */
+static void source_open_failed(struct source *s, struct src_rec *f, bool tell, int fd,
+			       bool not_reg)
+{
+	if (fd == -ENOENT)
+		source_give_up(s, f, tell, fd, "'%s' vanished before it could be copied", f->display);
+	else if (not_reg)
+		source_give_up(s, f, tell, fd, "'%s' is no longer a regular file; not copied",
+			       f->display);
+	else if (fd == -ELOOP)
+		source_give_up(s, f, tell, fd, "'%s' now lies beyond a symbolic link, which is not "
+			       "followed; not copied", f->display);
+	else
+		source_give_up(s, f, tell, fd, "cannot open '%s': %s", f->display, pc_strerror(fd));
 }
 
 /* The first reader of a DATA file opens it. Returns 0 or a negative code
  * (the file has been given up). */
 static int source_ensure_open(struct source *s, struct src_rec *f)
 {
-	bool first = false;
+	bool first = false, not_reg = false;
 	int fd = 0;
 
 	sync_lock(&s->open_lock);
 	if (f->fd < 0 && !f->open_failed) {
 		first = true;
-		fd = source_open_path(s, f);
+		fd = source_open_path(s, f, &not_reg);
 		if (fd >= 0) {
 			f->fd = fd;
 			f->own_fd = true;
@@ -122,10 +164,8 @@ static int source_ensure_open(struct source *s, struct src_rec *f)
 		fd = -ENOENT; /* reported by the first reader */
 	}
 	sync_unlock(&s->open_lock);
-	if (first && fd == -ENOENT)
-		source_give_up(s, f, true, fd, "'%s' vanished before it could be copied", f->display);
-	else if (first && fd < 0)
-		source_give_up(s, f, true, fd, "cannot open '%s': %s", f->display, pc_strerror(fd));
+	if (first && fd < 0)
+		source_open_failed(s, f, true, fd, not_reg);
 	return fd < 0 ? fd : 0;
 }
 
@@ -228,16 +268,12 @@ static void source_put_be32(uint8_t *p, uint32_t v)
  * negative status to put in the pack for it (it has been reported). */
 static int source_read_small(struct source *s, struct src_rec *f, uint8_t *p)
 {
-	int fd = source_open_path(s, f);
+	bool not_reg;
+	int fd = source_open_path(s, f, &not_reg);
 	ssize_t got;
 
 	if (fd < 0) {
-		if (fd == -ENOENT)
-			source_give_up(s, f, false, fd, "'%s' vanished before it could be copied",
-					      f->display);
-		else
-			source_give_up(s, f, false, fd, "cannot open '%s': %s", f->display,
-					      pc_strerror(fd));
+		source_open_failed(s, f, false, fd, not_reg);
 		return fd;
 	}
 	got = platform_pread_full(fd, p, f->size, 0);

@@ -4,6 +4,9 @@
 #   unreadable   pcopy, as the user nobody, copies a tree holding a file and a
 #                directory of mode 000: both are named on stderr with the
 #                reason, everything else is copied, exit 3;
+#   swapped      a directory swapped for a symlink, and a file for a FIFO,
+#                after the walk: both refused by name, nothing read through
+#                the link, no hang, exit 3;
 #   delete_unreadable  --delete spares a directory the source could not read
 #                whole (locally as nobody, and through ssh), and prunes the
 #                ones read whole;
@@ -116,6 +119,38 @@ case_delete_unreadable() {
     expect_exit 0 "$PCOPY" -r -u --delete "$src" "pctest:$T/far/"
     [[ ! -e $T/far/src/stale && -f $T/far/src/baddir/x ]] ||
         fail "a whole read did not prune, or pruned what the source has"
+}
+
+# What the walk saw is swapped for something else before it is read: a
+# directory for a symlink to a directory the copy must not read (a root's
+# copy of a user's tree would hand its files to that user), a file for a
+# FIFO (whose open would wait for a writer forever, deaf to ^C). Both are
+# refused by name, the rest is copied, exit 3, in good time.
+case_swapped() {
+    local pid
+    mkdir -p "$T/src/d" "$T/src/e" "$T/secret" "$T/out"
+    mkfile "$T/src/big" 4M
+    echo mine >"$T/src/d/v"
+    echo mine >"$T/src/e/w"
+    echo SECRET >"$T/secret/v"
+    # The sources in this order: big is read first, for 8 s at 512 KiB/s.
+    "$PCOPY" -r -s 1 -B 64k -x 512k "$T/src/big" "$T/src/d" "$T/src/e" "$T/out/" \
+        2>"$T/err" &
+    pid=$!
+    track_pid "$pid"
+    wait_until 30 test -d "$T/out/e" || fail "the copy made no directory e"
+    mv "$T/src/d" "$T/src/d.orig"
+    ln -s ../secret "$T/src/d"
+    rm "$T/src/e/w"
+    mkfifo "$T/src/e/w"
+    wait_exit 60 "$pid" || fail "pcopy did not finish in 60 s (a FIFO waited on?)"
+    [[ $WAIT_RC -eq 3 ]] || fail "exit $WAIT_RC, wanted 3: $(cat "$T/err")"
+    LAST_STDERR=$T/err
+    stderr_line_has "$T/src/d/v" "beyond a symbolic link"
+    stderr_line_has "$T/src/e/w" "no longer a regular file"
+    ! grep -rq SECRET "$T/out" || fail "the copy read through the swapped-in symlink"
+    same_file "$T/src/big" "$T/out/big"
+    no_temp_files "$T/out"
 }
 
 # fill_tree DIR: 40 files of 100 KiB in DIR and DIR/d (4 MB), and a 3 MiB one.
@@ -233,6 +268,7 @@ case_vanishing() {
 }
 
 run_case unreadable case_unreadable
+run_case swapped case_swapped
 run_case delete_unreadable case_delete_unreadable
 run_case disk_full case_disk_full
 run_case truncated case_truncated
