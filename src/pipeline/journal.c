@@ -224,6 +224,19 @@ void journal_free(struct journal *j)
 	free(j);
 }
 
+bool journal_name_reserved(const char *name)
+{
+	static const char *const tails[] = { ".pcopy-part", ".pcopy-jrnl" };
+	size_t n = strlen(name), t = strlen(tails[0]);
+
+	if (name[0] != '.' || n <= t + 1)
+		return false;
+	for (size_t i = 0; i < sizeof(tails) / sizeof(tails[0]); i++)
+		if (memcmp(name + n - t, tails[i], t) == 0)
+			return true;
+	return false;
+}
+
 void journal_names(const char *name, char *part, char *jrnl)
 {
 	size_t n = strlen(name);

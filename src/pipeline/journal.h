@@ -95,4 +95,8 @@ void journal_free(struct journal *j);
  * NAME cut to 180 bytes and followed by a hash of the whole when longer. */
 void journal_names(const char *name, char *part, char *jrnl);
 
+/* Whether name has the form journal_names gives: ".*.pcopy-part" or
+ * ".*.pcopy-jrnl". */
+bool journal_name_reserved(const char *name);
+
 #endif

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipeline/journal.h"
 #include "sys/fault.h"
 #include "wire/pathsafe.h"
 
@@ -156,6 +157,18 @@ static int walk_skip_err(struct walk *w, struct walk_skip *sk, int code, const c
 {
 	return walk_skip_set(w, sk, code, "cannot %s '%s': %s", what, walk_cut(w, 0, path),
 			     pc_strerror(code));
+}
+
+/* -a: name has the form of the sink's partial files (walk_opts.partials):
+ * a skip, filled in *sk (2); else 0. */
+static int walk_partial_name(struct walk *w, struct walk_skip *sk, const char *name,
+			     const char *display)
+{
+	if (!w->o.partials || !journal_name_reserved(name))
+		return 0;
+	return walk_skip_set(w, sk, -EINVAL, "'%s': not copied with -a, which keeps partial "
+			     "files and their journals under names of this form "
+			     "(.NAME.pcopy-part, .NAME.pcopy-jrnl)", walk_cut(w, 0, display));
 }
 
 /* ---- names ----------------------------------------------------------------- */
@@ -621,6 +634,8 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 		return walk_skip_set(w, sk, -ENAMETOOLONG, "'%s': %s", walk_cut(w, 0, it->display),
 				     nlen > PROTO_MAX_NAME ? "its name is longer than 255 bytes" :
 				     "its path is longer than 4096 bytes");
+	if ((ret = walk_partial_name(w, sk, name, it->display)) != 0)
+		return ret;
 	memcpy(it->e.path, w->path, plen);
 	it->e.path[plen] = '/';
 	memcpy(it->e.path + plen + 1, name, nlen + 1);
@@ -902,11 +917,13 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 	w->base_fd = w->dirfd;
 	snprintf(w->prefix, sizeof(w->prefix), "%s", dots ? "" : w->beneath ? w->arg : name);
 	snprintf(w->rel, sizeof(w->rel), "%s", dots ? "" : w->arg);
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	ret = walk_partial_name(w, sk, name, it->display);
+	if (ret == 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		ret = walk_skip_err(w, sk, -errno, "access source", it->display);
-	else if (!dots && filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode) || slash))
+	else if (ret == 0 && !dots &&
+		 filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode) || slash))
 		excluded = true; /* left out: no entry and no skip */
-	else
+	else if (ret == 0)
 		ret = walk_source_check(w, pfd, name, slash, it, sk, &st, &via_link);
 	if (ret != 0 || excluded) {
 		close(pfd);

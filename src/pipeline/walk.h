@@ -90,6 +90,10 @@ struct walk_opts {
 			   one's id; every REG with st_nlink > 1 gets flags LINKED */
 	bool specials;  /* -p: FIFOs, sockets and devices become entries (FIFO/SOCK/CHR/
 			   BLK); without it each is a skip */
+	bool partials;  /* -a: a name of the form of the sink's partial files and their
+			   journals (journal_name_reserved) is a skip: the copy of
+			   such a file would take the place of another's partial
+			   file, or be taken for one */
 	const struct filter *filter; /* borrowed, may be NULL: an entry it excludes
 			   (tested on its wire path; a directory as one, whether or
 			   not -L led there) is left out with everything beneath

@@ -658,7 +658,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		run->input->walk = (struct walk_opts){
 			.recursive = f & PROTO_REQ_RECURSIVE, .deref = f & PROTO_REQ_DEREF,
 			.hardlinks = f & PROTO_REQ_HARDLINKS, .specials = f & PROTO_REQ_PRESERVE,
-			.filter = filter,
+			.partials = (run->req->sync & PROTO_SYNC_RESUME) != 0, .filter = filter,
 		};
 		ret = source_run(&x, run->input, &r);
 		run->self = r.self;

@@ -12,6 +12,7 @@
 # ours left (cut short, garbage, a damaged header, bits past the end, a
 # symlink or a hard link to a file elsewhere) are removed with a notice,
 # and nothing outside is touched. Without -a, a killed copy leaves nothing.
+# A source named as a partial file or journal is not copied with -a.
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
@@ -257,7 +258,32 @@ case_without_a() {
     [[ ! -e $T/dst ]] || fail "a partial copy was put in place"
 }
 
+# A source file named as a partial file or journal of -a is not copied
+# (exit 3, named): its copy would take the place of another file's
+# partial file, and that file would then be put in place with its bytes.
+case_reserved_names() {
+    mkdir -p "$T/s" "$T/d"
+    mkfile "$T/s/b" 4M
+    echo other >"$T/s/.b.pcopy-part"
+    echo other >"$T/s/.b.pcopy-jrnl"
+    mkdir "$T/s/.c.pcopy-part"
+    expect_exit 3 "$PCOPY" -r -a -x 2M "$T/s" "$T/d/"
+    expect_stderr_contains "'$T/s/.b.pcopy-part': not copied with -a"
+    expect_stderr_contains "'$T/s/.b.pcopy-jrnl': not copied with -a"
+    expect_stderr_contains "'$T/s/.c.pcopy-part': not copied with -a"
+    same_file "$T/s/b" "$T/d/s/b"
+    no_temp_files "$T/d"
+    # Named as sources themselves, too.
+    expect_exit 3 "$PCOPY" -a "$T/s/b" "$T/s/.b.pcopy-part" "$T/d/"
+    expect_stderr_contains "not copied with -a"
+    same_file "$T/s/b" "$T/d/b"
+    # Without -a they are files like any other.
+    expect_exit 0 "$PCOPY" -r "$T/s" "$T/plain"
+    [[ $(cat "$T/plain/.b.pcopy-part") == other ]] || fail "without -a, .b.pcopy-part was not copied"
+}
+
 sshd_start
+run_case reserved-names case_reserved_names
 run_case local-points case_local_points
 run_case ssh case_ssh
 run_case daemon case_daemon

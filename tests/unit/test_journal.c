@@ -187,6 +187,14 @@ static void test_names(void **state)
 	name[254] = 'b';
 	journal_names(name, part2, jrnl);
 	assert_string_not_equal(part, part2); /* same first 180 bytes, other names */
+	/* Every name it gives has the reserved form, and only those have. */
+	assert_true(journal_name_reserved(part) && journal_name_reserved(part2));
+	assert_true(journal_name_reserved(jrnl) && journal_name_reserved(".x.pcopy-part"));
+	assert_false(journal_name_reserved("x.pcopy-part"));  /* not hidden */
+	assert_false(journal_name_reserved(".pcopy-part"));   /* no name in it */
+	assert_false(journal_name_reserved(".x.pcopy-parts"));
+	assert_false(journal_name_reserved(".x.pcopy-AbCdEf")); /* a temporary name */
+	assert_false(journal_name_reserved(""));
 }
 
 int main(void)
