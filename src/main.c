@@ -740,7 +740,12 @@ static int cli_main(struct cli *c, int argc, char **argv)
 		printf("pcopy %s\n", pcopy_version());
 		return 0;
 	}
-	ret = pcopy_init(c->o.verbosity, c->action == CLI_SERVER ? "pcopy[sink]" : "pcopy");
+	/* -q leaves the errors; a far end started with it says nothing (but
+	 * notices), since its client reports them. */
+	bool far = c->action == CLI_SERVER || c->action == CLI_ATTACH ||
+		   c->action == CLI_SSH_DIAL;
+	ret = pcopy_init(far && c->o.verbosity < 0 ? -2 : c->o.verbosity,
+			 c->action == CLI_SERVER ? "pcopy[sink]" : "pcopy");
 	if (ret < 0) {
 		/* A bad test-only PCOPY_TEST_FAULT was explained already. */
 		if (pcopy_exit_code(ret) != 1)

@@ -78,7 +78,9 @@ struct pcopy_opts {
 	                            matches an entry decides (pcopy(1), FILTER RULES).
 	                            At most PCOPY_MAX_FILTERS rules. Borrowed */
 	unsigned nfilters;
-	int verbosity;           /* -1 quiet, 1 normal, 2 verbose (-v), 3 debug (-vv) */
+	int verbosity;           /* -1 quiet (errors only), 1 normal, 2 verbose (-v), 3 debug
+	                            (-vv); pcopy_init takes -2 too: nothing at all (a far
+	                            end, whose errors its client reports) */
 	const char *key_file;    /* --key-file or PCOPY_KEY_FILE (daemon transport) */
 	const char *self_exe;    /* binary to start as the local sink (default /proc/self/exe) */
 	/* --serve */

@@ -35,10 +35,11 @@ int api_verbosity(void)
 
 int pcopy_init(int verbosity, const char *prefix)
 {
-	static const int levels[] = { LOG_QUIET, LOG_WARN, LOG_WARN, LOG_INFO, LOG_DEBUG };
-	int i = verbosity < -1 ? -1 : verbosity > 3 ? 3 : verbosity;
+	static const int levels[] = { LOG_QUIET, LOG_ERROR, LOG_WARN, LOG_WARN, LOG_INFO,
+				      LOG_DEBUG };
+	int i = verbosity < -2 ? -2 : verbosity > 3 ? 3 : verbosity;
 
-	log_setup(levels[i + 1], prefix);
+	log_setup(levels[i + 2], prefix);
 	g_verbosity = verbosity;
 	/* Test-only fault injection (sys/fault.h); never set by users. */
 	const char *fault = getenv("PCOPY_TEST_FAULT");
