@@ -97,6 +97,14 @@ case_summary() {
     expect_exit 0 "$PCOPY" -q "$T/a" "$T/three"
     expect_stderr_empty
     same_file "$T/a" "$T/three"
+    # And only errors otherwise: which entry failed, and the last word.
+    mkdir -p "$T/qtree/sub"
+    cp "$T/a" "$T/qtree/sub/f"
+    mkfifo "$T/qtree/sub/fifo"
+    expect_exit 3 "$PCOPY" -q -r "$T/qtree" "$T/qcopy"
+    expect_stderr_matches "^pcopy: .*qtree/sub/fifo"
+    expect_stderr_matches "^pcopy: 1 entry was not copied\$"
+    [[ $(wc -l <"$LAST_STDERR") -eq 2 ]] || fail "-q printed more than errors: $(cat "$LAST_STDERR")"
 }
 
 case_options_after_operands() {
