@@ -85,7 +85,9 @@ static void fuzz_entry_rules(const struct proto_entry *e)
 	fuzz_require(proto_check_relpath(e->path, strlen(e->path)) == 0);
 	fuzz_require(e->type == PROTO_ENT_SYMLINK ? tlen >= 1 && tlen <= PROTO_MAX_PATH
 						  : tlen == 0);
-	fuzz_require(e->type == PROTO_ENT_REG || (e->flags == 0 && e->size == 0));
+	fuzz_require(e->type == PROTO_ENT_REG || e->size == 0);
+	fuzz_require((e->flags & ~(e->type == PROTO_ENT_REG ? PROTO_ENT_REG_FLAGS
+				  : e->type == PROTO_ENT_DIR_END ? PROTO_ENT_INCOMPLETE : 0u)) == 0);
 	fuzz_require(!(e->flags & PROTO_ENT_SIZE_UNKNOWN) || e->size == 0);
 	fuzz_require(e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK || e->rdev == 0);
 	fuzz_require(e->type == PROTO_ENT_HARDLINK ? e->link_id < e->id : e->link_id == 0);
