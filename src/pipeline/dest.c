@@ -557,6 +557,32 @@ int dest_unchanged(struct dest *d, const struct proto_entry *e)
 	return dest_look(d, e, dest_look_same);
 }
 
+/* Opens name in dirfd (flags: O_RDONLY or O_RDWR) only if it is a regular
+ * file, looked at first, so that a device is never opened (an open alone
+ * may act: a tape rewinds, a watchdog starts), never following a symlink
+ * and, O_NONBLOCK, never waiting on a FIFO put there meanwhile; *st
+ * receives its attributes. Returns the fd, -ENOENT, -EPERM (something
+ * other than a regular file), or -errno. */
+static int dest_open_regular(int dirfd, const char *name, int flags, struct stat *st)
+{
+	struct stat was;
+	int fd;
+
+	if (fstatat(dirfd, name, &was, AT_SYMLINK_NOFOLLOW) != 0)
+		return -errno;
+	if (!S_ISREG(was.st_mode))
+		return -EPERM;
+	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENXIO || errno == EISDIR ? -EPERM : -errno;
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_ino != was.st_ino ||
+	    st->st_dev != was.st_dev) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
 int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size)
 {
 	struct pc_err err;
@@ -570,12 +596,9 @@ int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t
 		return 0;
 	pc_err_init(&err);
 	if (dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err) == 0) {
-		/* O_NONBLOCK: a FIFO there must not stop us; it is no file. */
-		int f = openat(l.dirfd, l.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		int f = dest_open_regular(l.dirfd, l.name, O_RDONLY, &st);
 		if (f < 0) {
-			ret = errno == ENOENT || errno == ELOOP ? 0 : -errno;
-		} else if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode)) {
-			close(f);
+			ret = f == -ENOENT || f == -EPERM ? 0 : f;
 		} else {
 			*fd = f;
 			*size = (uint64_t)st.st_size;
@@ -1101,12 +1124,9 @@ static struct dest_file *dest_file_new(struct dest *d, struct dest_loc *l)
 static int dest_part_openat(int dirfd, const char *name)
 {
 	struct stat st;
-	int fd = openat(dirfd, name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = dest_open_regular(dirfd, name, O_RDWR, &st);
 
-	if (fd < 0)
-		return errno == ELOOP || errno == ENXIO || errno == EISDIR ? -EPERM : -errno;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
-	    st.st_uid != geteuid()) {
+	if (fd >= 0 && (st.st_nlink != 1 || st.st_uid != geteuid())) {
 		close(fd);
 		return -EPERM;
 	}
@@ -1146,11 +1166,10 @@ int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_f
 	f->tmp[0] = '\0';
 	f->jrnl[0] = '\0';
 	f->placed = true;
-	/* O_NONBLOCK: a FIFO there must not stop us. One link only: a file
-	 * written in place through a hard link would change another name
-	 * too, perhaps one outside the destination. */
-	f->fd = openat(f->dirfd, f->name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (f->fd >= 0 && fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+	/* One link only: a file written in place through a hard link would
+	 * change another name too, perhaps one outside the destination. */
+	f->fd = dest_open_regular(f->dirfd, f->name, O_RDWR, &st);
+	if (f->fd >= 0 && st.st_nlink == 1) {
 		*size = (uint64_t)st.st_size;
 		*out = f;
 		return 1;
