@@ -500,8 +500,14 @@ static int cli_parse(struct cli *c, int argc, char **argv)
 	c->o.rsh = getenv("PCOPY_RSH");
 	c->action = CLI_COPY;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHuena", cli_longopts, NULL)) != -1) {
-		c->bad_arg = argv[optind - 1];
+	for (;;) {
+		int before = optind;
+		ch = getopt_long(argc, argv, ":s:w:B:c:P:Z:x:z346vqhVrRpLHuena", cli_longopts, NULL);
+		if (ch == -1)
+			break;
+		/* Inside a group of short options ("-kr"), optind stays on it
+		 * until its last letter. */
+		c->bad_arg = optind > before ? argv[optind - 1] : argv[optind];
 		if (cli_apply(c, ch, optarg) < 0)
 			return -1;
 	}

@@ -32,6 +32,7 @@
 #include "pipeline/encoder.h"
 #include "pipeline/dest.h"
 #include "pipeline/filter.h"
+#include "pipeline/journal.h"
 #include "pipeline/prune.h"
 #include "pipeline/sink_ent.h"
 #include "sys/fault.h"
@@ -380,6 +381,10 @@ static bool sink_keeps(void *arg, const char *name, bool is_dir)
 	char path[PROTO_MAX_PATH + PROTO_MAX_NAME + 2];
 
 	if (prune_dir_has(k->names, name))
+		return true;
+	/* -a: a partial file kept for the next run (its file failed), and
+	 * its journal; the source never sends such names (walk_opts). */
+	if (k->s->x->resume && journal_name_reserved(name))
 		return true;
 	if (k->s->x->filter == NULL)
 		return false;

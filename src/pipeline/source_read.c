@@ -91,9 +91,13 @@ static void source_give_up(struct source *s, struct src_rec *f, bool tell, int c
 /* Opens a file for reading, beneath its source's directory. The tree may
  * change while we copy it, so without -L no symlink is followed anywhere
  * on the way (one put in place of a directory since the walk could lead a
- * root's copy to files its owner may not read), and what opens must still
- * be a regular file: O_NONBLOCK, so that a FIFO put in its place is
- * refused here, not waited on for a writer forever. Returns an fd or
+ * root's copy to files its owner may not read); on a daemon the open path
+ * starts at its root and holds the path the client named, through which
+ * symlinks that stay beneath the root are followed, as the walk followed
+ * them (nothing outside the root is reachable, and the daemon serves all
+ * of it). What opens must still be a regular file: O_NONBLOCK, so that a
+ * FIFO put in its place is refused here, not waited on for a writer
+ * forever. Returns an fd or
  * -errno: -ELOOP for a symlink on the way; *not_reg is set for something
  * other than a regular file (-EINVAL then). */
 static int source_open_path(struct source *s, const struct src_rec *f, bool *not_reg)
@@ -109,6 +113,9 @@ static int source_open_path(struct source *s, const struct src_rec *f, bool *not
 	if (s->in->walk.deref || !s->in->walk.recursive)
 		fd = pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NONBLOCK, 0,
 				   s->in->beneath);
+	else if (s->in->beneath)
+		fd = pathsafe_open(f->base_fd, f->open_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK, 0,
+				   true);
 	else
 		fd = pathsafe_open_nolinks(f->base_fd, f->open_path, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)

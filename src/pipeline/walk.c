@@ -132,21 +132,46 @@ static const char *walk_cut(struct walk *w, unsigned k, const char *s)
 	return w->cut[k];
 }
 
-/* Fills *sk for the current source. Returns 2, walk_next's "skip". The
- * directory being read loses its completeness: what is skipped in it is
- * not announced, and --delete must not take that for gone. */
+/* Fills *sk for the current source. Returns 2, walk_next's "skip". */
+static int walk_skip_vset(struct walk *w, struct walk_skip *sk, int code, const char *fmt,
+			  va_list ap) __attribute__((format(printf, 4, 0)));
+static int walk_skip_vset(struct walk *w, struct walk_skip *sk, int code, const char *fmt,
+			  va_list ap)
+{
+	sk->src_index = w->src;
+	sk->code = code;
+	vsnprintf(sk->msg, sizeof(sk->msg), fmt, ap);
+	return 2;
+}
+
+/* A skip for an error (what could not be read): the directory being read
+ * loses its completeness, since what is skipped in it is not announced
+ * and --delete must not take that for gone. */
 static int walk_skip_set(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static int walk_skip_set(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	sk->src_index = w->src;
-	sk->code = code;
 	if (w->depth > 0)
 		w->frames[w->depth - 1].incomplete = true;
 	va_start(ap, fmt);
-	vsnprintf(sk->msg, sizeof(sk->msg), fmt, ap);
+	walk_skip_vset(w, sk, code, fmt, ap);
+	va_end(ap);
+	return 2;
+}
+
+/* A skip by the rules (a special file without -p, a directory without -r,
+ * a name -a keeps): the source has nothing to send there, as it would
+ * have nothing for an excluded name. */
+static int walk_skip_rule(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int walk_skip_rule(struct walk *w, struct walk_skip *sk, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	walk_skip_vset(w, sk, code, fmt, ap);
 	va_end(ap);
 	return 2;
 }
@@ -166,7 +191,7 @@ static int walk_partial_name(struct walk *w, struct walk_skip *sk, const char *n
 {
 	if (!w->o.partials || !journal_name_reserved(name))
 		return 0;
-	return walk_skip_set(w, sk, -EINVAL, "'%s': not copied with -a, which keeps partial "
+	return walk_skip_rule(w, sk, -EINVAL, "'%s': not copied with -a, which keeps partial "
 			     "files and their journals under names of this form "
 			     "(.NAME.pcopy-part, .NAME.pcopy-jrnl)", walk_cut(w, 0, display));
 }
@@ -491,7 +516,7 @@ static int walk_special(struct walk *w, struct walk_item *it, struct walk_skip *
 	int ret;
 
 	if (!w->o.specials)
-		return walk_skip_set(w, sk, -EOPNOTSUPP, "skipping special file '%s' (use -p to "
+		return walk_skip_rule(w, sk, -EOPNOTSUPP, "skipping special file '%s' (use -p to "
 				     "copy FIFOs, sockets and devices)", walk_cut(w, 0, it->display));
 	ret = walk_fill(w, it, type, st);
 	if (ret < 0)
@@ -634,8 +659,6 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 		return walk_skip_set(w, sk, -ENAMETOOLONG, "'%s': %s", walk_cut(w, 0, it->display),
 				     nlen > PROTO_MAX_NAME ? "its name is longer than 255 bytes" :
 				     "its path is longer than 4096 bytes");
-	if ((ret = walk_partial_name(w, sk, name, it->display)) != 0)
-		return ret;
 	memcpy(it->e.path, w->path, plen);
 	it->e.path[plen] = '/';
 	memcpy(it->e.path + plen + 1, name, nlen + 1);
@@ -649,6 +672,8 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 	}
 	if (filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode)))
 		return 0; /* left out, and all beneath it */
+	if ((ret = walk_partial_name(w, sk, name, it->display)) != 0)
+		return ret;
 	if (S_ISDIR(st.st_mode)) {
 		if (w->depth >= WALK_MAX_DEPTH)
 			return walk_skip_set(w, sk, -ENAMETOOLONG, "'%s': more than %u directory "
@@ -893,7 +918,7 @@ static int walk_source_check(struct walk *w, int pfd, const char *name, bool sla
 	if (slash && !S_ISDIR(st->st_mode))
 		return walk_skip_err(w, sk, -ENOTDIR, "access source", it->display);
 	if (S_ISDIR(st->st_mode) && !w->o.recursive)
-		return walk_skip_set(w, sk, -EISDIR, "omitting directory '%s' (use -r to copy "
+		return walk_skip_rule(w, sk, -EISDIR, "omitting directory '%s' (use -r to copy "
 				     "it)", walk_cut(w, 0, it->display));
 	return 0;
 }
@@ -917,13 +942,11 @@ static int walk_source(struct walk *w, unsigned i, struct walk_item *it, struct 
 	w->base_fd = w->dirfd;
 	snprintf(w->prefix, sizeof(w->prefix), "%s", dots ? "" : w->beneath ? w->arg : name);
 	snprintf(w->rel, sizeof(w->rel), "%s", dots ? "" : w->arg);
-	ret = walk_partial_name(w, sk, name, it->display);
-	if (ret == 0 && fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		ret = walk_skip_err(w, sk, -errno, "access source", it->display);
-	else if (ret == 0 && !dots &&
-		 filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode) || slash))
+	else if (!dots && filter_excludes(w->o.filter, it->e.path, S_ISDIR(st.st_mode) || slash))
 		excluded = true; /* left out: no entry and no skip */
-	else if (ret == 0)
+	else if ((ret = walk_partial_name(w, sk, name, it->display)) == 0)
 		ret = walk_source_check(w, pfd, name, slash, it, sk, &st, &via_link);
 	if (ret != 0 || excluded) {
 		close(pfd);

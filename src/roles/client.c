@@ -241,7 +241,7 @@ static int client_classify(struct client *c, int nsrc, char *const srcs[], const
 static int client_landing_dir(const char *dst)
 {
 	char parent[PROTO_MAX_PATH + 2];
-	int fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(dst, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	size_t len = strlen(dst);
 
 	if (fd >= 0 || len >= sizeof(parent))
@@ -253,7 +253,7 @@ static int client_landing_dir(const char *dst)
 	while (len > 1 && dst[len - 1] == '/')
 		len--;
 	snprintf(parent, sizeof(parent), "%.*s", (int)len, len == 0 ? "." : dst);
-	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fd = open(parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	return fd >= 0 ? fd : -errno;
 }
 

@@ -455,7 +455,8 @@ int platform_dir_within(int dirfd, dev_t dev, ino_t ino)
 			ret = 1;
 			break;
 		}
-		int next = openat(fd >= 0 ? fd : dirfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		/* O_PATH: a directory we may not read still has a parent. */
+		int next = openat(fd >= 0 ? fd : dirfd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (next < 0 || fstat(next, &up) != 0) {
 			ret = -errno;
 			if (next >= 0)

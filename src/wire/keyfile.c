@@ -194,9 +194,13 @@ int keyfile_load(const char *path, uint8_t key[PROTO_KEY_LEN], struct pc_err *e)
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		int err = errno;
-		/* The user's to fix, as a bad option is (exit 1). */
-		ret = pc_err_set(e, -PC_E_USAGE, "cannot open key file '%s': %s%s", path,
-				 strerror(err),
+		/* A name that leads nowhere, or to what we may not read, is the
+		 * user's to fix, as a bad option is (exit 1); the rest (EIO,
+		 * EMFILE, ENOMEM) is not. */
+		bool users = err == ENOENT || err == EACCES || err == ENOTDIR || err == ELOOP ||
+			     err == ENAMETOOLONG;
+		ret = pc_err_set(e, users ? -PC_E_USAGE : -err, "cannot open key file '%s': %s%s",
+				 path, strerror(err),
 				 err == ENOENT ? " (make one with pcopy --gen-key FILE)" : "");
 		goto out;
 	}

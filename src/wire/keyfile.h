@@ -17,9 +17,9 @@
 int keyfile_generate(const char *path, struct pc_err *e);
 
 /* Reads the key in path into key. Returns 0, or -PC_E_USAGE for a key file
- * that cannot be opened, has loose permissions, is not regular, or is
- * malformed, or -errno for one that cannot be read; the detail names
- * path. */
+ * that is not there or not ours to read, has loose permissions, is not
+ * regular, or is malformed, or -errno for one that cannot be opened or
+ * read for another reason; the detail names path. */
 int keyfile_load(const char *path, uint8_t key[PROTO_KEY_LEN], struct pc_err *e);
 
 /* The value of hexadecimal digit c (either case), or -1. */

@@ -106,6 +106,7 @@ case_bad_options() {
     bad_option "unknown option '--no-such-option'" --no-such-option=1
     bad_option "option '--recursive' takes no value" --recursive=yes
     bad_option "option '--exc' is ambiguous" --exc=x
+    bad_option "unknown option -k" --delete -kr
     bad_option "-P: '0' is not a number of seconds from 1 to 86400" -P 0
     bad_option "--root is for a daemon" --root "$T"
     # Operands that an action does not take are refused, not ignored.

@@ -128,11 +128,13 @@ case_delete_unreadable() {
 # refused by name, the rest is copied, exit 3, in good time.
 case_swapped() {
     local pid
-    mkdir -p "$T/src/d" "$T/src/e" "$T/secret" "$T/out"
+    # The secret lies beside the sources, beneath their parent (the base
+    # they are opened from), where a symlink that stays beneath was followed.
+    mkdir -p "$T/src/d" "$T/src/e" "$T/src/secret" "$T/out"
     mkfile "$T/src/big" 4M
     echo mine >"$T/src/d/v"
     echo mine >"$T/src/e/w"
-    echo SECRET >"$T/secret/v"
+    echo SECRET >"$T/src/secret/v"
     # The sources in this order: big is read first, for 8 s at 512 KiB/s.
     "$PCOPY" -r -s 1 -B 64k -x 512k "$T/src/big" "$T/src/d" "$T/src/e" "$T/out/" \
         2>"$T/err" &
@@ -140,7 +142,7 @@ case_swapped() {
     track_pid "$pid"
     wait_until 30 test -d "$T/out/e" || fail "the copy made no directory e"
     mv "$T/src/d" "$T/src/d.orig"
-    ln -s ../secret "$T/src/d"
+    ln -s secret "$T/src/d"
     rm "$T/src/e/w"
     mkfifo "$T/src/e/w"
     wait_exit 60 "$pid" || fail "pcopy did not finish in 60 s (a FIFO waited on?)"
