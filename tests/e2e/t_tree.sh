@@ -110,6 +110,18 @@ case_daemon_pull() {
     expect_exit 0 "$PCOPY" -r -p -H -s 4 "$DAEMON_URL/odd" "$T/back" --key-file "$DAEMON_KEY"
     check_tree "$ODD" "$T/back"
     no_temp_files "$T/back"
+    stop_daemon
+    # A path through a symlink that stays inside the root: followed, as
+    # the walk follows it, for the files' opens too.
+    mkdir -p "$T/root/real/src/d"
+    mkfile "$T/root/real/src/f" 70000
+    mkfile "$T/root/real/src/d/g" 1000
+    ln -s real "$T/root/lnk"
+    start_daemon "$T/root"
+    expect_exit 0 "$PCOPY" -r "$DAEMON_URL/lnk/src" "$T/vialink" --key-file "$DAEMON_KEY"
+    diff -r "$T/root/real/src" "$T/vialink" || fail "a pull through an in-root symlink differs"
+    expect_exit 0 "$PCOPY" -r "$DAEMON_URL/lnk/src/f" "$T/vialink.f" --key-file "$DAEMON_KEY"
+    same_file "$T/root/real/src/f" "$T/vialink.f"
 }
 
 # small_tree DIR: a directory with two files and a subdirectory.
