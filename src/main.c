@@ -192,8 +192,9 @@ static void cli_usage(FILE *out)
 	      "                        64); a client beyond them is told the daemon is busy\n"
 	      "      --max-startups N  with --serve: connections waiting to be handed on,\n"
 	      "                        1 to 4096 (default 256); beyond them the oldest goes\n"
-	      "      --max-per-source N  with --serve: of those, from one address, 1 to\n"
-	      "                        4096 (default 32); beyond them a new one is closed\n"
+	      "      --max-per-source N  with --serve: of those, from one address, a\n"
+	      "                        client's data streams too, 1 to 4096 (default 96);\n"
+	      "                        beyond them a new one is closed\n"
 	      "      --gen-key FILE    write a new random key to FILE (mode 0600)\n"
 	      "  -v, --verbose         more messages, and the table of stages behind the\n"
 	      "                        summary's bottleneck line (-vv: debug)\n"
@@ -738,6 +739,10 @@ static int cli_main(struct cli *c, int argc, char **argv)
 
 	if (cli_parse(c, argc, argv) < 0)
 		return 1;
+	/* -q prints errors only: no progress lines, whatever the order of -q
+	 * and -P (they go out at the errors' level, to show without -v). */
+	if (c->o.verbosity < 0)
+		c->o.progress_s = 0;
 	if (c->action == CLI_HELP) {
 		cli_usage(stdout);
 		return 0;

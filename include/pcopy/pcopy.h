@@ -25,7 +25,7 @@
 #define PCOPY_MAX_MAX_SESSIONS 1024u
 #define PCOPY_DEFAULT_MAX_STARTUPS 256u
 #define PCOPY_MAX_MAX_STARTUPS 4096u
-#define PCOPY_DEFAULT_MAX_PER_SOURCE 32u
+#define PCOPY_DEFAULT_MAX_PER_SOURCE 96u /* 32, and one client's most streams */
 #define PCOPY_MAX_MAX_PER_SOURCE 4096u
 #define PCOPY_MIN_BWLIMIT 1024u          /* --bwlimit: bytes per second, when not 0 */
 #define PCOPY_MAX_BWLIMIT (1ull << 40)

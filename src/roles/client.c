@@ -940,7 +940,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 	} else if (ret < 0) {
 		pc_err_set(c->e, -PC_E_NET, "cannot reach %s port %u for data; try -z%s",
 			   ep->data_host, dial != NULL ? (unsigned)ep->loc->port : (unsigned)ep->port,
-			   dial != NULL ? "" : " or -Z");
+			   dial != NULL ? ", or fewer streams (-s) than the daemon's --max-per-source"
+					: " or -Z");
 	}
 	pc_err_destroy(&e2);
 	if (own)

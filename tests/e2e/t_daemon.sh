@@ -121,6 +121,19 @@ case_pull_some_missing() {
     dir_is_empty "$T/local" || fail "files appeared in $T/local"
 }
 
+# A client with the most streams, against a daemon's defaults: its data
+# connections wait at the daemon for their session, and --max-per-source
+# (32 once) closed the 33rd, so -s 32 and more always failed.
+case_many_streams() {
+    mkdir -p "$T/root"
+    mkfile "$T/f" 8M
+    start_daemon "$T/root"
+    expect_exit 0 "$PCOPY" -q -s 64 "$T/f" "$DAEMON_URL/f" --key-file "$DAEMON_KEY"
+    same_file "$T/f" "$T/root/f"
+    expect_exit 0 "$PCOPY" -q -s 64 "$DAEMON_URL/f" "$T/back" --key-file "$DAEMON_KEY"
+    same_file "$T/f" "$T/back"
+}
+
 case_key_file_env() {
     mkdir -p "$T/root"
     mkfile "$T/a" 1500000
@@ -645,6 +658,7 @@ run_case destination-names case_destination_names
 run_case modes case_modes
 run_case pull-missing case_pull_missing
 run_case pull-some-missing case_pull_some_missing
+run_case many-streams case_many_streams
 run_case key-file-env case_key_file_env
 run_case two-sessions case_two_sessions
 run_case strangers case_strangers
