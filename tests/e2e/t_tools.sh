@@ -140,6 +140,18 @@ case_bench_enc() {
     enc_is "$T/early.log" -
 }
 
+# tools/install-deps on a machine that has everything (the suite runs after
+# it): done, by any user, with neither root nor sudo (README's first command
+# for a user without sudo).
+case_install_deps_done() {
+    local as=()
+    [[ $(id -u) -ne 0 ]] || as=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    expect_exit 0 "${as[@]}" "$ROOT/tools/install-deps" --runtime-only
+    expect_stderr_empty
+    expect_exit 0 "${as[@]}" "$ROOT/tools/install-deps"
+}
+
+run_case install-deps-done case_install_deps_done
 run_case paths case_paths
 run_case scripts case_scripts
 run_case bench-help case_bench_help
