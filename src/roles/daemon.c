@@ -466,7 +466,11 @@ static void daemon_route(struct daemon *d, unsigned i)
 		if (k->sock < 0 || !k->has_token || !crypto_equal(k->token, token, sizeof(token)))
 			continue;
 		int ret = net_send_fd(k->sock, p->fd, p->who);
-		if (ret < 0)
+		if (ret == -EPIPE || ret == -ECONNRESET)
+			/* Its session ended (it failed, say): its client's, not a
+			 * stranger's, and nothing to summarise. */
+			log_info("%s came after its session ended", p->who);
+		else if (ret < 0)
 			daemon_refused(d, p->src, "dropped data connection from %s: cannot pass it "
 				       "on to its session: %s", p->who, strerror(-ret));
 		daemon_pend_drop(d, i, true);
@@ -554,6 +558,14 @@ static void daemon_pend_read(struct daemon *d, unsigned i)
 	uint8_t first;
 	ssize_t r;
 
+	if (p->state == PEND_PARKED) {
+		/* Its client went away (its session failed, or it was stopped)
+		 * before the session said its token: not a refusal, and no
+		 * reason to hold the place for 10 s. */
+		log_info("%s went away before its session took it", p->who);
+		daemon_pend_drop(d, i, true);
+		return;
+	}
 	if (p->state == PEND_FIRST) {
 		r = recv(p->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
 		if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -742,9 +754,12 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 		p[np++] = (struct pollfd){ .fd = d->kids[j].sock, .events = POLLIN };
 	pend0 = np;
 	for (unsigned i = 0; i < d->npend; i++)
-		p[np++] = (struct pollfd){ .fd = d->pend[i].state == PEND_PARKED ? -1 : d->pend[i].fd,
+		/* A parked one is watched for its client's going only: what
+		 * it sends is its session's to read. */
+		p[np++] = (struct pollfd){ .fd = d->pend[i].fd,
 					   .events = d->pend[i].state == PEND_TLS ? d->pend[i].events
-										  : POLLIN };
+						     : d->pend[i].state == PEND_PARKED ? POLLRDHUP
+										       : POLLIN };
 	int n = poll(p, np, timeout);
 	if (n < 0 && errno == EINTR)
 		return 0;
@@ -757,7 +772,7 @@ static int daemon_step(struct daemon *d, struct pc_err *e)
 	/* Pending connections first, highest index first: dropping i moves
 	 * the last one into its place, which has been looked at already. */
 	for (unsigned i = d->npend; i-- > 0;)
-		if (p[pend0 + i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR))
+		if (p[pend0 + i].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR | POLLRDHUP))
 			daemon_pend_read(d, i);
 	/* Only the sessions polled: those forked just now come after them. */
 	for (unsigned j = 0; j < nkids; j++)

@@ -132,6 +132,19 @@ case_many_streams() {
     same_file "$T/f" "$T/root/f"
     expect_exit 0 "$PCOPY" -q -s 64 "$DAEMON_URL/f" "$T/back" --key-file "$DAEMON_KEY"
     same_file "$T/f" "$T/back"
+    # A session that fails (a path that leads outside) leaves its client's
+    # data connections behind: they go quietly, neither logged as refused
+    # or dropped like a stranger's nor held for 10 s.
+    mkdir -p "$T/outside"
+    ln -s "$T/outside" "$T/root/lnk"
+    for i in 1 2 3; do
+        expect_fail "$PCOPY" -q -s 8 "$T/f" "$DAEMON_URL/lnk/new" --key-file "$DAEMON_KEY"
+        expect_stderr_contains "leads outside"
+    done
+    sleep 1
+    if grep -E "refused|dropped|more connection" "$DAEMON_LOG" >&2; then
+        fail "a legitimate client's failed sessions were logged as refusals (above)"
+    fi
 }
 
 case_key_file_env() {
