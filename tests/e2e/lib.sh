@@ -337,6 +337,20 @@ mkfile() {
     head -c "$(to_bytes "$2")" /dev/urandom >"$1"
 }
 
+# flip_byte FILE OFFSET: inverts the bits of FILE's byte at OFFSET, in
+# place: a change for sure, where writing a fixed byte into random data
+# leaves it as it was once in 256 times.
+flip_byte() {
+    /usr/bin/python3 -c 'import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    b = f.read(1)
+    if len(b) != 1:
+        sys.exit("flip_byte: offset %s is past the end of %s" % (sys.argv[2], sys.argv[1]))
+    f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 0xff]))' "$1" "$2" || fail "flip_byte $1 $2 failed"
+}
+
 # same_file A B: A and B exist and have the same size and SHA-256.
 same_file() {
     [[ -f $1 ]] || fail "same_file: '$1' is missing"

@@ -191,7 +191,7 @@ case_default_block() {
     mkdir "$T/src" "$T/dst"
     mkfile "$T/src/f" 4M
     cp -p "$T/src/f" "$T/dst/f"
-    printf 'x' | dd of="$T/src/f" bs=1 seek=$((3 * 1048576 + 10)) conv=notrunc status=none
+    flip_byte "$T/src/f" $((3 * 1048576 + 10))
     expect_exit 0 "$PCOPY" --checksum --json="$T/j" "$T/src/f" "$T/dst/f"
     same_file "$T/src/f" "$T/dst/f"
     wire=$(jget "$T/j" 'j["source"]["wire_bytes"]')
@@ -199,7 +199,7 @@ case_default_block() {
         fail "$wire bytes on the wire, want one block of 256 KiB and headers"
     [[ $(jget "$T/j" 'j["files"]["bytes_unchanged"]') == $((15 * 256 * 1024)) ]] ||
         fail "not 15 blocks of 256 KiB kept"
-    printf 'y' | dd of="$T/src/f" bs=1 seek=10 conv=notrunc status=none
+    flip_byte "$T/src/f" 10
     expect_exit 0 "$PCOPY" --checksum -B 1M --json="$T/j" "$T/src/f" "$T/dst/f"
     same_file "$T/src/f" "$T/dst/f"
     wire=$(jget "$T/j" 'j["source"]["wire_bytes"]')

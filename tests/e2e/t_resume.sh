@@ -180,7 +180,7 @@ case_tampered() {
     first=$(/usr/bin/python3 -c 'import sys
 d = open(sys.argv[1], "rb").read()[48:]
 print(next(i for i in range(len(d) * 8) if d[i // 8] >> (i % 8) & 1))' "$j")
-    printf 'X' | dd of="$T/.dst.pcopy-part" bs=1 seek=$((first * 262144 + 77)) conv=notrunc status=none
+    flip_byte "$T/.dst.pcopy-part" $((first * 262144 + 77))
     resumed_run "$T/j" $((d - 1)) 128 262144 -B 256k "$T/src" "$T/dst"
     same_file "$T/src" "$T/dst"
 }
