@@ -193,9 +193,14 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 		sync_unlock(&a->lock);
 		if (!done && !all)
 			continue;
+		/* Every stream is here and this one still owes its proof. Over
+		 * TCP that is a silent stranger. Through ssh it is the session's
+		 * own user's (the attach socket lets no one else in): a stream
+		 * its client started in case, and stops now that direct won. */
+		bool held = !done && j->kind == ACC_ATTACH;
 		if (!done) {
 			sync_lock(&a->lock);
-			acc_cut(j); /* a silent stranger: cut it off */
+			acc_cut(j);
 			sync_unlock(&a->lock);
 		}
 		if (pthread_join(j->tid, NULL) != 0)
@@ -204,7 +209,7 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 			chans[j->idx] = j->ch;
 			kept++;
 		} else {
-			if (j->benign && j->ret != 0)
+			if ((j->benign || held) && j->ret != 0)
 				log_info("%s ended before its proof; the client took another path",
 					 j->who);
 			else if (!all || j->ret != 0)

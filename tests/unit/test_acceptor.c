@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -53,6 +54,8 @@ struct peer {
 	uint8_t attach_id[PROTO_ATTACH_ID_LEN];
 	const char *attach_path;    /* idle_attach: the attach socket */
 	bool idle_attach;           /* first an attach connection that passes nothing */
+	bool held_attach;           /* first a stream through ssh that holds its proof */
+	int held_fds[3];            /* held_attach: its pipes' ends and connection */
 	double idle_closed_s;       /* result: when the acceptor closed it; < 0: never */
 	double trickle_closed_s;    /* result: when the acceptor closed it; < 0: never */
 	struct chan *chans[NSTREAMS]; /* results, read after join */
@@ -123,6 +126,33 @@ static struct chan *peer_attach(struct peer *p, uint16_t idx, uint8_t *expect)
 		ch = NULL;
 	}
 	return ch;
+}
+
+/* A stream through ssh that passes its pipes and then holds its proof,
+ * as an early stream does while the direct connects race (roles/
+ * datapath.h): keeps its ends in p->held_fds (closed by rig_close).
+ * Returns 0 or -1. */
+static int peer_held_attach(struct peer *p)
+{
+	int to_sess[2], from_sess[2], conn;
+	struct pc_err e;
+
+	if (pipe2(to_sess, O_CLOEXEC) != 0)
+		return -1;
+	if (pipe2(from_sess, O_CLOEXEC) != 0) {
+		close(to_sess[0]);
+		close(to_sess[1]);
+		return -1;
+	}
+	pc_err_init(&e);
+	conn = attach_offer(p->attach_id, 5, to_sess[0], from_sess[1], "test ssh", &e);
+	pc_err_destroy(&e);
+	close(to_sess[0]);
+	close(from_sess[1]);
+	p->held_fds[0] = to_sess[1];
+	p->held_fds[1] = from_sess[0];
+	p->held_fds[2] = conn;
+	return conn >= 0 ? 0 : -1;
 }
 
 /* An attach connection that passes no fds: returns the seconds until the
@@ -196,6 +226,8 @@ static void *peer_main(void *arg)
 		p->trickle_closed_s = peer_trickle(p);
 	if (p->idle_attach)
 		p->idle_closed_s = peer_idle_attach(p);
+	if (p->held_attach && peer_held_attach(p) < 0)
+		p->ret = -1;
 	if (p->stranger) {
 		uint8_t bad[PROTO_KEY_LEN];
 		memcpy(bad, p->k, sizeof(bad));
@@ -246,6 +278,8 @@ static void rig_start(struct rig *r, const struct proto_msg *first, unsigned nco
 	r->peer.port = net_local_port(r->lfd);
 	r->peer.first = first;
 	r->peer.nconnect = nconnect;
+	for (unsigned i = 0; i < 3; i++)
+		r->peer.held_fds[i] = -1;
 	for (unsigned i = 0; i < PROTO_KEY_LEN; i++)
 		r->peer.k[i] = (uint8_t)(i * 13 + 5);
 }
@@ -296,6 +330,9 @@ static void rig_close(struct rig *r, struct chan **chans)
 		if (chans != NULL)
 			chan_free(chans[i]);
 	}
+	for (unsigned i = 0; i < 3; i++)
+		if (r->peer.held_fds[i] >= 0)
+			close(r->peer.held_fds[i]);
 	ctl_free(r->peer.ctl);
 	ctl_free(r->ours);
 	if (r->lfd >= 0)
@@ -745,6 +782,55 @@ static void test_attach_idle_cut(void **state)
 	attach_rig_close(&a);
 }
 
+/* A stream through ssh that still holds its proof when every stream has
+ * come over TCP (an early stream the client started in case, and stops
+ * now that direct won) is closed without a warning: it is the session's
+ * own user's, and no news (it was logged as a dropped connection). */
+static void test_attach_held_when_direct_won(void **state)
+{
+	struct attach_rig a;
+	struct rig r;
+	struct pc_err e;
+	struct chan *chans[NSTREAMS];
+	char err[4096] = "";
+	int saved, cap;
+
+	(void)state;
+	rig_start(&r, NULL, NSTREAMS);
+	r.req.flags = PROTO_REQ_ENCRYPT;
+	r.peer.tls = true;
+	r.peer.held_attach = true;
+	attach_rig_open(&a, &r, true);
+	/* The acceptor's messages go to a file for the look below. */
+	cap = memfd_create("t_acceptor-stderr", MFD_CLOEXEC);
+	assert_true(cap >= 0);
+	saved = dup(STDERR_FILENO);
+	assert_true(saved >= 0);
+	assert_int_equal(dup2(cap, STDERR_FILENO), STDERR_FILENO);
+	rig_run_peer(&r);
+	pc_err_init(&e);
+	int ret = acceptor_run(r.lfd, a.afd, r.ours, &r.req, r.peer.k, "peer", chans, &e);
+	pc_err_destroy(&e);
+	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	assert_int_equal(ret, 0);
+	rig_join(&r);
+	assert_int_equal(r.peer.ret, 0);
+	for (unsigned i = 0; i < NSTREAMS; i++)
+		assert_true(chan_encrypted(chans[i]));
+	/* The held stream's connection is closed: the session let it go. */
+	struct pollfd pf = { .fd = r.peer.held_fds[2], .events = POLLIN };
+	assert_int_equal(poll(&pf, 1, 5000), 1);
+	ssize_t n = pread(cap, err, sizeof(err) - 1, 0);
+	assert_true(n >= 0);
+	err[n] = '\0';
+	close(cap);
+	if (strstr(err, "dropped") != NULL)
+		fail_msg("the held stream was logged as dropped: %s", err);
+	rig_close(&r, chans);
+	attach_rig_close(&a);
+}
+
 /* The stop signals' signalfd, set up by main before any thread exists, as
  * pcopy_init does. */
 static int g_sigfd = -1;
@@ -791,6 +877,7 @@ int main(void)
 		cmocka_unit_test(test_attach_streams),
 		cmocka_unit_test(test_attach_and_tcp),
 		cmocka_unit_test(test_attach_idle_cut),
+		cmocka_unit_test(test_attach_held_when_direct_won),
 	};
 
 	g_sigfd = platform_signals_setup();
