@@ -801,6 +801,16 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep, struct pc_e
 	return sshdata_start(&cfg, &ep->sdata, e);
 }
 
+/* The probe answered after the streams through ssh started early: the
+ * path is open, and they stop. */
+static void client_early_streams_stop(struct endpoint *ep)
+{
+	log_info("%s answered the look at the direct path after all; the data streams "
+		 "through ssh stop", ep->data_host);
+	sshdata_end(ep->sdata, true);
+	ep->sdata = NULL;
+}
+
 /* auto: if the probe of the direct path has had no answer within
  * DATAPATH_PROBE_MS of its start (or was told it is unreachable), starts
  * the streams through ssh now, beside the control login, rather than after
@@ -808,8 +818,10 @@ static int client_ssh_streams(struct client *c, struct endpoint *ep, struct pc_e
  * datapath_open has given the direct connects their chance. The wait ends
  * early when the control channel speaks: the far end answered our first
  * flight (the login took less than the wait, and the probe had as long),
- * or ssh failed. Nothing here fails the copy: streams that cannot start
- * now start at the fallback, or say why there. */
+ * or ssh failed. Once they have started, the probe is still watched until
+ * the control channel speaks: a late answer stops them at once. Nothing
+ * here fails the copy: streams that cannot start now start at the
+ * fallback, or say why there. */
 static void client_early_streams(struct client *c, struct endpoint *ep)
 {
 	int rfd = ctl_rfd(ep->ctl), avail = 0;
@@ -837,6 +849,10 @@ static void client_early_streams(struct client *c, struct endpoint *ep)
 			 "at the fallback, if it comes", why);
 	}
 	pc_err_destroy(&e2);
+	/* A slow link's answer may still come while the far end starts: the
+	 * streams then stop before their own connects are through. */
+	if (ep->sdata != NULL && datapath_probe_answered(&ep->probe, rfd))
+		client_early_streams_stop(ep);
 }
 
 /* ---- Two-party copies -------------------------------------------------- */
@@ -899,12 +915,8 @@ static int client_data(struct client *c, struct endpoint *ep, int lfd,
 		/* Early streams: only while the probe is still unanswered. One
 		 * that answered since (a link slower than the probe's wait)
 		 * is an open path: the race as always. */
-		if (ep->sdata != NULL && !datapath_probe_quiet(&ep->probe, -1)) {
-			log_info("%s answered the look at the direct path after all; the data "
-				 "streams through ssh stop", ep->data_host);
-			sshdata_end(ep->sdata, true);
-			ep->sdata = NULL;
-		}
+		if (ep->sdata != NULL && !datapath_probe_quiet(&ep->probe, -1))
+			client_early_streams_stop(ep);
 		datapath_probe_end(&ep->probe);
 		dc.early = ep->sdata;
 		ep->sdata = NULL; /* datapath_open's now */

@@ -274,6 +274,9 @@ int datapath_open(const struct datapath_cfg *cfg, struct chan **chans, struct ss
 
 /* ---- The probe --------------------------------------------------------- */
 
+/* The test fault data_probe_slow: when the probe's answer is seen. */
+#define PROBE_SLOW_MS 500u
+
 /* Linux's default ip_local_port_range: where a listener of ours on port 0
  * gets its port. */
 #define PROBE_EPHEMERAL_LO 32768u
@@ -309,6 +312,8 @@ void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t p
 		p->state = DATAPATH_PROBE_PENDING; /* as if dropped: nothing will answer */
 		return;
 	}
+	if (fault_fire(FAULT_DATA_PROBE_SLOW))
+		p->held_ms = PROBE_SLOW_MS;
 	if (port == 0) {
 		uint32_t rnd;
 		if (crypto_random(&rnd, sizeof(rnd)) < 0)
@@ -326,16 +331,28 @@ void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t p
 	p->state = fd >= 0 ? DATAPATH_PROBE_PENDING : probe_state_of(fd);
 }
 
-bool datapath_probe_quiet(struct datapath_probe *p, int watch)
+/* Waits for the probe's answer until limit_ms from its start (-1: no
+ * limit, 0: a look only) or until watch (-1: none) is readable or hung up,
+ * or a stop signal comes; p->state says what it learnt. */
+static void probe_wait(struct datapath_probe *p, int watch, int64_t limit_ms)
 {
 	while (p->state == DATAPATH_PROBE_PENDING && p->fd >= 0) {
-		uint64_t ms = (platform_now_ns() - p->t0) / 1000000u;
-		int left = watch >= 0 && ms < DATAPATH_PROBE_MS ? (int)(DATAPATH_PROBE_MS - ms) : 0;
-		struct pollfd pf[2] = { { .fd = p->fd, .events = POLLOUT },
+		int64_t ms = (int64_t)((platform_now_ns() - p->t0) / 1000000u);
+		int left = limit_ms < 0 ? -1 : ms < limit_ms ? (int)(limit_ms - ms) : 0;
+		bool held = ms < (int64_t)p->held_ms;
+		if (held && (left < 0 || (int64_t)p->held_ms - ms < left))
+			left = (int)((int64_t)p->held_ms - ms);
+		/* poll ignores a negative fd: a held answer is not seen */
+		struct pollfd pf[2] = { { .fd = held ? -1 : p->fd, .events = POLLOUT },
 					{ .fd = watch, .events = POLLIN } };
-		if (platform_poll(pf, watch >= 0 ? 2 : 1, left) <= 0)
-			break; /* no answer yet, or a stop signal (the caller's next
-			          wait sees it) */
+		int r = platform_poll(pf, watch >= 0 ? 2 : 1, left);
+		if (r < 0)
+			break; /* a stop signal: the caller's next wait sees it */
+		if (r == 0) {
+			if (held && (limit_ms < 0 || ms + left < limit_ms))
+				continue; /* the hold is over, not the wait */
+			break; /* no answer yet */
+		}
 		/* The probe's own answer first: the watch may have spoken at
 		 * the same time, or long before this look (-3's second host). */
 		int ret = pf[0].revents != 0 ? net_connect_done(p->fd) : -EINPROGRESS;
@@ -348,7 +365,18 @@ bool datapath_probe_quiet(struct datapath_probe *p, int watch)
 		p->state = probe_state_of(ret);
 		probe_close(p);
 	}
+}
+
+bool datapath_probe_quiet(struct datapath_probe *p, int watch)
+{
+	probe_wait(p, watch, watch >= 0 ? DATAPATH_PROBE_MS : 0);
 	return p->state == DATAPATH_PROBE_PENDING || p->state == DATAPATH_PROBE_BLOCKED;
+}
+
+bool datapath_probe_answered(struct datapath_probe *p, int watch)
+{
+	probe_wait(p, watch, watch >= 0 ? -1 : 0);
+	return p->state == DATAPATH_PROBE_ANSWERED;
 }
 
 void datapath_probe_end(struct datapath_probe *p)

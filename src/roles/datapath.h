@@ -35,8 +35,11 @@
 /* The probe (below): how long it may go unanswered before the streams
  * through ssh start, and how long direct connects get after READY once
  * it has stayed unanswered. That is so with one stream too: the probe's
- * SYN went unanswered as well, so a fallback then takes two lost SYNs. */
-#define DATAPATH_PROBE_MS 400u
+ * SYN went unanswered as well, so a fallback then takes two lost SYNs.
+ * The wait is a round trip within a continent: a longer link's answer
+ * stops the streams before they reach the host (datapath_probe_answered),
+ * so it costs only their ssh processes. */
+#define DATAPATH_PROBE_MS 150u
 #define DATAPATH_QUIET_MS 300u
 
 struct datapath_cfg {
@@ -83,6 +86,8 @@ struct datapath_probe {
 	int fd;          /* the connect under way; -1: none (done, or never started) */
 	int state;       /* DATAPATH_PROBE_* */
 	uint64_t t0;     /* when it started (platform_now_ns) */
+	uint64_t held_ms; /* its answer is not looked at before then (the test
+	                     fault data_probe_slow); 0: no such rule */
 };
 
 enum {
@@ -101,6 +106,16 @@ void datapath_probe_start(struct datapath_probe *p, const char *host, uint16_t p
  * until watch is readable or hung up (-1: no wait at all, only a look), and
  * returns whether the direct path looks closed (PENDING or BLOCKED). */
 bool datapath_probe_quiet(struct datapath_probe *p, int watch);
+
+/* Once the streams through ssh have started early: waits until watch is
+ * readable or hung up (the far end's READY, or its failure, is on its way;
+ * -1: no wait, only a look), a stop signal comes, or the probe answers
+ * after all, and returns whether it did (an open path: the early streams
+ * should stop). On the same path as the probe, an early stream's own TCP
+ * handshake began later than the probe's, so one stopped at the answer
+ * has not reached the host's sshd: a probe wait shorter than the round
+ * trip costs starting and stopping the ssh processes, not logins. */
+bool datapath_probe_answered(struct datapath_probe *p, int watch);
 
 /* Closes the probe's socket; p is OFF again. */
 void datapath_probe_end(struct datapath_probe *p);

@@ -39,7 +39,11 @@ int pcopy_ssh_dial(const struct pcopy_opts *o, const char *host, const char *por
 		return api_result(r, &e, pc_err_set(&e, -PC_E_USAGE, "--ssh-dial is ssh's "
 						     "ProxyCommand with ProxyUseFdpass: its "
 						     "output must be a socket"));
-	fd = net_connect(host, (uint16_t)p, o->family, (uint32_t)o->window, o->timeout_s, &e);
+	/* ssh may be stopped while we connect (an early stream whose host
+	 * answered the probe after all, roles/datapath.h): the connect then
+	 * ends before the host's sshd ever accepts it. */
+	fd = net_connect_watch(host, (uint16_t)p, o->family, (uint32_t)o->window,
+			       o->timeout_s * 1000u, STDOUT_FILENO, &e);
 	if (fd < 0)
 		return api_result(r, &e, fd);
 	ret = net_send_fds(STDOUT_FILENO, &fd, 1, "pcopy");

@@ -32,6 +32,9 @@
  *                (roles/datapath.h) gets no answer, as behind a firewall
  *                that drops it, whatever the link; at once, without the
  *                probe's wait
+ *   data_probe_slow --data-via auto: the probe's answer is seen only 0.5 s
+ *                after its start, as across a link whose round trip is
+ *                longer than the probe's wait
  *   data_late    --data-via auto: the race's direct connects are seen
  *                connected only once a stream through ssh has the
  *                listener's proof, as when their first SYNs were lost
@@ -52,6 +55,7 @@ enum fault_site {
 	FAULT_SINK_VERIFY,
 	FAULT_SINK_SAME,
 	FAULT_DATA_PROBE,
+	FAULT_DATA_PROBE_SLOW,
 	FAULT_DATA_LATE,
 	FAULT_SITES
 };

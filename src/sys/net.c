@@ -263,22 +263,26 @@ static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int famil
 /* connect() with a deadline (timeout_ms 0: none but the kernel's):
  * non-blocking connect, a wait that a stop signal also ends, then back to
  * blocking. Returns 0, -PC_E_INTERRUPTED or -errno. */
-static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_ms)
+static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_ms, int watch)
 {
 	int flags = fcntl(fd, F_GETFL), soerr = 0;
 	socklen_t len = sizeof(soerr);
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	/* A watch with no events still reports its hang-up and errors. */
+	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT },
+			       { .fd = watch, .events = POLLRDHUP } };
 
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		if (errno != EINPROGRESS)
 			return -errno;
-		int n = platform_poll(&p, 1, timeout_ms ? (int)timeout_ms : -1);
+		int n = platform_poll(p, watch >= 0 ? 2 : 1, timeout_ms ? (int)timeout_ms : -1);
 		if (n == 0)
 			return -ETIMEDOUT;
 		if (n < 0)
 			return n;
+		if (p[0].revents == 0)
+			return -ECANCELED; /* the watch hung up first */
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
 			return -errno;
 		if (soerr != 0)
@@ -290,11 +294,17 @@ static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_m
 int net_connect(const char *host, uint16_t port, int family, uint32_t window,
 		unsigned timeout_s, struct pc_err *e)
 {
-	return net_connect_ms(host, port, family, window, timeout_s * 1000u, e);
+	return net_connect_watch(host, port, family, window, timeout_s * 1000u, -1, e);
 }
 
 int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 		   unsigned timeout_ms, struct pc_err *e)
+{
+	return net_connect_watch(host, port, family, window, timeout_ms, -1, e);
+}
+
+int net_connect_watch(const char *host, uint16_t port, int family, uint32_t window,
+		      unsigned timeout_ms, int watch, struct pc_err *e)
 {
 	struct addrinfo *res = NULL, *ai;
 	int fd = -1, err = ECONNREFUSED;
@@ -309,7 +319,7 @@ int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 			continue;
 		}
 		net_set_window(fd, window);
-		ret = net_connect_one(fd, ai, timeout_ms);
+		ret = net_connect_one(fd, ai, timeout_ms, watch);
 		if (ret == 0)
 			break;
 		close(fd);
@@ -318,6 +328,12 @@ int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 			freeaddrinfo(res);
 			return pc_err_set(e, ret, "interrupted while connecting to %s port %u",
 					  host, (unsigned)port);
+		}
+		if (ret == -ECANCELED) {
+			freeaddrinfo(res);
+			return pc_err_set(e, ret, "gave up connecting to %s port %u: the one "
+					  "waiting for the connection went away", host,
+					  (unsigned)port);
 		}
 		err = -ret;
 	}

@@ -46,6 +46,12 @@ int net_connect_done(int fd);
 /* The same with the limit in milliseconds (0 = the kernel's default). */
 int net_connect_ms(const char *host, uint16_t port, int family, uint32_t window,
 		   unsigned timeout_ms, struct pc_err *e);
+/* net_connect_ms that also gives up, with -ECANCELED, once watch (-1: none)
+ * hangs up or fails: the one the connection is for went away, and a
+ * connect still under way then never reaches the host's server (a socket
+ * closed before the handshake completes is refused with a reset). */
+int net_connect_watch(const char *host, uint16_t port, int family, uint32_t window,
+		      unsigned timeout_ms, int watch, struct pc_err *e);
 
 /* Waits up to timeout_ms (-1 = forever) for a connection on lfd and
  * accepts it. Returns the fd, or -PC_E_TIMEOUT, or -errno. If peer is not

@@ -429,9 +429,9 @@ case_drop_quick() {
 }
 
 # EARLY: -v's line when the look at the direct path during the login got
-# no answer (for 0.4 s at most, or until the far end answered the first
+# no answer (for 0.15 s at most, or until the far end answered the first
 # flight) and the streams through ssh start then.
-# It comes within 0.4 s of the probe's start in a two-party copy; in -3 the
+# It comes within 0.15 s of the probe's start in a two-party copy; in -3 the
 # second host's comes once the first host is READY, and says how long.
 EARLY='^pcopy: no answer from [^ ]+ to a look at the direct path within 0\.[0-4][0-9] s; the data streams through ssh start now, in case$'
 EARLY_ANY='^pcopy: no answer from [^ ]+ to a look at the direct path within [0-9]+\.[0-9]{2} s; the data streams through ssh start now, in case$'
@@ -498,6 +498,34 @@ case_probe_misled() {
     expect_summary $((5 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
     no_remote_left
     # Nothing remembers a fallback: the next copy races again.
+    [[ ! -s $XDG_CACHE_HOME/pcopy/direct-failed ]] ||
+        fail "a copy that went direct left the host in the fallback memo"
+}
+
+# An open link whose round trip is longer than the look's wait (the test
+# fault data_probe_slow: its answer is seen only 0.5 s after it left): the
+# streams through ssh start early, and the late answer stops them at once,
+# while the far end is still starting (held 2 s here by a --remote-pcopy
+# wrapper, so that the answer comes before READY, as it does across a
+# real link, where a login takes many round trips). The copy goes direct.
+case_probe_slow() {
+    local wrap=$T/slow-start
+    firewall_open
+    mkfile "$T/f" 3M
+    mkdir -p "$T/remote"
+    printf '#!/bin/sh\ncase " $* " in *" --server "*) sleep 2 ;; esac\nexec %q "$@"\n' \
+        "$PCOPY" >"$wrap"
+    chmod 755 "$wrap"
+    forget_hosts
+    expect_exit 0 env PCOPY_TEST_FAULT=data_probe_slow:1 "$PCOPY" -v -s 4 --remote-pcopy "$wrap" \
+        "$T/f" "pctest:$T/remote/f"
+    same_file "$T/f" "$T/remote/f"
+    expect_stderr_matches "$EARLY"
+    expect_stderr_matches '^pcopy: [^ ]+ answered the look at the direct path after all; the data streams through ssh stop$'
+    expect_no_notice
+    expect_stderr_lacks "dropped data connection"
+    expect_summary $((3 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'
+    no_remote_left
     [[ ! -s $XDG_CACHE_HOME/pcopy/direct-failed ]] ||
         fail "a copy that went direct left the host in the fallback memo"
 }
@@ -809,6 +837,7 @@ run_case auto-reject case_auto_reject
 run_case drop-quick case_drop_quick
 run_case early case_early
 run_case probe-misled case_probe_misled
+run_case probe-slow case_probe_slow
 run_case proof-first case_proof_first
 run_case via-ssh case_via_ssh
 run_case tree case_tree

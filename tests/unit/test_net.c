@@ -217,6 +217,57 @@ static void test_connect_interrupted(void **state)
 	close(lfd);
 }
 
+static void *close_later(void *arg)
+{
+	usleep(100 * 1000);
+	close(*(int *)arg);
+	return NULL;
+}
+
+/* net_connect_watch: a connect that gets no answer (a full backlog drops
+ * the SYN) ends with -ECANCELED once the watch's peer goes (ssh stopped
+ * while `pcopy --ssh-dial` connects for it), long before its limit; with
+ * the watch still there, a connect that works is not disturbed. */
+static void test_connect_watch(void **state)
+{
+	struct pc_err e;
+	char msg[256];
+	uint16_t port;
+	int held[3], lfd, sp[2], fd;
+	pthread_t th;
+
+	(void)state;
+	lfd = full_listener(&port, held);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	assert_int_equal(pthread_create(&th, NULL, close_later, &sp[1]), 0);
+	uint64_t t0 = platform_now_ns();
+	pc_err_init(&e);
+	assert_int_equal(net_connect_watch("127.0.0.1", port, 0, 0, 30000, sp[0], &e),
+			 -ECANCELED);
+	assert_true(platform_now_ns() - t0 < 5000000000ull);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -ECANCELED);
+	assert_non_null(strstr(msg, "went away"));
+	pc_err_destroy(&e);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	close(sp[0]);
+	for (int i = 0; i < 3; i++)
+		if (held[i] >= 0)
+			close(held[i]);
+	close(lfd);
+
+	pc_err_init(&e);
+	lfd = listen_on("127.0.0.1", 0, 0, &e);
+	assert_true(lfd >= 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	fd = net_connect_watch("127.0.0.1", net_local_port(lfd), 0, 0, 5000, sp[0], &e);
+	assert_true(fd >= 0);
+	close(fd);
+	close(sp[0]);
+	close(sp[1]);
+	close(lfd);
+	pc_err_destroy(&e);
+}
+
 static void test_window(void **state)
 {
 	struct pc_err e;
@@ -641,6 +692,7 @@ int main(void)
 		cmocka_unit_test(test_pass_two_fds),
 		cmocka_unit_test(test_connect_start),
 		cmocka_unit_test(test_connect_interrupted),
+		cmocka_unit_test(test_connect_watch),
 	};
 
 	g_sigfd = platform_signals_setup();
