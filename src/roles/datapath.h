@@ -112,9 +112,11 @@ bool datapath_probe_quiet(struct datapath_probe *p, int watch);
  * -1: no wait, only a look), a stop signal comes, or the probe answers
  * after all, and returns whether it did (an open path: the early streams
  * should stop). On the same path as the probe, an early stream's own TCP
- * handshake began later than the probe's, so one stopped at the answer
- * has not reached the host's sshd: a probe wait shorter than the round
- * trip costs starting and stopping the ssh processes, not logins. */
+ * handshake began later than the probe's, so one stopped at an answer to
+ * the probe's first SYN has not reached the host's sshd: a probe wait
+ * shorter than the round trip costs starting and stopping the ssh
+ * processes, not logins. (An answer that needed a resent SYN can come
+ * after the streams logged in; they stop then all the same.) */
 bool datapath_probe_answered(struct datapath_probe *p, int watch);
 
 /* Closes the probe's socket; p is OFF again. */

@@ -267,22 +267,34 @@ static int net_connect_one(int fd, const struct addrinfo *ai, unsigned timeout_m
 {
 	int flags = fcntl(fd, F_GETFL), soerr = 0;
 	socklen_t len = sizeof(soerr);
-	/* A watch with no events still reports its hang-up and errors. */
+	/* A watch with no events reports only its hang-up and errors: a peer
+	 * that merely stopped sending (a half close) is still there. */
 	struct pollfd p[2] = { { .fd = fd, .events = POLLOUT },
-			       { .fd = watch, .events = POLLRDHUP } };
+			       { .fd = watch, .events = 0 } };
 
 	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
 		return -errno;
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
 		if (errno != EINPROGRESS)
 			return -errno;
-		int n = platform_poll(p, watch >= 0 ? 2 : 1, timeout_ms ? (int)timeout_ms : -1);
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (n < 0)
-			return n;
-		if (p[0].revents == 0)
-			return -ECANCELED; /* the watch hung up first */
+		uint64_t deadline = platform_now_ns() + (uint64_t)timeout_ms * 1000000u;
+		for (;;) {
+			int left = -1;
+			if (timeout_ms != 0) {
+				uint64_t now = platform_now_ns();
+				if (now >= deadline)
+					return -ETIMEDOUT;
+				left = (int)((deadline - now + 999999u) / 1000000u);
+			}
+			int n = platform_poll(p, watch >= 0 ? 2 : 1, left);
+			if (n < 0)
+				return n;
+			if (p[0].revents != 0)
+				break;
+			if (p[1].revents & (POLLHUP | POLLERR))
+				return -ECANCELED; /* the watch hung up first */
+			p[1].fd = -1; /* not an open fd (POLLNVAL): no watch */
+		}
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
 			return -errno;
 		if (soerr != 0)

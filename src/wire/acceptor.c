@@ -179,8 +179,10 @@ static void acc_job_close(struct acc_job *j)
 }
 
 /* Joins every finished job and keeps its connection if it is good and
- * its stream index still free. Returns how many connections it kept. */
-static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
+ * its stream index still free; with all, cuts off and joins the others
+ * too (complete: every stream has arrived). Returns how many connections
+ * it kept. */
+static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all, bool complete)
 {
 	unsigned kept = 0;
 
@@ -196,8 +198,10 @@ static unsigned acc_collect(struct acceptor *a, struct chan **chans, bool all)
 		/* Every stream is here and this one still owes its proof. Over
 		 * TCP that is a silent stranger. Through ssh it is the session's
 		 * own user's (the attach socket lets no one else in): a stream
-		 * its client started in case, and stops now that direct won. */
-		bool held = !done && j->kind == ACC_ATTACH;
+		 * its client started in case, and stops now that direct won.
+		 * When streams are missing, it may be why: that is no news to
+		 * hide. */
+		bool held = complete && !done && j->kind == ACC_ATTACH;
 		if (!done) {
 			sync_lock(&a->lock);
 			acc_cut(j);
@@ -441,7 +445,7 @@ static int acc_run(int lfd, bool passed, int afd, struct ctl *watch,
 			int err = platform_event_drain(a->efd);
 			if (err < 0)
 				log_debug("acceptor eventfd: %s", strerror(-err));
-			have += acc_collect(a, chans, false);
+			have += acc_collect(a, chans, false, false);
 		}
 		if (knock && full) {
 			acc_make_room(a);
@@ -464,7 +468,8 @@ static int acc_run(int lfd, bool passed, int afd, struct ctl *watch,
 			}
 		}
 	}
-	acc_collect(a, chans, true); /* cut off and join whoever is left */
+	/* Cut off and join whoever is left. */
+	acc_collect(a, chans, true, ret == 0 && have == n);
 	if (ret == 0 && have < n && started)
 		ret = pc_err_set(e, -PC_E_TIMEOUT,
 				 "only %u of %u data connections from %s arrived, though it had "

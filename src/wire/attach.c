@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sys/net.h"
@@ -172,7 +171,10 @@ int attach_take(int conn, uint64_t deadline_ns, int fds[2], char *who, size_t ca
 int attach_offer(const uint8_t id[PROTO_ATTACH_ID_LEN], unsigned wait_s, int in_fd, int out_fd,
 		 const char *who, struct pc_err *e)
 {
-	const struct timespec pause = { .tv_nsec = 20 * 1000000 };
+	/* Between looks, in_fd is watched: its writer gone (sshd closes it
+	 * when the client's ssh goes, as when the client stopped a stream it
+	 * started in case) ends the wait. No events: only a hang-up counts. */
+	struct pollfd watch = { .fd = in_fd, .events = 0 };
 	uint64_t deadline = platform_now_ns() + (uint64_t)wait_s * 1000000000u;
 	struct sockaddr_un sa;
 	int fds[2] = { in_fd, out_fd }, fd, ret;
@@ -204,7 +206,12 @@ int attach_offer(const uint8_t id[PROTO_ATTACH_ID_LEN], unsigned wait_s, int in_
 					  "(waited %u s for its socket%s%s)", hex, wait_s,
 					  named ? " at " : "", named ? sa.sun_path : "");
 		}
-		nanosleep(&pause, NULL);
+		if (poll(&watch, 1, 20) > 0) {
+			if (watch.revents & (POLLHUP | POLLERR))
+				return pc_err_set(e, -PC_E_NET, "the stream's input closed before its "
+						  "session was there");
+			watch.fd = -1; /* not an open fd (POLLNVAL): sleep alone */
+		}
 	}
 	if (attach_peer_uid(fd) != (long)geteuid()) {
 		close(fd);

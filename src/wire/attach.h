@@ -57,7 +57,8 @@ int attach_take(int conn, uint64_t deadline_ns, int fds[2], char *who, size_t ca
  * listened), connects, checks that the session runs as our user, and
  * passes in_fd and out_fd with the text who. Returns the connection (the
  * caller's: the session closes it when the stream is over), or a negative
- * code with the detail in e (-PC_E_LAUNCH: no such session). */
+ * code with the detail in e (-PC_E_LAUNCH: no such session; -PC_E_NET:
+ * in_fd hung up meanwhile, its client gone). */
 int attach_offer(const uint8_t id[PROTO_ATTACH_ID_LEN], unsigned wait_s, int in_fd, int out_fd,
 		 const char *who, struct pc_err *e);
 

@@ -507,7 +507,8 @@ case_probe_misled() {
 # streams through ssh start early, and the late answer stops them at once,
 # while the far end is still starting (held 2 s here by a --remote-pcopy
 # wrapper, so that the answer comes before READY, as it does across a
-# real link, where a login takes many round trips). The copy goes direct.
+# real link, where a login takes many round trips), not at READY. The
+# copy goes direct.
 case_probe_slow() {
     local wrap=$T/slow-start
     firewall_open
@@ -517,11 +518,18 @@ case_probe_slow() {
         "$PCOPY" >"$wrap"
     chmod 755 "$wrap"
     forget_hosts
-    expect_exit 0 env PCOPY_TEST_FAULT=data_probe_slow:1 "$PCOPY" -v -s 4 --remote-pcopy "$wrap" \
-        "$T/f" "pctest:$T/remote/f"
+    # -w: the streams' ssh's connect through `pcopy --ssh-dial`, which
+    # gives up its connect when its ssh is stopped.
+    expect_exit 0 env PCOPY_TEST_FAULT=data_probe_slow:1 "$PCOPY" -vv -s 4 -w 1M \
+        --remote-pcopy "$wrap" "$T/f" "pctest:$T/remote/f"
     same_file "$T/f" "$T/remote/f"
     expect_stderr_matches "$EARLY"
     expect_stderr_matches '^pcopy: [^ ]+ answered the look at the direct path after all; the data streams through ssh stop$'
+    # Stopped at the answer, not at READY.
+    awk '/answered the look at the direct path after all/ && !ready { ok = 1 }
+         /^pcopy: received READY from/ { ready = 1 }
+         END { exit !ok }' "$LAST_STDERR" ||
+        fail "the early streams did not stop before READY: $(grep -E 'after all|received READY' "$LAST_STDERR")"
     expect_no_notice
     expect_stderr_lacks "dropped data connection"
     expect_summary $((3 * 1048576)) 1 4 'encrypted \(TLS[^)]*\)'

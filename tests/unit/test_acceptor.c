@@ -19,7 +19,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -95,30 +94,45 @@ static struct chan *peer_connect(struct peer *p, const uint8_t *k, uint16_t idx,
  * would make it: two pipes, the session's ends passed over the attach
  * socket, the handshake in clear over ours (whatever the session's mode).
  * Returns the channel, or NULL on any failure. */
-static struct chan *peer_attach(struct peer *p, uint16_t idx, uint8_t *expect)
+/* Makes the two pipes and passes the session's ends over the attach
+ * socket: fds[0] reads from the session, fds[1] writes to it, fds[2] is
+ * the attach connection (each -1 where it failed). Returns 0 or -1. */
+static int peer_offer(struct peer *p, int fds[3])
 {
-	int to_sess[2], from_sess[2], conn;
-	struct chan *ch = NULL;
+	int to_sess[2], from_sess[2];
 	struct pc_err e;
 
+	fds[0] = fds[1] = fds[2] = -1;
 	if (pipe2(to_sess, O_CLOEXEC) != 0)
-		return NULL;
+		return -1;
 	if (pipe2(from_sess, O_CLOEXEC) != 0) {
 		close(to_sess[0]);
 		close(to_sess[1]);
-		return NULL;
+		return -1;
 	}
 	pc_err_init(&e);
-	conn = attach_offer(p->attach_id, 5, to_sess[0], from_sess[1], "test ssh", &e);
+	fds[2] = attach_offer(p->attach_id, 5, to_sess[0], from_sess[1], "test ssh", &e);
 	pc_err_destroy(&e);
 	/* The session has its own copies now. */
 	close(to_sess[0]);
 	close(from_sess[1]);
-	if (conn >= 0 && (ch = chan_pipes_new(from_sess[0], to_sess[1], conn)) == NULL)
-		close(conn);
+	fds[0] = from_sess[0];
+	fds[1] = to_sess[1];
+	return fds[2] >= 0 ? 0 : -1;
+}
+
+static struct chan *peer_attach(struct peer *p, uint16_t idx, uint8_t *expect)
+{
+	struct chan *ch = NULL;
+	int fds[3];
+
+	if (peer_offer(p, fds) == 0 && (ch = chan_pipes_new(fds[0], fds[1], fds[2])) == NULL)
+		close(fds[2]);
 	if (ch == NULL) {
-		close(from_sess[0]);
-		close(to_sess[1]);
+		if (fds[0] >= 0)
+			close(fds[0]);
+		if (fds[1] >= 0)
+			close(fds[1]);
 		return NULL;
 	}
 	if (auth_data_connect(ch, p->k, idx, expect) < 0) {
@@ -134,25 +148,7 @@ static struct chan *peer_attach(struct peer *p, uint16_t idx, uint8_t *expect)
  * Returns 0 or -1. */
 static int peer_held_attach(struct peer *p)
 {
-	int to_sess[2], from_sess[2], conn;
-	struct pc_err e;
-
-	if (pipe2(to_sess, O_CLOEXEC) != 0)
-		return -1;
-	if (pipe2(from_sess, O_CLOEXEC) != 0) {
-		close(to_sess[0]);
-		close(to_sess[1]);
-		return -1;
-	}
-	pc_err_init(&e);
-	conn = attach_offer(p->attach_id, 5, to_sess[0], from_sess[1], "test ssh", &e);
-	pc_err_destroy(&e);
-	close(to_sess[0]);
-	close(from_sess[1]);
-	p->held_fds[0] = to_sess[1];
-	p->held_fds[1] = from_sess[0];
-	p->held_fds[2] = conn;
-	return conn >= 0 ? 0 : -1;
+	return peer_offer(p, p->held_fds);
 }
 
 /* An attach connection that passes no fds: returns the seconds until the
@@ -792,8 +788,8 @@ static void test_attach_held_when_direct_won(void **state)
 	struct rig r;
 	struct pc_err e;
 	struct chan *chans[NSTREAMS];
-	char err[4096] = "";
-	int saved, cap;
+	struct testutil_stderr cap;
+	char err[4096];
 
 	(void)state;
 	rig_start(&r, NULL, NSTREAMS);
@@ -801,18 +797,13 @@ static void test_attach_held_when_direct_won(void **state)
 	r.peer.tls = true;
 	r.peer.held_attach = true;
 	attach_rig_open(&a, &r, true);
-	/* The acceptor's messages go to a file for the look below. */
-	cap = memfd_create("t_acceptor-stderr", MFD_CLOEXEC);
-	assert_true(cap >= 0);
-	saved = dup(STDERR_FILENO);
-	assert_true(saved >= 0);
-	assert_int_equal(dup2(cap, STDERR_FILENO), STDERR_FILENO);
+	/* The acceptor's messages, for the look below. */
+	testutil_stderr_begin(&cap);
 	rig_run_peer(&r);
 	pc_err_init(&e);
 	int ret = acceptor_run(r.lfd, a.afd, r.ours, &r.req, r.peer.k, "peer", chans, &e);
 	pc_err_destroy(&e);
-	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
-	close(saved);
+	testutil_stderr_end(&cap, err, sizeof(err));
 	assert_int_equal(ret, 0);
 	rig_join(&r);
 	assert_int_equal(r.peer.ret, 0);
@@ -821,10 +812,6 @@ static void test_attach_held_when_direct_won(void **state)
 	/* The held stream's connection is closed: the session let it go. */
 	struct pollfd pf = { .fd = r.peer.held_fds[2], .events = POLLIN };
 	assert_int_equal(poll(&pf, 1, 5000), 1);
-	ssize_t n = pread(cap, err, sizeof(err) - 1, 0);
-	assert_true(n >= 0);
-	err[n] = '\0';
-	close(cap);
 	if (strstr(err, "dropped") != NULL)
 		fail_msg("the held stream was logged as dropped: %s", err);
 	rig_close(&r, chans);

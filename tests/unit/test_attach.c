@@ -255,20 +255,24 @@ static void test_dir_checks(void **state)
 
 /* No session: attach_offer waits wait_s for it, then gives up with
  * -PC_E_LAUNCH and the id in its message; also when the directory is there
- * but the socket is not. */
+ * but the socket is not. It stops waiting at once when the stream's input
+ * hangs up. */
 static void test_offer_no_session(void **state)
 {
 	uint8_t id[PROTO_ATTACH_ID_LEN];
 	char hex[ATTACH_ID_HEX + 1], msg[512], dir[128];
 	struct pc_err e;
+	int p[2];
 
 	(void)state;
 	some_id(id, 5);
 	attach_id_format(id, hex);
+	/* The stream's input, its writer still there. */
+	assert_int_equal(pipe(p), 0);
 	for (int round = 0; round < 2; round++) {
 		pc_err_init(&e);
 		uint64_t t0 = platform_now_ns();
-		assert_int_equal(attach_offer(id, 1, 0, 1, "x", &e), -PC_E_LAUNCH);
+		assert_int_equal(attach_offer(id, 1, p[0], 1, "x", &e), -PC_E_LAUNCH);
 		uint64_t took = platform_now_ns() - t0;
 		assert_true(took >= 900000000ull);
 		assert_true(took < 2500000000ull);
@@ -282,6 +286,17 @@ static void test_offer_no_session(void **state)
 		else
 			assert_non_null(strstr(msg, dir));
 	}
+	/* Its writer gone (the client stopped the stream): no wait for the
+	 * session to the end. */
+	close(p[1]);
+	pc_err_init(&e);
+	uint64_t t0 = platform_now_ns();
+	assert_int_equal(attach_offer(id, 5, p[0], 1, "x", &e), -PC_E_NET);
+	assert_true(platform_now_ns() - t0 < 1000000000ull);
+	assert_int_equal(pc_err_get(&e, msg, sizeof(msg)), -PC_E_NET);
+	assert_non_null(strstr(msg, "input closed"));
+	pc_err_destroy(&e);
+	close(p[0]);
 }
 
 /* A session that starts listening while attach_offer already waits. */

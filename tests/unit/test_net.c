@@ -226,8 +226,9 @@ static void *close_later(void *arg)
 
 /* net_connect_watch: a connect that gets no answer (a full backlog drops
  * the SYN) ends with -ECANCELED once the watch's peer goes (ssh stopped
- * while `pcopy --ssh-dial` connects for it), long before its limit; with
- * the watch still there, a connect that works is not disturbed. */
+ * while `pcopy --ssh-dial` connects for it), long before its limit, but not
+ * when the peer only half-closes; with the watch still there, a connect
+ * that works is not disturbed. */
 static void test_connect_watch(void **state)
 {
 	struct pc_err e;
@@ -250,6 +251,15 @@ static void test_connect_watch(void **state)
 	pc_err_destroy(&e);
 	assert_int_equal(pthread_join(th, NULL), 0);
 	close(sp[0]);
+	/* A peer that only stopped sending is still there: the connect runs
+	 * to its own limit. */
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+	assert_int_equal(shutdown(sp[1], SHUT_WR), 0);
+	pc_err_init(&e);
+	assert_int_equal(net_connect_watch("127.0.0.1", port, 0, 0, 300, sp[0], &e), -ETIMEDOUT);
+	pc_err_destroy(&e);
+	close(sp[0]);
+	close(sp[1]);
 	for (int i = 0; i < 3; i++)
 		if (held[i] >= 0)
 			close(held[i]);

@@ -119,21 +119,12 @@ static int run_failing_encoder(struct fixture *fx, unsigned nth, char *msg, size
 	fx->x.choices[0] = (struct codec_choice){ CODEC_NONE, 0 };
 	assert_int_equal(xfer_init(&fx->x), 0);
 	fault_arm(FAULT_ENCODER_NEW, nth);
-	/* Whatever the source logs goes to a file, to be read below. */
-	char logpath[96];
-	snprintf(logpath, sizeof(logpath), "%s/stderr", fx->dir);
-	int logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	int saved = dup(STDERR_FILENO);
-	assert_true(logfd >= 0 && saved >= 0);
-	assert_int_equal(dup2(logfd, STDERR_FILENO), STDERR_FILENO);
+	/* Whatever the source logs, to be read below. */
+	struct testutil_stderr said;
+	char logged[4096];
+	testutil_stderr_begin(&said);
 	ret = source_run(&fx->x, &fx->in, r);
-	assert_int_equal(dup2(saved, STDERR_FILENO), STDERR_FILENO);
-	close(saved);
-	char logged[4096] = "";
-	ssize_t n = pread(logfd, logged, sizeof(logged) - 1, 0);
-	assert_true(n >= 0);
-	logged[n] = '\0';
-	close(logfd);
+	testutil_stderr_end(&said, logged, sizeof(logged));
 	/* Only threads that started are joined: no join fails. */
 	if (strstr(logged, "cannot join") != NULL)
 		fail_msg("source_run joined a thread it never started: %s", logged);

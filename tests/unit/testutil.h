@@ -14,8 +14,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* ---- what the code under test says on stderr --------------------------------
+ * testutil_stderr_begin sends stderr to a memory file; testutil_stderr_end
+ * puts it back and reads what came into buf[cap] (NUL-terminated). Between
+ * them, cmocka's own messages (on stdout) still show. */
+struct testutil_stderr {
+	int fd;    /* the memory file */
+	int saved; /* the real stderr */
+};
+
+static inline void testutil_stderr_begin(struct testutil_stderr *c)
+{
+	c->fd = memfd_create("pcopy-test-stderr", MFD_CLOEXEC);
+	c->saved = dup(STDERR_FILENO);
+	assert_true(c->fd >= 0 && c->saved >= 0);
+	assert_int_equal(dup2(c->fd, STDERR_FILENO), STDERR_FILENO);
+}
+
+static inline void testutil_stderr_end(struct testutil_stderr *c, char *buf, size_t cap)
+{
+	assert_int_equal(dup2(c->saved, STDERR_FILENO), STDERR_FILENO);
+	close(c->saved);
+	ssize_t n = pread(c->fd, buf, cap - 1, 0);
+	assert_true(n >= 0);
+	buf[n] = '\0';
+	close(c->fd);
+}
 
 /* ---- skips -----------------------------------------------------------------
  * cmocka counts a skipped test as neither passed nor failed, and its group
