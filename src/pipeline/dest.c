@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -75,7 +76,12 @@ struct dest_file {
 	char tmp[TMPFILE_NAME_CAP];        /* temporary name, or "" (unnamed or none) */
 	char jrnl[TMPFILE_NAME_CAP];       /* -a: the journal's name (removed with the file,
 	                                      or once it is in place), or "" */
+	dev_t pdev, jdev;                  /* -a: the partial file's and the journal's */
+	ino_t pino, jino;                  /* identities: a name is removed or renamed
+	                                      only while it is still ours */
 	bool placed;                       /* --inplace: the file at its final name already */
+	bool device;                       /* placed, and a device: written into, never
+	                                      truncated, given attributes or replaced */
 	bool fresh;                        /* dest_file_open's: it was empty when made */
 	int64_t whole;                     /* its size, where dest_file_write_whole wrote it
 	                                      all (commit need not truncate); else -1 */
@@ -583,6 +589,63 @@ static int dest_open_regular(int dirfd, const char *name, int flags, struct stat
 	return fd;
 }
 
+/* What stands at a regular file's destination name that pcopy must not
+ * replace: DEST_NODE_DEVICE, a character or block device, is written into
+ * (as cp and scp do: `pcopy host:f /dev/null`, an image onto a disk);
+ * DEST_NODE_STREAM, a FIFO or a socket, is refused, for pcopy writes at
+ * any offset (copying to '-' and redirecting does it). */
+enum { DEST_NODE_NONE, DEST_NODE_DEVICE, DEST_NODE_STREAM };
+
+static int dest_node_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return DEST_NODE_NONE;
+	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+		return DEST_NODE_DEVICE;
+	return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ? DEST_NODE_STREAM : DEST_NODE_NONE;
+}
+
+/* The error for a destination name pcopy will not write (DEST_NODE_STREAM,
+ * or a device it cannot write at any offset, such as a terminal). */
+static int dest_node_refused(struct dest *d, const char *mapped, bool device,
+			     struct pc_err *err)
+{
+	char disp[PROTO_MAX_PATH + 1];
+
+	dest_display(d, mapped, disp, sizeof(disp));
+	return pc_err_set(err, -ESPIPE, "cannot write '%s': it is a %s, which pcopy neither "
+			  "replaces nor writes at any offset; copy to '-' and redirect into it",
+			  disp, device ? "device that cannot seek" : "FIFO or socket");
+}
+
+/* Opens the device at l's name for writing into f (placed). Returns 0 or
+ * a negative code with the detail in err. */
+static int dest_device_open(struct dest *d, const struct dest_loc *l, struct dest_file *f,
+			    struct pc_err *err)
+{
+	struct stat st;
+	int fd = openat(l->dirfd, l->name, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+
+	if (fd < 0)
+		return dest_fail(d, l->path, -errno, "cannot open", err);
+	if (fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+		close(fd);
+		return dest_fail(d, l->path, -EAGAIN, "cannot open", err);
+	}
+	if (lseek(fd, 0, SEEK_SET) < 0) {
+		close(fd);
+		return dest_node_refused(d, l->path, true, err);
+	}
+	f->fd = fd;
+	f->placed = true;
+	f->device = true;
+	f->tmp[0] = '\0';
+	f->jrnl[0] = '\0';
+	return 0;
+}
+
 int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size)
 {
 	struct pc_err err;
@@ -982,6 +1045,21 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	f->jrnl[0] = '\0';
 	f->fresh = true;
 	f->whole = -1;
+	f->fd = -1;
+	int node = dest_node_at(l.dirfd, l.name);
+	if (node != DEST_NODE_NONE) {
+		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
+					       : dest_node_refused(d, l.path, false, err);
+		f->fresh = false;
+		f->dir = l.dir;
+		f->dirfd = l.dirfd;
+		if (ret < 0) {
+			dest_file_abort(d, f);
+			return ret;
+		}
+		*out = f;
+		return 0;
+	}
 	for (int tries = 0;; tries++) {
 		f->fd = tmpfile_open(l.dirfd, f->name, f->tmp);
 		if (f->fd >= 0 || !dest_retry(d, &l, &f->fd, tries, "cannot create", err))
@@ -1013,14 +1091,46 @@ int dest_file_write_whole(struct dest_file *f, const void *p, uint64_t size)
 	return ret;
 }
 
+/* Whether name in dirfd is still the file (dev, ino), not followed. */
+static bool dest_name_is(int dirfd, const char *name, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev &&
+	       st.st_ino == ino;
+}
+
+/* -a: removes f's partial file and journal by name, each only while the
+ * name is still f's (another run may have made its own there since). */
+static void dest_part_unlink(struct dest_file *f)
+{
+	if (f->tmp[0] != '\0' && dest_name_is(f->dirfd, f->tmp, f->pdev, f->pino))
+		(void)unlinkat(f->dirfd, f->tmp, 0);
+	if (f->jrnl[0] != '\0' && dest_name_is(f->dirfd, f->jrnl, f->jdev, f->jino))
+		(void)unlinkat(f->dirfd, f->jrnl, 0);
+	f->tmp[0] = '\0';
+	f->jrnl[0] = '\0';
+}
+
 /* Gives f (attributes set, size bytes) its final name. Returns 0 or
- * -errno; on failure f->tmp may still name it. A big file keeps hold of
- * what it replaces across the rename, for d's closer to let go of. */
+ * -errno (-EBUSY: the partial file's name is another run's now); on
+ * failure f->tmp may still name it. A big file keeps hold of what it
+ * replaces across the rename, for d's closer to let go of. */
 static int dest_file_name(struct dest *d, struct dest_file *f, uint64_t size)
 {
 	const struct dest_loc l = { .dirfd = f->dirfd, .name = f->name };
 	int ret, old = -1;
 
+	/* -a: the partial file is renamed by its name, which must still be
+	 * ours: never another run's file in its place. */
+	if (f->jrnl[0] != '\0' && !dest_name_is(f->dirfd, f->tmp, f->pdev, f->pino)) {
+		f->tmp[0] = '\0';
+		return -EBUSY;
+	}
+	/* A device or FIFO that came since the file was opened (or that a
+	 * resumed partial file found): not replaced. */
+	if (dest_node_at(f->dirfd, f->name) != DEST_NODE_NONE)
+		return -ESPIPE;
 	if (f->tmp[0] == '\0') {
 		ret = tmpfile_link(f->fd, f->dirfd, f->name);
 		if (ret != -EEXIST)
@@ -1048,10 +1158,10 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = -PC_E_PROTO;
 	else if (size > (uint64_t)INT64_MAX)
 		ret = -EFBIG;
-	else if ((size > 0 || f->placed) && f->whole != (int64_t)size &&
+	else if (!f->device && (size > 0 || f->placed) && f->whole != (int64_t)size &&
 		 ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
-	if (ret == 0) {
+	if (ret == 0 && !f->device) {
 		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
 		what = "cannot set the attributes of";
 	}
@@ -1059,15 +1169,21 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = dest_file_name(d, f, size);
 		what = "cannot finish";
 	}
-	if (ret == 0 && f->jrnl[0] != '\0') {
-		(void)unlinkat(f->dirfd, f->jrnl, 0); /* in place: nothing left to resume */
-		f->jrnl[0] = '\0';
-	}
+	if (ret == 0 && f->jrnl[0] != '\0')
+		dest_part_unlink(f); /* in place: nothing left to resume */
 	if (close(f->fd) != 0 && ret == 0)
 		ret = -errno;
 	f->fd = -1;
-	if (ret < 0)
+	if (ret == -EBUSY || ret == -ESPIPE) {
+		char disp[PROTO_MAX_PATH + 1];
+		dest_display(d, f->path, disp, sizeof(disp));
+		pc_err_set(err, ret, ret == -EBUSY
+			   ? "cannot finish '%s': another pcopy -a took its partial file over"
+			   : "cannot finish '%s': a device, FIFO or socket is at its name now, "
+			     "and pcopy does not replace one", disp);
+	} else if (ret < 0) {
 		dest_fail(d, f->path, ret, what, err);
+	}
 	dest_file_abort(d, f);
 	return ret;
 }
@@ -1078,10 +1194,10 @@ void dest_file_abort(struct dest *d, struct dest_file *f)
 		return;
 	if (f->fd >= 0)
 		close(f->fd);
+	if (f->jrnl[0] != '\0')
+		dest_part_unlink(f);
 	if (f->tmp[0] != '\0')
 		(void)unlinkat(f->dirfd, f->tmp, 0);
-	if (f->jrnl[0] != '\0')
-		(void)unlinkat(f->dirfd, f->jrnl, 0);
 	dest_dir_put(d, f->dir);
 	free(f);
 }
@@ -1131,6 +1247,53 @@ static int dest_part_openat(int dirfd, const char *name)
 		return -EPERM;
 	}
 	return fd;
+}
+
+/* -a: takes the lock of a journal (jfd) that a run holds as long as its
+ * journal is open, so that two runs never share a partial file. Returns 0,
+ * or -EBUSY when another run holds it. */
+static int dest_jrnl_lock(int jfd)
+{
+	if (flock(jfd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	/* A file system without locks: the names' identities still guard. */
+	return errno == EWOULDBLOCK ? -EBUSY : 0;
+}
+
+/* -a: whether another run holds the journal named jrnl in dirfd. */
+static bool dest_jrnl_busy(int dirfd, const char *jrnl)
+{
+	int fd = dest_part_openat(dirfd, jrnl);
+	bool busy = fd >= 0 && dest_jrnl_lock(fd) == -EBUSY;
+
+	if (fd >= 0)
+		close(fd);
+	return busy;
+}
+
+/* -a: records the identities of f's partial file (f->fd) and journal
+ * (jfd). Returns 0 or -errno. */
+static int dest_part_ids(struct dest_file *f, int jfd)
+{
+	struct stat ps, js;
+
+	if (fstat(f->fd, &ps) != 0 || fstat(jfd, &js) != 0)
+		return -errno;
+	f->pdev = ps.st_dev;
+	f->pino = ps.st_ino;
+	f->jdev = js.st_dev;
+	f->jino = js.st_ino;
+	return 0;
+}
+
+/* -a: the error for a file another run is writing. */
+static int dest_part_busy(struct dest *d, const struct dest_file *f, struct pc_err *err)
+{
+	char disp[PROTO_MAX_PATH + 1];
+
+	dest_display(d, f->path, disp, sizeof(disp));
+	return pc_err_set(err, -EBUSY, "cannot write '%s': another pcopy -a is writing it (its "
+			  "journal %s is locked)", disp, f->jrnl);
 }
 
 /* A dest_file for e's name, without a file yet, in *f. Returns 1, 0 when
@@ -1193,13 +1356,20 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 	jfd = dest_part_openat(f->dirfd, f->jrnl);
 	if (jfd == -EPERM)
 		why = "is not a file of ours";
+	/* Another run's, under way: nothing of it is ours to take or remove
+	 * (writing the file says so). */
+	if (jfd >= 0 && dest_jrnl_lock(jfd) == -EBUSY) {
+		close(jfd);
+		dest_file_keep(d, f);
+		return -EBUSY;
+	}
 	if (jfd >= 0)
 		ret = journal_load(jfd, id, j, &why);
 	else
 		ret = jfd == -ENOENT || jfd == -EPERM ? JOURNAL_BAD : jfd;
 	if (ret == JOURNAL_OK) {
 		f->fd = dest_part_openat(f->dirfd, f->tmp);
-		if (f->fd >= 0) {
+		if (f->fd >= 0 && dest_part_ids(f, (*j)->fd) == 0) {
 			*out = f;
 			return 1;
 		}
@@ -1241,6 +1411,23 @@ int dest_part_create(struct dest *d, const char *path, const struct journal_id *
 	f = dest_file_new(d, &l);
 	if (f == NULL)
 		return dest_fail(d, l.path, -ENOMEM, "cannot create", err);
+	int node = dest_node_at(f->dirfd, f->name);
+	if (node != DEST_NODE_NONE) {
+		/* Nothing to resume into a device: written as without -a. */
+		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
+					       : dest_node_refused(d, l.path, false, err);
+		if (ret < 0) {
+			dest_file_keep(d, f);
+			return ret;
+		}
+		*out = f;
+		return 0;
+	}
+	if (dest_jrnl_busy(f->dirfd, f->jrnl)) {
+		ret = dest_part_busy(d, f, err);
+		dest_file_keep(d, f);
+		return ret;
+	}
 	(void)unlinkat(f->dirfd, f->jrnl, 0);
 	(void)unlinkat(f->dirfd, f->tmp, 0);
 	f->fd = openat(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -1249,12 +1436,38 @@ int dest_part_create(struct dest *d, const char *path, const struct journal_id *
 				O_CLOEXEC, 0600) : -1;
 	if (ret == 0 && jfd < 0)
 		ret = -errno;
+	/* Only what this call made is removed on failure: a name that was
+	 * there and could not go, or that another run took meanwhile, is not
+	 * ours. */
+	bool made_part = f->fd >= 0, made_jrnl = jfd >= 0;
 	if (ret == 0)
-		ret = journal_create(jfd, id, j);
+		ret = dest_jrnl_lock(jfd);
+	if (ret == 0)
+		ret = dest_part_ids(f, jfd);
+	if (ret == 0) {
+		ret = journal_create(jfd, id, j); /* takes jfd, or closes it */
+		jfd = -1;
+	}
 	if (ret < 0) {
-		if (f->fd < 0)
-			f->tmp[0] = '\0'; /* not ours: it was there and could not go */
-		dest_fail(d, f->path, ret, "cannot create", err);
+		if (jfd >= 0)
+			close(jfd);
+		if (made_jrnl)
+			(void)unlinkat(f->dirfd, f->jrnl, 0);
+		if (made_part)
+			(void)unlinkat(f->dirfd, f->tmp, 0);
+		if (ret == -EEXIST) {
+			/* Something there that could not go (a directory, another
+			 * user's file in a sticky directory): name it. */
+			char disp[PROTO_MAX_PATH + 1];
+			dest_display(d, f->path, disp, sizeof(disp));
+			pc_err_set(err, ret, "cannot write '%s': -a keeps its partial file as %s, and "
+				   "something that cannot be removed is there", disp,
+				   made_part ? f->jrnl : f->tmp);
+		} else {
+			dest_fail(d, f->path, ret, "cannot create", err);
+		}
+		f->tmp[0] = '\0';
+		f->jrnl[0] = '\0';
 		dest_file_abort(d, f);
 		return ret;
 	}

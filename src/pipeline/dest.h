@@ -230,14 +230,19 @@ struct journal_id;
  * and *j, its journal (the caller's); 0 when there is nothing to resume,
  * after removing whatever an earlier run left under those names, with a
  * message for the user in note (cap bytes) if it was not a journal of
- * ours (else note is ""); or -errno. */
+ * ours (else note is ""); or -errno (-EBUSY: another run holds that
+ * journal, and nothing of it is touched). The journal stays locked
+ * (flock) while *j is open. */
 int dest_part_find(struct dest *d, const struct proto_entry *e, const struct journal_id *id,
 		   struct dest_file **out, struct journal **j, char *note, size_t cap);
 
 /* -a: as dest_file_open, but the new file is the partial file of path, a
- * wire path, beside a fresh journal for id (*j, the caller's): named, so
- * that an interrupted run leaves them for the next. Removes what was
- * there under those names first. */
+ * wire path, beside a fresh journal for id (*j, the caller's, locked while
+ * open): named, so that an interrupted run leaves them for the next.
+ * Removes what was there under those names first, unless another run
+ * holds that journal (-EBUSY, said in err). dest_file_commit renames the
+ * partial file, and it or dest_file_abort removes the journal, only while
+ * the names are still this run's. */
 int dest_part_create(struct dest *d, const char *path, const struct journal_id *id,
 		     struct dest_file **out, struct journal **j, struct pc_err *err);
 

@@ -172,6 +172,43 @@ case_replaced_only_on_success() {
     no_temp_files "$T"
 }
 
+# A device at the destination name is written into, as cp and scp do
+# (`pcopy host:f /dev/null`, an image onto a disk), never replaced by a
+# file (a copy to /dev/null as root replaced /dev/null); a FIFO or socket
+# there is neither replaced nor written (pcopy writes at any offset): the
+# file is not copied, and the message says to copy to '-'.
+case_devices() {
+    mkfile "$T/f" 3M
+    mknod -m 666 "$T/null" c 1 3
+    for opts in "" "-s 8 -B 64k" "-a" "-u" "--checksum" "--inplace --checksum"; do
+        # shellcheck disable=SC2086 # opts is a list of options
+        expect_exit 0 "$PCOPY" $opts "$T/f" "$T/null"
+        [[ -c $T/null ]] || fail "pcopy $opts replaced the device $T/null: $(ls -l "$T/null")"
+        [[ $(mode_of "$T/null") == 666 ]] || fail "pcopy $opts changed the mode of the device"
+    done
+    # Inside a tree too, and into a directory.
+    mkdir -p "$T/src/sub" "$T/dst/src/sub" "$T/into"
+    mkfile "$T/src/sub/a" 100000
+    mknod -m 600 "$T/dst/src/sub/a" c 1 3
+    mknod -m 600 "$T/into/f" c 1 3
+    expect_exit 0 "$PCOPY" -r "$T/src" "$T/dst/"
+    [[ -c $T/dst/src/sub/a ]] || fail "a device in the tree's destination was replaced"
+    expect_exit 0 "$PCOPY" "$T/f" "$T/into/"
+    [[ -c $T/into/f ]] || fail "a device in the destination directory was replaced"
+    # Through ssh is the same sink; a pull to /dev/null is the benchmark
+    # idiom, and /dev/null must survive it.
+    expect_exit 0 "$PCOPY" "$T/f" /dev/null
+    [[ -c /dev/null ]] || fail "pcopy replaced /dev/null"
+    no_temp_files "$T"
+    # A FIFO: left as it is, the file not copied (exit 3), named.
+    mkfifo "$T/fifo"
+    expect_exit 3 "$PCOPY" "$T/f" "$T/fifo"
+    [[ -p $T/fifo ]] || fail "the FIFO $T/fifo was replaced"
+    expect_stderr_contains "cannot write '$T/fifo': it is a FIFO or socket"
+    expect_stderr_contains "copy to '-'"
+    no_temp_files "$T"
+}
+
 run_case into-existing-dir case_into_existing_dir
 run_case new-name case_new_name
 run_case several-into-dir case_several_into_dir
@@ -182,4 +219,5 @@ run_case dest-dir-missing case_dest_dir_missing
 run_case dest-read-only case_dest_read_only
 run_case dest-not-writable-user case_dest_not_writable_user
 run_case replaced-only-on-success case_replaced_only_on_success
+run_case devices case_devices
 finish

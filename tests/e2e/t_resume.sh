@@ -199,6 +199,40 @@ case_source_changed() {
     no_temp_files "$T"
 }
 
+# Two -a runs at once into the same destination (a cron job that overlaps
+# itself, with a source that changed in between): the second finds the
+# first's journal locked, and neither takes nor removes what the first
+# writes; it reports the file (exit 3). The first puts its own complete
+# file in place (a run renamed the second's half-written partial file
+# over the destination, and said exit 0). One command naming two sources
+# of the same name with -a meets the same lock.
+case_overlap() {
+    local pid
+    mkfile "$T/src" 24M
+    mkdir -p "$T/d"
+    "$PCOPY" -a -x 8M -B 64k "$T/src" "$T/d/" 2>"$T/first.err" &
+    pid=$!
+    track_pid "$pid"
+    wait_until 20 test -s "$T/d/.src.pcopy-part" || fail "the first run wrote no partial file"
+    touch -d '2001-02-03 04:05:06' "$T/src"
+    expect_exit 3 "$PCOPY" -a -B 64k "$T/src" "$T/d/"
+    expect_stderr_contains "cannot write '$T/d/src': another pcopy -a is writing it"
+    wait_exit 60 "$pid" || fail "the first run did not finish"
+    # The first run read the source before and after the touch: it may
+    # say the source changed (exit 3), but never put a wrong file in place.
+    if [[ $WAIT_RC -eq 0 ]]; then
+        same_file "$T/src" "$T/d/src"
+    else
+        [[ ! -e $T/d/src ]] || cmp -s "$T/src" "$T/d/src" ||
+            fail "the first run left a wrong file in place (exit $WAIT_RC): $(cat "$T/first.err")"
+    fi
+    # Nothing of the first run's is left behind once it is over, and the
+    # next run completes the copy.
+    expect_exit 0 "$PCOPY" -a -B 64k "$T/src" "$T/d/"
+    same_file "$T/src" "$T/d/src"
+    no_temp_files "$T/d"
+}
+
 # hostile WHAT MESSAGE: after a half copy, spoil() has done WHAT to the
 # journal or partial file; the next run says MESSAGE, keeps nothing,
 # copies the file whole, and the file outside is as it was.
@@ -291,5 +325,6 @@ run_case tree case_tree
 run_case tampered case_tampered
 run_case source-changed case_source_changed
 run_case hostile case_hostile
+run_case overlap case_overlap
 run_case without-a case_without_a
 finish

@@ -34,6 +34,7 @@
 
 #include "sys/err.h"
 #include "pipeline/dest.h"
+#include "pipeline/journal.h"
 
 struct box {
 	char base[64];          /* the sandbox */
@@ -141,6 +142,16 @@ static void expect_text(struct box *b, const char *rel, const char *text)
 	assert_true(n >= 0);
 	buf[n] = '\0';
 	assert_string_equal(buf, text);
+}
+
+/* Writes text as the file rel, made anew. */
+static void write_at(struct box *b, const char *rel, const char *text)
+{
+	int fd = openat(b->rootfd, rel, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
 }
 
 static struct stat lstat_at(struct box *b, const char *rel)
@@ -553,6 +564,37 @@ static void test_write_whole(void **state)
 	assert_int_equal(lstat_at(b, "f").st_size, 0);
 	dest_free(d);
 	expect_clean(b, b->root);
+}
+
+/* -a: a partial file whose name another run took since (it removed ours
+ * and made its own) is never renamed into place, nor is the other run's
+ * journal removed; the commit fails with -EBUSY. And a second create of
+ * the same file while the first's journal is open finds it locked. */
+static void test_part_taken_over(void **state)
+{
+	struct box *b = *state;
+	struct dest *d = box_dest(b, NULL);
+	struct journal_id id = { 65536, 5, 1, 0 };
+	struct dest_file *f = NULL, *g = NULL;
+	struct journal *j = NULL, *k = NULL;
+
+	assert_int_equal(dest_part_create(d, "f", &id, &f, &j, &b->err), 0);
+	assert_int_equal(dest_file_write_whole(f, "hello", 5), 0);
+	/* While this run's journal is open, another create is refused. */
+	assert_int_equal(dest_part_create(d, "f", &id, &g, &k, &b->err), -EBUSY);
+	assert_null(g);
+	/* Another run's files under the same names. */
+	assert_int_equal(unlinkat(b->rootfd, ".f.pcopy-part", 0), 0);
+	assert_int_equal(unlinkat(b->rootfd, ".f.pcopy-jrnl", 0), 0);
+	write_at(b, ".f.pcopy-part", "other");
+	write_at(b, ".f.pcopy-jrnl", "journal");
+	assert_int_equal(dest_file_commit(d, f, ent(PROTO_ENT_REG, "f", 0644), 5, &b->err),
+			 -EBUSY);
+	journal_free(j);
+	assert_false(exists_at(b, "f"));
+	expect_text(b, ".f.pcopy-part", "other");
+	expect_text(b, ".f.pcopy-jrnl", "journal");
+	dest_free(d);
 }
 
 static void test_modes(void **state)
@@ -1146,6 +1188,7 @@ int main(void)
 		BOX_TEST(test_preexisting_symlink),
 		BOX_TEST(test_bad_entries),
 		BOX_TEST(test_write_whole),
+		BOX_TEST(test_part_taken_over),
 		BOX_TEST(test_modes),
 		BOX_TEST(test_readonly_dir),
 		BOX_TEST(test_setgid_inherited),
