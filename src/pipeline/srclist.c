@@ -31,6 +31,92 @@ static int srclist_kind(int dirfd, const char *path, bool beneath, bool recursiv
 	return S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode);
 }
 
+/* ---- Sources of the same name ------------------------------------------ */
+
+/* One source's name at the destination, for the check below. */
+struct srclist_name {
+	const char *name;   /* its last component, inside the path */
+	size_t len;         /* without trailing slashes */
+	unsigned idx;       /* its place among the sources */
+	bool dir;
+};
+
+static int srclist_name_cmp(const void *a, const void *b)
+{
+	const struct srclist_name *x = a, *y = b;
+	size_t n = x->len < y->len ? x->len : y->len;
+	int c = memcmp(x->name, y->name, n);
+
+	if (c != 0)
+		return c;
+	if (x->len != y->len)
+		return x->len < y->len ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sets *out to path's last component (len bytes, trailing slashes aside);
+ * false for a source whose copy is named otherwise ("-", ".", "..", "/"). */
+static bool srclist_last(const char *path, struct srclist_name *out)
+{
+	size_t len = strlen(path);
+
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start > 0 && path[start - 1] != '/')
+		start--;
+	out->name = path + start;
+	out->len = len - start;
+	return out->len > 0 && !(out->len == 1 && (out->name[0] == '.' || out->name[0] == '-')) &&
+	       !(out->len == 2 && memcmp(out->name, "..", 2) == 0) && out->name[0] != '/';
+}
+
+/* As cp: a source whose copy would take the name of an earlier source's
+ * copy is not copied (it would replace a file just made), unless both are
+ * directories, which merge. Each is kept with its error, to be reported
+ * in its turn. Returns 0 or -ENOMEM. */
+static int srclist_same_names(struct srclist *l, int dirfd, bool beneath)
+{
+	struct srclist_name *v = calloc(l->n ? l->n : 1, sizeof(*v));
+	unsigned m = 0;
+
+	if (v == NULL)
+		return -ENOMEM;
+	for (unsigned i = 0; i < l->n; i++) {
+		const struct source_path *p = &l->paths[i];
+		if (p->code < 0 || p->stream != NULL || !srclist_last(p->path, &v[m]))
+			continue;
+		struct stat st;
+		int fd = pathsafe_open(dirfd, p->path, O_PATH, 0, beneath);
+		v[m].dir = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+		if (fd >= 0)
+			close(fd);
+		v[m++].idx = i;
+	}
+	qsort(v, m, sizeof(*v), srclist_name_cmp);
+	for (unsigned a = 0, b; a < m; a = b) {
+		for (b = a + 1; b < m && v[b].len == v[a].len &&
+				memcmp(v[b].name, v[a].name, v[a].len) == 0; b++) {
+			if (v[a].dir && v[b].dir)
+				continue;
+			struct source_path *p = &l->paths[v[b].idx];
+			const char *first = l->paths[v[a].idx].path;
+			if (strcmp(p->path, first) == 0)
+				snprintf(l->msgs[v[b].idx], sizeof(l->msgs[0]), "source '%s' is named "
+					 "more than once: it is copied once", p->path);
+			else
+				snprintf(l->msgs[v[b].idx], sizeof(l->msgs[0]), "source '%s' is not "
+					 "copied: it would replace the copy of '%s', which has the "
+					 "same name", p->path, first);
+			p->code = -EEXIST;
+			p->msg = l->msgs[v[b].idx];
+			l->unusable++;
+		}
+	}
+	free(v);
+	return 0;
+}
+
 int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const *paths,
 		  unsigned n, bool recursive, bool allow_stdin, const struct ctl *watch,
 		  struct pc_err *e)
@@ -83,6 +169,8 @@ int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const 
 		if (fatal)
 			return ret;
 	}
+	if (srclist_same_names(l, dirfd, beneath) < 0)
+		return pc_err_set(e, -ENOMEM, "out of memory");
 	return 0;
 }
 

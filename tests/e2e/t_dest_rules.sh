@@ -60,6 +60,32 @@ case_several_into_dir() {
     no_temp_files "$T/d"
 }
 
+# Sources of the same name, as cp: a file whose copy would replace the
+# copy just made of an earlier source is not copied (exit 3, named), and
+# the first one's copy stays; directories of the same name merge; a
+# source named twice is copied once (with a message: exit 3). The check is
+# the source's (srclist), so a pull makes it at the far end alike.
+case_same_names() {
+    mkdir -p "$T/A/x" "$T/B/x" "$T/C" "$T/d" "$T/m" "$T/p"
+    mkfile "$T/A/f" 3000
+    mkfile "$T/B/f" 5000
+    mkfile "$T/A/x/one" 10
+    mkfile "$T/B/x/two" 20
+    mkfile "$T/C/x" 30
+    expect_exit 3 "$PCOPY" "$T/A/f" "$T/B/f" "$T/d/"
+    expect_stderr_contains "source '$T/B/f' is not copied: it would replace the copy of '$T/A/f', which has the same name"
+    same_file "$T/A/f" "$T/d/f"
+    expect_exit 0 "$PCOPY" -r "$T/A/x" "$T/B/x" "$T/m/"
+    same_file "$T/A/x/one" "$T/m/x/one"
+    same_file "$T/B/x/two" "$T/m/x/two"
+    expect_exit 3 "$PCOPY" -r "$T/A/x" "$T/C/x" "$T/A/f" "$T/A/f" "$T/p/"
+    expect_stderr_contains "source '$T/C/x' is not copied"
+    expect_stderr_contains "source '$T/A/f' is named more than once: it is copied once"
+    [[ -d $T/p/x ]] || fail "the directory A/x was not copied first"
+    same_file "$T/A/f" "$T/p/f"
+    no_temp_files "$T"
+}
+
 case_several_into_non_dir() {
     mkfile "$T/x" 1000
     mkfile "$T/y" 2000
@@ -212,6 +238,7 @@ case_devices() {
 run_case into-existing-dir case_into_existing_dir
 run_case new-name case_new_name
 run_case several-into-dir case_several_into_dir
+run_case same-names case_same_names
 run_case several-into-non-dir case_several_into_non_dir
 run_case several-into-non-dir-one-missing case_several_into_non_dir_one_missing
 run_case several-into-non-dir-one-dir case_several_into_non_dir_one_dir
