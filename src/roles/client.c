@@ -1320,7 +1320,12 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
 	/* -e: a file that read back wrong is a data integrity failure (exit
 	 * 12), not just a file not copied. */
-	if (ret == -PC_E_PARTIAL && r->files_unverified > 0)
+	if (ret == -PC_E_PARTIAL && r->files_unverified > 0 && o->inplace)
+		ret = pc_err_replace(&e, -PC_E_INTEGRITY, "%u file%s read back from the disk other than "
+				 "sent (--verify); the message of each says whether it was "
+				 "written in place (--inplace)", r->files_unverified,
+				 r->files_unverified == 1 ? "" : "s");
+	else if (ret == -PC_E_PARTIAL && r->files_unverified > 0)
 		ret = pc_err_replace(&e, -PC_E_INTEGRITY, "%u file%s read back from the disk other than "
 				 "sent, and %s not put in place (--verify)", r->files_unverified,
 				 r->files_unverified == 1 ? "" : "s",

@@ -61,6 +61,15 @@ case_bad_file() {
     # Without -e the fault site is never reached.
     expect_exit 0 env PCOPY_TEST_FAULT=sink_verify:1 "$PCOPY" "$T/f" "$T/plain"
     same_file "$T/f" "$T/plain"
+    # Written in place (--checksum --inplace, a file of the same size): the
+    # file's message says that it stays so, and the summary does not say
+    # otherwise.
+    mkfile "$T/g" 3M
+    expect_exit 12 env PCOPY_TEST_FAULT=sink_verify:1 "$PCOPY" -e --checksum --inplace "$T/g" \
+        "$T/plain"
+    expect_stderr_contains "it was written in place (--inplace): copy it again"
+    expect_stderr_contains "1 file read back from the disk other than sent (--verify); the message of each says whether it was written in place (--inplace)"
+    expect_stderr_lacks "not put in place"
 }
 
 case_bad_in_tree() {
