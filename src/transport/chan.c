@@ -60,6 +60,12 @@ static int chan_result(struct chan *c, int r)
 {
 	if (r < 0 && atomic_load(&c->aborted))
 		return -PC_E_ABORTED;
+	/* With a timeout, the kernel ends a connection whose data (or, with a
+	 * peer that stopped reading, whose window probes) went unanswered
+	 * that long (TCP_USER_TIMEOUT): the peer stalled, as when a read
+	 * waits past SO_RCVTIMEO. */
+	if (r == -ETIMEDOUT && c->timeout_s > 0)
+		return -PC_E_TIMEOUT;
 	return r;
 }
 
@@ -87,7 +93,7 @@ ssize_t chan_recv_some(struct chan *c, void *buf, size_t len)
 	r = c->ops->recv_some(c, buf, len);
 	if (r <= 0 && atomic_load(&c->aborted))
 		return -PC_E_ABORTED;  /* also the EOF that shutdown makes */
-	return r;
+	return r < 0 ? chan_result(c, (int)r) : r;
 }
 
 int chan_recv(struct chan *c, void *buf, size_t len, size_t *got)

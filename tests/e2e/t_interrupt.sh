@@ -188,6 +188,28 @@ case_idle_timeout() {
     [[ $CLIENT_RC -eq 30 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC, wanted 30"; }
 }
 
+# A sink that stops reading (SIGSTOP of a local copy's sink) stalls the
+# sending side: its data, then its window probes, go unanswered, and the
+# kernel ends the connection after --timeout (TCP_USER_TIMEOUT). That is a
+# timeout, exit 30, as a stalled source gives the sink (it was exit 10, a
+# lost connection).
+case_stalled_sink() {
+    local pid sink
+    mkfile "$T/big" 64M
+    "$PCOPY" --timeout 3 -x 16M -s 2 "$T/big" "$T/out" 2>"$T/err" &
+    pid=$!
+    track_pid "$pid"
+    wait_until 20 pgrep -P "$pid" -f -- "--server" >/dev/null || fail "no sink child appeared"
+    sink=$(pgrep -P "$pid" -f -- "--server")
+    sleep 1
+    kill -STOP "$sink"
+    wait_exit 60 "$pid" || { kill -CONT "$sink"; fail "the copy did not end with its sink stopped"; }
+    kill -CONT "$sink" 2>/dev/null || true
+    [[ $WAIT_RC -eq 30 ]] || fail "exit status $WAIT_RC, wanted 30: $(cat "$T/err")"
+    grep -q "timed out" "$T/err" || fail "the message does not say it timed out: $(cat "$T/err")"
+    [[ ! -e $T/out ]] || fail "$T/out appeared"
+}
+
 # interrupt_early SIG SECS CMD...: run CMD (pcopy) with SIG sent after SECS
 # seconds (timeout --preserve-status), stderr in $LAST_STDERR; it must end
 # within REACT seconds (times $SLOW) of the signal, with exit 20, saying
@@ -311,6 +333,7 @@ run_case sigint-pull case_sigint_pull
 run_case daemon-sigterm case_daemon_sigterm
 run_case session-sigkill case_session_sigkill
 run_case idle-timeout case_idle_timeout
+run_case stalled-sink case_stalled_sink
 run_case fifo-no-writer case_fifo_no_writer
 run_case fifo-writer-later case_fifo_writer_later
 run_case fifo-pull-gives-up case_fifo_pull_gives_up
