@@ -50,15 +50,31 @@ void bar_fmt_eta(double s, char *out, size_t cap)
 		snprintf(out, cap, "%u:%02u", t / 60, t % 60);
 }
 
-double bar_rate_update(double prev_rate, double dt_s, uint64_t db)
+void bar_rate_init(struct bar_rate *r)
 {
-	double now = dt_s > 0 ? (double)db / dt_s : 0;
+	*r = (struct bar_rate){ .rate = -1, .from_s = -1 };
+}
 
-	if (dt_s <= 0)
-		return prev_rate; /* no time passed: nothing to learn */
-	if (prev_rate < 0)
-		return now;
-	return prev_rate + (1.0 - exp(-dt_s / BAR_RATE_TAU_S)) * (now - prev_rate);
+double bar_rate_feed(struct bar_rate *r, double t_s, uint64_t bytes)
+{
+	double dt = t_s - r->last_s;
+	uint64_t db = bytes >= r->last_bytes ? bytes - r->last_bytes : 0;
+
+	if (dt <= 0)
+		return r->rate; /* no time passed: nothing to learn */
+	if (r->from_s < 0 && db > 0) {
+		/* The bytes began somewhere in this interval: count from its
+		 * start, the cautious guess. */
+		r->from_s = r->last_s;
+		r->from_bytes = r->last_bytes;
+	}
+	if (r->from_s >= 0 && t_s - r->from_s <= BAR_RATE_TAU_S)
+		r->rate = (double)(bytes - r->from_bytes) / (t_s - r->from_s);
+	else if (r->from_s >= 0)
+		r->rate += (1.0 - exp(-dt / BAR_RATE_TAU_S)) * ((double)db / dt - r->rate);
+	r->last_s = t_s;
+	r->last_bytes = bytes;
+	return r->rate;
 }
 
 /* The fields of the bar, in the order they are shown. */

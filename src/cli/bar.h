@@ -43,10 +43,24 @@ void bar_fmt_rate(double bps, char *out, size_t cap);
  * over 99 hours). */
 void bar_fmt_eta(double s, char *out, size_t cap);
 
-/* The smoothed rate: an exponential moving average with time constant
- * BAR_RATE_TAU_S. prev_rate < 0 means no sample yet (the first one is
- * taken as is). dt_s is the time since the previous sample, db the bytes
- * done in it; with dt_s <= 0 prev_rate is returned unchanged. */
-double bar_rate_update(double prev_rate, double dt_s, uint64_t db);
+/* The current rate: from the first sample that shows bytes moving (the
+ * seconds before, a login and a handshake, say nothing of the rate), the
+ * average since then for its first BAR_RATE_TAU_S, and from then on an
+ * exponential moving average with that time constant, seeded with it.
+ * Starting from zero instead, the shown rate took two or three time
+ * constants to rise to the real one, and the ETA was off by as much. */
+struct bar_rate {
+	double rate;          /* bytes per second; < 0: not known yet */
+	double from_s;        /* when bytes were first seen moving; < 0: not yet */
+	uint64_t from_bytes;  /* the count then */
+	double last_s;        /* the previous sample */
+	uint64_t last_bytes;
+};
+
+void bar_rate_init(struct bar_rate *r);
+
+/* Takes a sample: bytes done at t_s seconds since the start (both never
+ * go down). Returns the rate (< 0: not known yet). */
+double bar_rate_feed(struct bar_rate *r, double t_s, uint64_t bytes);
 
 #endif

@@ -26,9 +26,7 @@ int tty_init(struct tty_bar *t, int fd, bool tree)
 	t->fd = fd;
 	t->tree = tree;
 	t->shown = false;
-	t->rate = -1;
-	t->last_s = 0;
-	t->last_bytes = 0;
+	bar_rate_init(&t->rate);
 	return 0;
 }
 
@@ -86,15 +84,10 @@ void tty_update(struct tty_bar *t, const struct pcopy_progress *p)
 	 * that our clearing would not reach. */
 	width = width > 2 ? width - 2 : 0;
 	tty_lock(t);
-	if (p->elapsed_s > t->last_s) {
-		uint64_t db = p->bytes >= t->last_bytes ? p->bytes - t->last_bytes : 0;
-		t->rate = bar_rate_update(t->rate, p->elapsed_s - t->last_s, db);
-		t->last_s = p->elapsed_s;
-		t->last_bytes = p->bytes;
-	}
+	double rate = bar_rate_feed(&t->rate, p->elapsed_s, p->bytes);
 	struct bar_state st = {
 		.bytes = p->bytes, .total = p->total, .total_final = p->total_final,
-		.rate = t->rate, .avg = p->elapsed_s > 0 ? (double)p->bytes / p->elapsed_s : 0,
+		.rate = rate, .avg = p->elapsed_s > 0 ? (double)p->bytes / p->elapsed_s : 0,
 		.entries_done = p->entries_done, .entries_total = p->entries_total,
 		.show_entries = t->tree, .current = p->current, .current_size = p->current_size,
 	};

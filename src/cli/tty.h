@@ -21,14 +21,14 @@
 
 #include <pcopy/pcopy.h>
 
+#include "cli/bar.h"
+
 struct tty_bar {
 	pthread_mutex_t lock;
 	int fd;                  /* the terminal (stderr); immutable */
 	bool tree;               /* -r: show entries; immutable */
 	bool shown;              /* a bar is on the screen; lock */
-	double rate;             /* smoothed rate, -1 before the first sample; lock */
-	double last_s;           /* elapsed_s of the previous sample; lock */
-	uint64_t last_bytes;     /* bytes of the previous sample; lock */
+	struct bar_rate rate;    /* the current rate; lock */
 };
 
 /* True when a bar makes sense on fd: it is a terminal whose TERM is not

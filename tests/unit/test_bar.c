@@ -152,17 +152,41 @@ static void test_name(void **state)
 	assert_non_null(strstr(out, "x?[2Jy??z"));
 }
 
+/* The current rate: unknown while no byte moved (a login), the average
+ * since the first bytes for its first time constant (so a steady copy
+ * shows its rate at once, where an average from zero took 2-3 time
+ * constants), then a moving average: a stall pulls it down, not to zero,
+ * and a new rate is reached in time. */
 static void test_rate(void **state)
 {
+	struct bar_rate r;
+	double t = 0, v;
+
 	(void)state;
-	assert_true(fabs(bar_rate_update(-1, 0.5, 50000000) - 100e6) < 1);
-	double r = bar_rate_update(100e6, 0.2, 0); /* a stall: down, not to zero */
-	assert_true(r < 100e6 && r > 90e6);
-	r = 100e6;
-	for (int i = 0; i < 150; i++) /* 30 s at 10 MB/s: converged */
-		r = bar_rate_update(r, 0.2, 2000000);
-	assert_true(fabs(r - 10e6) < 1e5);
-	assert_true(bar_rate_update(5, 0, 100) == 5);
+	bar_rate_init(&r);
+	assert_true(bar_rate_feed(&r, 0.2, 0) < 0);
+	assert_true(bar_rate_feed(&r, 1.0, 0) < 0);
+	/* 10 MB/s from 1.0 s on, sampled every 0.2 s. */
+	uint64_t b = 0;
+	for (t = 1.2; t < 1.25; t += 0.2) {
+		b += 2000000;
+		v = bar_rate_feed(&r, t, b);
+	}
+	assert_true(fabs(v - 10e6) < 1e3);
+	for (int i = 0; i < 40; i++, t += 0.2) {
+		b += 2000000;
+		v = bar_rate_feed(&r, t, b);
+		assert_true(fabs(v - 10e6) < 1e3);
+	}
+	v = bar_rate_feed(&r, t, b); /* a stall of 0.2 s */
+	assert_true(v < 10e6 && v > 9e6);
+	t += 0.2;
+	for (int i = 0; i < 150; i++, t += 0.2) { /* 30 s at 1 MB/s: converged */
+		b += 200000;
+		v = bar_rate_feed(&r, t, b);
+	}
+	assert_true(fabs(v - 1e6) < 1e4);
+	assert_true(bar_rate_feed(&r, t - 0.2, b) == v); /* no time passed */
 }
 
 int main(void)
