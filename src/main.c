@@ -15,6 +15,7 @@
 
 #include "cli/report.h"
 #include "cli/tty.h"
+#include "sys/log.h"
 #include "sys/platform.h"
 
 enum cli_action {
@@ -365,21 +366,26 @@ static void cli_getopt_error(int ch, const char *arg)
 {
 	bool is_long = arg != NULL && strncmp(arg, "--", 2) == 0;
 	int len = is_long ? (int)strcspn(arg, "=") : 0, val = 0;
+	char name[512], shown[2048];
 
+	/* As the user wrote it, control characters shown as \xNN. */
+	snprintf(name, sizeof(name), "%.*s", is_long ? len : (int)sizeof(name),
+		 arg != NULL ? arg : "");
+	log_escape(shown, sizeof(shown), name);
 	if (is_long && ch == ':')
-		fprintf(stderr, "pcopy: option '%.*s' needs a value\n", len, arg);
+		fprintf(stderr, "pcopy: option '%s' needs a value\n", shown);
 	else if (ch == ':')
 		fprintf(stderr, "pcopy: option -%c needs a value\n", optopt);
 	else if (is_long && optopt != 0)
-		fprintf(stderr, "pcopy: option '%.*s' takes no value\n", len, arg);
+		fprintf(stderr, "pcopy: option '%s' takes no value\n", shown);
 	else if (is_long && cli_long_matches(arg, &val) > 1)
-		fprintf(stderr, "pcopy: option '%.*s' is ambiguous\n", len, arg);
+		fprintf(stderr, "pcopy: option '%s' is ambiguous\n", shown);
 	else if (is_long)
-		fprintf(stderr, "pcopy: unknown option '%.*s'\n", len, arg);
+		fprintf(stderr, "pcopy: unknown option '%s'\n", shown);
 	else if (optopt > ' ' && optopt < 127)
 		fprintf(stderr, "pcopy: unknown option -%c\n", optopt);
 	else
-		fprintf(stderr, "pcopy: unknown option in '%s'\n", arg != NULL ? arg : "");
+		fprintf(stderr, "pcopy: unknown option in '%s'\n", shown);
 	fputs("Try 'pcopy --help'.\n", stderr);
 }
 

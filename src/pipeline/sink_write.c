@@ -421,9 +421,7 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	if (s->t->to_stdout) {
 		static const uint8_t zeros[65536];
 		if (!hole) {
-			ret = platform_write_full(r->fd, b->data, b->len);
-			/* A reader that went away (| head) is our output failing. */
-			return ret == -EPIPE ? -PC_E_FILEIO : ret;
+			return platform_write_full(r->fd, b->data, b->len);
 		}
 		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
 			ret = platform_write_full(r->fd, zeros, b->len - off < sizeof(zeros)
@@ -505,7 +503,10 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 		}
 		if (ret < 0) {
 			sink_display(s, r, name, sizeof(name));
-			xfer_fail(s->x, ret, "writing '%s': %s", name, pc_strerror(ret));
+			/* A reader of our output that went away (| head) is our
+			 * output failing (exit 11), not the network. */
+			xfer_fail(s->x, ret == -EPIPE ? -PC_E_FILEIO : ret, "writing '%s': %s", name,
+				  pc_strerror(ret));
 		} else {
 			atomic_fetch_add(&s->x->bytes, h->raw_len);
 		}

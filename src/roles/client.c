@@ -571,9 +571,15 @@ static int client_explain_launch(struct client *c, struct endpoint *ep, int ret)
 	if (st == 255)
 		return pc_err_replace(c->e, -PC_E_LAUNCH, "cannot reach %s with %s (its message is "
 				      "above)", ep->peer, c->o->rsh ? c->o->rsh : "ssh");
+	if (st == 127 && c->o->remote_pcopy != NULL)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "'%s' (--remote-pcopy) not found on %s",
+				      c->o->remote_pcopy, ep->peer);
 	if (st == 127)
 		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy not found on %s; install it or "
 				      "pass --remote-pcopy", ep->peer);
+	if (st == 126 && c->o->remote_pcopy != NULL)
+		return pc_err_replace(c->e, -PC_E_LAUNCH, "'%s' (--remote-pcopy) cannot be run on %s",
+				      c->o->remote_pcopy, ep->peer);
 	if (st == 126)
 		return pc_err_replace(c->e, -PC_E_LAUNCH, "pcopy on %s cannot be run; check "
 				      "--remote-pcopy", ep->peer);

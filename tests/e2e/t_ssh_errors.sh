@@ -60,17 +60,17 @@ case_wrong_key() {
 case_no_remote_pcopy() {
     mkfile "$T/f" 1000
     mkdir -p "$T/remote"
+    # The message names the path given, and the host.
     expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "$T/f" "pctest:$T/remote/"
-    expect_stderr_contains "pcopy not found on pctest"
-    expect_stderr_contains "--remote-pcopy"
+    expect_stderr_contains "'/nonexistent/pcopy' (--remote-pcopy) not found on pctest"
     expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "pctest:$T/f" "$T/remote/pulled"
-    expect_stderr_contains "pcopy not found on pctest"
+    expect_stderr_contains "'/nonexistent/pcopy' (--remote-pcopy) not found on pctest"
     # A name that is not on the remote PATH.
     expect_exit 5 "$PCOPY" --remote-pcopy "pcopy-not-installed-$$" "$T/f" "pctest:$T/remote/"
-    expect_stderr_contains "pcopy not found on pctest"
+    expect_stderr_contains "'pcopy-not-installed-$$' (--remote-pcopy) not found on pctest"
     # Third party: the message names the host without pcopy.
     expect_exit 5 "$PCOPY" --remote-pcopy /nonexistent/pcopy "h1:$T/f" "h2:$T/remote/third"
-    expect_stderr_matches "pcopy not found on h[12]"
+    expect_stderr_matches "\(--remote-pcopy\) not found on h[12]"
     [[ ! -e $T/remote/f && ! -e $T/remote/pulled && ! -e $T/remote/third ]] || fail "a file was created"
 }
 

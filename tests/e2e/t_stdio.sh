@@ -123,7 +123,9 @@ case_stdout_closed_early() {
     set -e
     log "stdout closed early: exit $st: $(head -n1 "$T/pcopy.err")"
     [[ $st -ne 124 ]] || fail "pcopy hung after its standard output was closed"
-    [[ $st -ne 0 ]] || fail "pcopy exited 0 although its standard output was closed"
+    [[ $st -eq 11 ]] || fail "pcopy exited $st, not 11, when its standard output was closed"
+    grep -q "writing 'standard output': Broken pipe" "$T/pcopy.err" ||
+        fail "the message does not say the pipe broke: $(cat "$T/pcopy.err")"
 }
 
 run_case stdin-to-file case_stdin_to_file
