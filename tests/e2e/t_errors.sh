@@ -104,6 +104,9 @@ case_bad_options() {
     bad_option --bogus --bogus
     bad_option "unknown option -@" -@
     bad_option "unknown option '--no-such-option'" --no-such-option=1
+    # A control character reaches the terminal escaped, never raw.
+    bad_option "unknown option '--\\x1b[31m'" $'--\e[31m'
+    expect_stderr_lacks $'\e'
     bad_option "option '--recursive' takes no value" --recursive=yes
     bad_option "option '--exc' is ambiguous" --exc=x
     bad_option "unknown option -k" --delete -kr
