@@ -117,7 +117,8 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	sync_broadcast(&s->cond);
 	sync_unlock(&s->lock);
 	atomic_fetch_add(&x->total, e->size);
-	x->entries_total = s->announced;
+	entcount_announce(&s->ents, e->id, e->type);
+	x->entries_total = entcount_shown_total(&s->ents, s->announced);
 	if (s->prune != NULL && (ret = prune_note(s->prune, e)) < 0)
 		return xfer_fail(x, ret, ret == -E2BIG ?
 				 "--delete: the directories being copied hold more names than "
@@ -523,7 +524,8 @@ static int sink_advance(struct sink *s, bool flush)
 			sink_base_close(r);
 			sync_unlock(&r->lock);
 		}
-		s->x->entries_done = id + 1;
+		entcount_done(&s->ents, id, id + 1);
+		s->x->entries_done = entcount_shown_done(&s->ents, id + 1);
 		done = r;
 		sync_lock(&s->lock);
 		s->table[id % SINK_TABLE] = NULL;

@@ -14,6 +14,7 @@
 
 #include "pipeline/bufpool.h"
 #include "pipeline/decoder.h"
+#include "pipeline/entcount.h"
 #include "pipeline/sink.h"
 #include "pipeline/sink_ent.h"
 #include "pipeline/stage.h"
@@ -81,6 +82,7 @@ struct sink {
 	pthread_cond_t cond;           /* entries announced, END, or abort */
 	struct sink_ent **table;       /* [SINK_TABLE], by id % SINK_TABLE */
 	uint32_t announced;            /* ids announced so far */
+	struct entcount ents;          /* the entries shown in progress; control thread */
 	uint32_t low;                  /* lowest id not yet passed by the watermark */
 	bool end;                      /* END received */
 	atomic_uint_least64_t *done;   /* [SINK_TABLE / 64] bits, by id % SINK_TABLE */

@@ -212,7 +212,8 @@ static int source_announce(struct source *s)
 	s->files += e->type == PROTO_ENT_REG;
 	s->dirs += e->type == PROTO_ENT_DIR;
 	s->links += e->type == PROTO_ENT_SYMLINK || e->type == PROTO_ENT_HARDLINK;
-	s->x->entries_total = s->next_id;
+	entcount_announce(&s->ents, e->id, e->type);
+	s->x->entries_total = entcount_shown_total(&s->ents, s->next_id);
 	if (e->type == PROTO_ENT_REG && (e->flags & PROTO_ENT_SIZE_UNKNOWN))
 		atomic_fetch_add(&s->x->unsized, 1);
 	if (e->type != PROTO_ENT_REG || (e->size == 0 && !(e->flags & PROTO_ENT_SIZE_UNKNOWN)))
@@ -303,8 +304,9 @@ static int source_on_ack(struct source *s, uint32_t upto)
 		(void)source_done_bit(s, id, false);
 		s->inflight_bytes -= s->win_bytes[id % SOURCE_WINDOW];
 	}
+	entcount_done(&s->ents, s->acked, upto);
 	s->acked = upto;
-	x->entries_done = upto;
+	x->entries_done = entcount_shown_done(&s->ents, upto);
 	while (s->win_head != NULL && s->win_head->id < upto) {
 		struct src_rec *f = s->win_head;
 		s->win_head = f->wnext;

@@ -14,6 +14,7 @@
 
 #include "pipeline/bufpool.h"
 #include "pipeline/encoder.h"
+#include "pipeline/entcount.h"
 #include "pipeline/plan.h"
 #include "pipeline/ratelimit.h"
 #include "pipeline/source.h"
@@ -129,6 +130,7 @@ struct source {
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */
+	struct entcount ents;      /* the entries shown in progress */
 	uint16_t win_bytes[SOURCE_WINDOW]; /* encoded bytes of entry id, by id % SOURCE_WINDOW */
 	uint64_t inflight_bytes;   /* their sum over the ids announced and not acknowledged */
 	uint8_t done_bits[SOURCE_WINDOW / 8]; /* FILE_DONE seen, by id % SOURCE_WINDOW */

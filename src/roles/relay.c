@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "pipeline/entcount.h"
 #include "sys/log.h"
 #include "sys/platform.h"
 
@@ -26,6 +27,7 @@ struct relay {
 	                              RELAY_FAILED once its FILE_DONE came */
 	uint32_t announced;        /* entries announced by the source */
 	uint32_t acked;            /* the sink's last ACK */
+	struct entcount ents;      /* the entries shown in progress */
 	struct proto_entry ent;    /* the entry being counted */
 	uint32_t npaths;           /* paths of the source's REQUEST */
 	uint32_t next_skip;        /* lowest index the source's next SKIP may have */
@@ -94,6 +96,7 @@ static int relay_entries(struct relay *rl, const struct proto_entries *es)
 	}
 	while ((ret = proto_entries_next(es, &pos, &rl->ent)) == 1) {
 		rl->sizes[rl->ent.id % PROTO_MAX_INFLIGHT] = rl->ent.size;
+		entcount_announce(&rl->ents, rl->ent.id, rl->ent.type);
 		rl->total += rl->ent.size;
 		rl->unsized += rl->ent.type == PROTO_ENT_REG &&
 			       (rl->ent.flags & PROTO_ENT_SIZE_UNKNOWN);
@@ -120,6 +123,7 @@ static int relay_ack(struct relay *rl, const struct proto_ack *a)
 			 ctl_peer(rl->sink), (unsigned)a->upto);
 		return relay_fail(rl, -PC_E_PROTO, msg);
 	}
+	entcount_done(&rl->ents, rl->acked, a->upto);
 	for (; rl->acked < a->upto; rl->acked++) {
 		uint64_t n = rl->sizes[rl->acked % PROTO_MAX_INFLIGHT];
 		rl->done += n == RELAY_FAILED ? 0 : n;
@@ -259,7 +263,8 @@ static void relay_hook(const struct relay *rl, uint64_t start_ns)
 		.elapsed_s = (double)(platform_now_ns() - start_ns) / 1e9,
 		.bytes = rl->done, .total = rl->total,
 		.total_final = rl->src_end && rl->unsized == 0,
-		.entries_done = rl->acked, .entries_total = rl->announced,
+		.entries_done = entcount_shown_done(&rl->ents, rl->acked),
+		.entries_total = entcount_shown_total(&rl->ents, rl->announced),
 	};
 
 	rl->hooks->progress(rl->hooks->arg, &p);
