@@ -620,6 +620,18 @@ static int dest_node_refused(struct dest *d, const char *mapped, bool device,
 			  disp, device ? "device that cannot seek" : "FIFO or socket");
 }
 
+/* The error for a directory at mapped, whose name st (not a directory)
+ * holds. */
+static int dest_dir_in_the_way(struct dest *d, const char *mapped, const struct stat *st,
+			       struct pc_err *err)
+{
+	char disp[PROTO_MAX_PATH + 1];
+
+	return pc_err_set(err, -EEXIST, "cannot create directory '%s': %s is in the way",
+			  dest_display(d, mapped, disp, sizeof(disp)),
+			  S_ISLNK(st->st_mode) ? "a symlink" : "a file that is not a directory");
+}
+
 /* Opens the device at l's name for writing into f (placed). Returns 0 or
  * a negative code with the detail in err. */
 static int dest_device_open(struct dest *d, const struct dest_loc *l, struct dest_file *f,
@@ -699,12 +711,22 @@ int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
 	} else if (S_ISDIR(st.st_mode)) {
 		ret = 0;
 	} else {
-		char disp[PROTO_MAX_PATH + 1];
-
-		ret = pc_err_set(err, -EEXIST, "cannot create directory '%s': %s is in the way",
-				 dest_display(d, l.path, disp, sizeof(disp)),
-				 S_ISLNK(st.st_mode) ? "a symlink" : "a file that is not a directory");
+		ret = dest_dir_in_the_way(d, l.path, &st, err);
 	}
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+int dest_dir_blocked(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	struct dest_loc l;
+	struct stat st;
+	int ret = dest_begin(d, e, PROTO_ENT_DIR, PROTO_ENT_DIR, &l, "cannot create directory",
+			     err);
+
+	if (ret == 0 && fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    !S_ISDIR(st.st_mode))
+		ret = dest_dir_in_the_way(d, l.path, &st, err);
 	dest_dir_put(d, l.dir);
 	return ret;
 }

@@ -123,6 +123,11 @@ int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_f
  * under that name is an error (-EEXIST). */
 int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err);
 
+/* -n: whether making e's directory would fail because something that is
+ * not a directory stands at its name (a file, a symlink): -EEXIST with the
+ * message dest_mkdir would give, else 0 (a lookup that fails says so). */
+int dest_dir_blocked(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
 /* e: the DIR_END entry of a directory (a DIR entry is taken too). Applies
  * the final mode (new directories: mode & 0777 & ~umask without -p;
  * existing ones keep theirs without -p), owner (-p, root) and times (-p).

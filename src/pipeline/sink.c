@@ -447,6 +447,14 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 	}
 	atomic_store(&r->carry, SINK_CARRY_KEPT); /* no block of it may come */
 	int there = s->dest != NULL ? dest_exists(s->dest, e) : 0;
+	if (e->type == PROTO_ENT_DIR && there == 2) {
+		/* The real run refuses it: so does its rehearsal. */
+		struct pc_err err;
+		pc_err_init(&err);
+		sink_outcome(s, r, dest_dir_blocked(s->dest, e, &err), &err);
+		pc_err_destroy(&err);
+		return 0;
+	}
 	if (s->dest != NULL && !(e->type == PROTO_ENT_DIR && there == 1)) {
 		sink_display(s, r, name, sizeof(name));
 		sink_list(s, there != 0 ? PROTO_LIST_CHANGED : PROTO_LIST_NEW, name);

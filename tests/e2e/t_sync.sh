@@ -197,10 +197,26 @@ case_quick_check_limits() {
     diff -r --no-dereference "$T/src" "$T/dst/src" || fail "the copy without -u differs"
 }
 
+# -n foresees what the run will refuse: a directory whose name holds a
+# symlink or a file fails in the rehearsal as in the run, with the same
+# message and exit 3 (it was listed as an update), and nothing changes.
+case_dry_run_blocked() {
+    mkdir -p "$T/src/S/b" "$T/dst/S" "$T/elsewhere"
+    mkfile "$T/src/S/b/f" 1000
+    ln -s "$T/elsewhere" "$T/dst/S/b"
+    expect_exit 3 "$PCOPY" -r -u -n --delete "$T/src/S" "$T/dst/"
+    expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
+    [[ -L $T/dst/S/b && -z $(ls -A "$T/elsewhere") ]] || fail "the rehearsal changed something"
+    expect_exit 3 "$PCOPY" -r -u --delete "$T/src/S" "$T/dst/"
+    expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
+    [[ -z $(ls -A "$T/elsewhere") ]] || fail "the copy went through the symlink"
+}
+
 sshd_start
 run_case local case_local
 run_case ssh case_ssh
 run_case third-party case_third_party
 run_case daemon case_daemon
 run_case quick-check-limits case_quick_check_limits
+run_case dry-run-blocked case_dry_run_blocked
 finish
