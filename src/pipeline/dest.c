@@ -594,7 +594,15 @@ static int dest_open_regular(int dirfd, const char *name, int flags, struct stat
  * (as cp and scp do: `pcopy host:f /dev/null`, an image onto a disk);
  * DEST_NODE_STREAM, a FIFO or a socket, is refused, for pcopy writes at
  * any offset (copying to '-' and redirecting does it). */
-enum { DEST_NODE_NONE, DEST_NODE_DEVICE, DEST_NODE_STREAM };
+/* DEST_NODE_LINKED, a symbolic link to any of those (/dev/stdout), is
+ * refused too: a symlink at a destination name is replaced, never
+ * written through, and replacing that one would break it for everyone. */
+enum { DEST_NODE_NONE, DEST_NODE_DEVICE, DEST_NODE_STREAM, DEST_NODE_LINKED };
+
+static bool dest_node_special(mode_t m)
+{
+	return S_ISCHR(m) || S_ISBLK(m) || S_ISFIFO(m) || S_ISSOCK(m);
+}
 
 static int dest_node_at(int dirfd, const char *name)
 {
@@ -604,20 +612,29 @@ static int dest_node_at(int dirfd, const char *name)
 		return DEST_NODE_NONE;
 	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
 		return DEST_NODE_DEVICE;
-	return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) ? DEST_NODE_STREAM : DEST_NODE_NONE;
+	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+		return DEST_NODE_STREAM;
+	if (S_ISLNK(st.st_mode) && fstatat(dirfd, name, &st, 0) == 0 &&
+	    dest_node_special(st.st_mode))
+		return DEST_NODE_LINKED;
+	return DEST_NODE_NONE;
 }
 
-/* The error for a destination name pcopy will not write (DEST_NODE_STREAM,
- * or a device it cannot write at any offset, such as a terminal). */
-static int dest_node_refused(struct dest *d, const char *mapped, bool device,
-			     struct pc_err *err)
+/* The error for a destination name pcopy will not write: what (node: a
+ * DEST_NODE_*) is there; device: a device it cannot write at any offset,
+ * such as a terminal. */
+static int dest_node_refused(struct dest *d, const char *mapped, int node, struct pc_err *err)
 {
 	char disp[PROTO_MAX_PATH + 1];
 
 	dest_display(d, mapped, disp, sizeof(disp));
+	if (node == DEST_NODE_LINKED)
+		return pc_err_set(err, -ESPIPE, "cannot write '%s': it is a symbolic link to a "
+				  "device, FIFO or socket, which pcopy neither replaces nor writes "
+				  "through; copy to '-' and redirect into it", disp);
 	return pc_err_set(err, -ESPIPE, "cannot write '%s': it is a %s, which pcopy neither "
 			  "replaces nor writes at any offset; copy to '-' and redirect into it",
-			  disp, device ? "device that cannot seek" : "FIFO or socket");
+			  disp, node == DEST_NODE_DEVICE ? "device that cannot seek" : "FIFO or socket");
 }
 
 /* The error for a directory at mapped, whose name st (not a directory)
@@ -648,7 +665,7 @@ static int dest_device_open(struct dest *d, const struct dest_loc *l, struct des
 	}
 	if (lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
-		return dest_node_refused(d, l->path, true, err);
+		return dest_node_refused(d, l->path, DEST_NODE_DEVICE, err);
 	}
 	f->fd = fd;
 	f->placed = true;
@@ -1071,7 +1088,7 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	int node = dest_node_at(l.dirfd, l.name);
 	if (node != DEST_NODE_NONE) {
 		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
-					       : dest_node_refused(d, l.path, false, err);
+					       : dest_node_refused(d, l.path, node, err);
 		f->fresh = false;
 		f->dir = l.dir;
 		f->dirfd = l.dirfd;
@@ -1437,7 +1454,7 @@ int dest_part_create(struct dest *d, const char *path, const struct journal_id *
 	if (node != DEST_NODE_NONE) {
 		/* Nothing to resume into a device: written as without -a. */
 		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
-					       : dest_node_refused(d, l.path, false, err);
+					       : dest_node_refused(d, l.path, node, err);
 		if (ret < 0) {
 			dest_file_keep(d, f);
 			return ret;

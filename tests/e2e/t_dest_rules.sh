@@ -201,8 +201,9 @@ case_replaced_only_on_success() {
 # A device at the destination name is written into, as cp and scp do
 # (`pcopy host:f /dev/null`, an image onto a disk), never replaced by a
 # file (a copy to /dev/null as root replaced /dev/null); a FIFO or socket
-# there is neither replaced nor written (pcopy writes at any offset): the
-# file is not copied, and the message says to copy to '-'.
+# there, or a symlink to any of those, is neither replaced nor written
+# (pcopy writes at any offset): the file is not copied, and the message
+# says to copy to '-'.
 case_devices() {
     mkfile "$T/f" 3M
     mknod -m 666 "$T/null" c 1 3
@@ -232,6 +233,12 @@ case_devices() {
     [[ -p $T/fifo ]] || fail "the FIFO $T/fifo was replaced"
     expect_stderr_contains "cannot write '$T/fifo': it is a FIFO or socket"
     expect_stderr_contains "copy to '-'"
+    # A symbolic link to a device (/dev/stdout is one): neither replaced
+    # (as a symlink to a file is) nor written through.
+    ln -s "$T/null" "$T/to-null"
+    expect_exit 3 "$PCOPY" "$T/f" "$T/to-null"
+    [[ -L $T/to-null && -c $T/null ]] || fail "the symlink to a device was replaced"
+    expect_stderr_contains "cannot write '$T/to-null': it is a symbolic link to a device"
     no_temp_files "$T"
 }
 
