@@ -68,7 +68,7 @@ double bar_rate_feed(struct bar_rate *r, double t_s, uint64_t bytes)
 		r->from_s = r->last_s;
 		r->from_bytes = r->last_bytes;
 	}
-	if (r->from_s >= 0 && t_s - r->from_s <= BAR_RATE_TAU_S)
+	if (r->from_s >= 0 && (t_s - r->from_s <= BAR_RATE_TAU_S || r->rate < 0))
 		r->rate = (double)(bytes - r->from_bytes) / (t_s - r->from_s);
 	else if (r->from_s >= 0)
 		r->rate += (1.0 - exp(-dt / BAR_RATE_TAU_S)) * ((double)db / dt - r->rate);

@@ -23,6 +23,7 @@
 #include "sys/sync.h"
 #include "wire/pathsafe.h"
 
+#define DEST_DEVS 64u          /* devices written into that dest_hardlink knows */
 #define DEST_BUCKETS 256u  /* hash buckets of the directory table */
 #define DEST_IDS 64u       /* slots of each name -> id cache (direct-mapped) */
 #define DEST_TRIES 100     /* taken temporary names stepped over */
@@ -63,6 +64,11 @@ struct dest {
 	struct dest_dir *table[DEST_BUCKETS];
 	struct dest_dir *oldest, *newest;  /* the idle list: fd open, no refs */
 	unsigned nidle;
+	/* devices written into as files (dest_device_open): a hard link to
+	 * one of them would be a second name of the device node; guarded by
+	 * lock. More than DEST_DEVS: every device counts as one. */
+	struct { dev_t dev; ino_t ino; } devs[DEST_DEVS];
+	unsigned ndevs;
 	pthread_mutex_t idlock;            /* guards users and groups */
 	struct dest_id users[DEST_IDS];
 	struct dest_id groups[DEST_IDS];
@@ -654,19 +660,41 @@ static int dest_dir_in_the_way(struct dest *d, const char *mapped, const struct 
 static int dest_device_open(struct dest *d, const struct dest_loc *l, struct dest_file *f,
 			    struct pc_err *err)
 {
+	const int how = O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC;
 	struct stat st;
-	int fd = openat(l->dirfd, l->name, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+	int fd, flags;
 
+	/* A daemon writes files only: a device node in its tree (a served
+	 * root file system, a backup of /dev) is not a way onto the host's
+	 * disks for its clients. */
+	if (d->o.strip_setid) {
+		char disp[PROTO_MAX_PATH + 1];
+		dest_display(d, l->path, disp, sizeof(disp));
+		return pc_err_set(err, -EPERM, "cannot write '%s': it is a device, which a daemon "
+				  "neither replaces nor writes into", disp);
+	}
+	/* Read and write, for -e to read it back; write only where that is all
+	 * we may. Not blocking in the open (a FIFO swapped in since the look, a
+	 * terminal waiting for its carrier); blocking again once we know. */
+	fd = openat(l->dirfd, l->name, O_RDWR | how);
+	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS))
+		fd = openat(l->dirfd, l->name, O_WRONLY | how);
 	if (fd < 0)
 		return dest_fail(d, l->path, -errno, "cannot open", err);
-	if (fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) {
+	if (fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ||
+	    (flags = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
 		close(fd);
-		return dest_fail(d, l->path, -EAGAIN, "cannot open", err);
+		return dest_node_refused(d, l->path, DEST_NODE_STREAM, err);
 	}
 	if (lseek(fd, 0, SEEK_SET) < 0) {
 		close(fd);
 		return dest_node_refused(d, l->path, DEST_NODE_DEVICE, err);
 	}
+	sync_lock(&d->lock);
+	if (d->ndevs < DEST_DEVS)
+		d->devs[d->ndevs].dev = st.st_dev, d->devs[d->ndevs].ino = st.st_ino;
+	d->ndevs++;
+	sync_unlock(&d->lock);
 	f->fd = fd;
 	f->placed = true;
 	f->device = true;
@@ -1020,6 +1048,19 @@ int dest_special(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	return ret;
 }
 
+/* Whether st is a device that a file of this copy was written into. */
+static bool dest_device_written(struct dest *d, const struct stat *st)
+{
+	bool found = false;
+
+	sync_lock(&d->lock);
+	for (unsigned i = 0; i < d->ndevs && i < DEST_DEVS && !found; i++)
+		found = d->devs[i].dev == st->st_dev && d->devs[i].ino == st->st_ino;
+	found = found || d->ndevs > DEST_DEVS;
+	sync_unlock(&d->lock);
+	return found;
+}
+
 int dest_hardlink(struct dest *d, const char *target_path, const struct proto_entry *e,
 		  struct pc_err *err)
 {
@@ -1035,6 +1076,28 @@ int dest_hardlink(struct dest *d, const char *target_path, const struct proto_en
 		ret = dest_dir_get(d, &t, "cannot create hard link to", err);
 	if (ret < 0)
 		goto out;
+	/* A device (or FIFO, socket, a symlink to one) at the name is not
+	 * replaced, by a link no more than by a file; and a target that is a
+	 * device (its copy was written into one) is not given a second name. */
+	int node = dest_node_at(l.dirfd, l.name);
+	struct stat ts;
+	if (node != DEST_NODE_NONE) {
+		char disp[PROTO_MAX_PATH + 1];
+		dest_display(d, l.path, disp, sizeof(disp));
+		ret = pc_err_set(err, -ESPIPE, "cannot create hard link '%s': a device, FIFO or "
+				 "socket (or a symlink to one) is at its name, and pcopy does not "
+				 "replace one", disp);
+		goto out;
+	}
+	if (fstatat(t.dirfd, t.name, &ts, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (S_ISCHR(ts.st_mode) || S_ISBLK(ts.st_mode)) && dest_device_written(d, &ts)) {
+		char disp[PROTO_MAX_PATH + 1], tdisp[PROTO_MAX_PATH + 1];
+		dest_display(d, l.path, disp, sizeof(disp));
+		dest_display(d, t.path, tdisp, sizeof(tdisp));
+		ret = pc_err_set(err, -EPERM, "cannot create hard link '%s': '%s' is a device "
+				 "that a file was written into, not a copy", disp, tdisp);
+		goto out;
+	}
 	/* Straight to the final name when nothing is there. Else a temporary
 	 * name renamed over it; if the final name already was this same
 	 * file, rename does nothing and the temporary name must go. */
@@ -1119,6 +1182,11 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 int dest_file_fd(const struct dest_file *f)
 {
 	return f->fd;
+}
+
+bool dest_file_device(const struct dest_file *f)
+{
+	return f->device;
 }
 
 int dest_file_write_whole(struct dest_file *f, const void *p, uint64_t size)
@@ -1402,6 +1470,9 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 		dest_file_keep(d, f);
 		return -EBUSY;
 	}
+	/* The lock is held until what it guards is decided: a second fd of
+	 * the same open file keeps it when journal_load closes jfd. */
+	int lockfd = jfd >= 0 ? fcntl(jfd, F_DUPFD_CLOEXEC, 0) : -1;
 	if (jfd >= 0)
 		ret = journal_load(jfd, id, j, &why);
 	else
@@ -1409,6 +1480,8 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 	if (ret == JOURNAL_OK) {
 		f->fd = dest_part_openat(f->dirfd, f->tmp);
 		if (f->fd >= 0 && dest_part_ids(f, (*j)->fd) == 0) {
+			if (lockfd >= 0)
+				close(lockfd); /* the journal's fd holds the lock */
 			*out = f;
 			return 1;
 		}
@@ -1418,6 +1491,8 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 		ret = JOURNAL_BAD;
 	}
 	if (ret < 0) {
+		if (lockfd >= 0)
+			close(lockfd);
 		dest_file_keep(d, f);
 		return ret;
 	}
@@ -1427,9 +1502,13 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 		snprintf(note, cap, "the journal of '%s' (%s) %s: it is removed and the file "
 			 "copied afresh", disp, f->jrnl, why);
 	}
-	/* Nothing to resume from: what an earlier run left goes. */
-	(void)unlinkat(f->dirfd, f->jrnl, 0);
+	/* Nothing to resume from: what an earlier run left goes, the journal
+	 * last and still locked, so that no other run makes its own files
+	 * under these names meanwhile. */
 	(void)unlinkat(f->dirfd, f->tmp, 0);
+	(void)unlinkat(f->dirfd, f->jrnl, 0);
+	if (lockfd >= 0)
+		close(lockfd);
 	dest_file_keep(d, f);
 	return 0;
 }

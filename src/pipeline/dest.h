@@ -198,6 +198,11 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
  * thread); owned by f. */
 int dest_file_fd(const struct dest_file *f);
 
+/* Whether f is a device written into (a character or block device at the
+ * name): its old bytes stay where nothing is written, it has no size to
+ * set, and a hole must be written as zeros. */
+bool dest_file_device(const struct dest_file *f);
+
 /* Writes a file's whole contents, size bytes, into f (fresh from
  * dest_file_open) at offset 0, so that commit need not set its size.
  * Returns 0 or -errno. */

@@ -62,6 +62,9 @@ struct sink_ent {
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named (set once) */
 	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
 	                               freed when the entry is finished or dropped */
+	bool device;                /* df is a device written into: zeros must be written,
+	                               and it has no size to set (set once, before any
+	                               block) */
 	bool in_place;              /* -a: df is what an earlier run left; --inplace (never
 	                               with -a): df is the destination's file itself. SAME
 	                               blocks are in it already, and zeros must be written

@@ -205,8 +205,9 @@ static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_
 {
 	char name[PROTO_MAX_PATH + 64];
 	uint64_t got = 0;
-	/* A hole at the end was never written: the size makes it. */
-	int ret = ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+	/* A hole at the end was never written: the size makes it (a device
+	 * has none to set, and got its zeros). */
+	int ret = r->device || ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
 
 	if (ret == 0)
 		ret = verify_read_back(fd, size, s->x->block_size, &got);
@@ -295,8 +296,10 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
 	} else {
 		ret = dest_file_open(s->dest, r->path, &r->df, e);
 	}
-	if (ret == 0)
+	if (ret == 0) {
 		r->fd = dest_file_fd(r->df);
+		r->device = dest_file_device(r->df);
+	}
 	return ret;
 }
 
@@ -394,8 +397,9 @@ static bool sink_zero_page(const uint8_t *p, size_t len)
 	return encoder_is_zero(p, len < SINK_PAGE ? len : SINK_PAGE);
 }
 
-/* -a, into a partial file that has an earlier run's bytes: len bytes of
- * zeros at off, as a hole where the file system can punch one. */
+/* Into a file that has other bytes already (-a's partial file, --inplace,
+ * a device): len bytes of zeros at off, as a hole where the file system
+ * can punch one. */
 static int sink_zero_range(int fd, uint64_t off, size_t len)
 {
 	static const uint8_t zeros[65536];
@@ -404,7 +408,8 @@ static int sink_zero_range(int fd, uint64_t off, size_t len)
 	if (len == 0 || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
 				  (off_t)len) == 0)
 		return 0;
-	if (errno != EOPNOTSUPP && errno != ENOSYS)
+	/* (a character device has no holes: ENODEV) */
+	if (errno != EOPNOTSUPP && errno != ENOSYS && errno != ENODEV)
 		return -errno;
 	for (size_t done = 0; ret == 0 && done < len; done += sizeof(zeros))
 		ret = platform_pwrite_full(fd, zeros, len - done < sizeof(zeros) ? len - done
@@ -430,8 +435,11 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	}
 	if (!hole && fault_fire(FAULT_SINK_WRITE))
 		return -ENOSPC;
+	/* Zeros are written where the file holds other bytes already: one
+	 * written in place, or a device. */
+	bool fill = r->in_place || r->device;
 	if (hole)
-		return r->in_place ? sink_zero_range(r->fd, h->offset, h->raw_len) : 0;
+		return fill ? sink_zero_range(r->fd, h->offset, h->raw_len) : 0;
 	/* Pages of zeros are not written: the new file reads zeros there
 	 * anyway (a partial file, -a, gets them punched), and a sparse
 	 * source stays sparse finer than a block. */
@@ -439,7 +447,7 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 		size_t run = 0, zero = off;
 		while (off < b->len && sink_zero_page(b->data + off, b->len - off))
 			off += SINK_PAGE < b->len - off ? SINK_PAGE : b->len - off;
-		if (r->in_place && (ret = sink_zero_range(r->fd, h->offset + zero, off - zero)) < 0)
+		if (fill && (ret = sink_zero_range(r->fd, h->offset + zero, off - zero)) < 0)
 			return ret;
 		while (off + run < b->len && !sink_zero_page(b->data + off + run, b->len - off - run))
 			run += SINK_PAGE < b->len - off - run ? SINK_PAGE : b->len - off - run;

@@ -39,6 +39,8 @@ struct srclist_name {
 	size_t len;         /* without trailing slashes */
 	unsigned idx;       /* its place among the sources */
 	bool dir;
+	dev_t dev;          /* what it is (0, 0: unknown): one file named twice */
+	ino_t ino;
 };
 
 static int srclist_name_cmp(const void *a, const void *b)
@@ -73,9 +75,14 @@ static bool srclist_last(const char *path, struct srclist_name *out)
 
 /* As cp: a source whose copy would take the name of an earlier source's
  * copy is not copied (it would replace a file just made), unless both are
- * directories, which merge. Each is kept with its error, to be reported
- * in its turn. Returns 0 or -ENOMEM. */
-static int srclist_same_names(struct srclist *l, int dirfd, bool beneath)
+ * directories, which merge; the same file or directory named twice (in
+ * any spelling) is copied once. Each left out is kept with its error, to
+ * be reported in its turn. Directories count only with -r (recursive):
+ * without it they are not copied. follow: a source that is a symlink is
+ * taken for what it leads to (without -r, or with -L), as the walk does.
+ * Returns 0 or -ENOMEM. */
+static int srclist_same_names(struct srclist *l, int dirfd, bool beneath, bool recursive,
+			      bool follow)
 {
 	struct srclist_name *v = calloc(l->n ? l->n : 1, sizeof(*v));
 	unsigned m = 0;
@@ -87,21 +94,28 @@ static int srclist_same_names(struct srclist *l, int dirfd, bool beneath)
 		if (p->code < 0 || p->stream != NULL || !srclist_last(p->path, &v[m]))
 			continue;
 		struct stat st;
-		int fd = pathsafe_open(dirfd, p->path, O_PATH, 0, beneath);
-		v[m].dir = fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+		int fd = pathsafe_open(dirfd, p->path, O_PATH | (follow ? 0 : O_NOFOLLOW), 0,
+				       beneath);
+		bool known = fd >= 0 && fstat(fd, &st) == 0;
 		if (fd >= 0)
 			close(fd);
+		v[m].dir = known && S_ISDIR(st.st_mode);
+		if (v[m].dir && !recursive)
+			continue; /* not copied: "omitting directory" in its turn */
+		v[m].dev = known ? st.st_dev : 0;
+		v[m].ino = known ? st.st_ino : 0;
 		v[m++].idx = i;
 	}
 	qsort(v, m, sizeof(*v), srclist_name_cmp);
 	for (unsigned a = 0, b; a < m; a = b) {
 		for (b = a + 1; b < m && v[b].len == v[a].len &&
 				memcmp(v[b].name, v[a].name, v[a].len) == 0; b++) {
-			if (v[a].dir && v[b].dir)
+			bool same = v[b].ino != 0 && v[b].dev == v[a].dev && v[b].ino == v[a].ino;
+			if (v[a].dir && v[b].dir && !same)
 				continue;
 			struct source_path *p = &l->paths[v[b].idx];
 			const char *first = l->paths[v[a].idx].path;
-			if (strcmp(p->path, first) == 0)
+			if (same)
 				snprintf(l->msgs[v[b].idx], sizeof(l->msgs[0]), "source '%s' is named "
 					 "more than once: it is copied once", p->path);
 			else
@@ -118,8 +132,8 @@ static int srclist_same_names(struct srclist *l, int dirfd, bool beneath)
 }
 
 int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const *paths,
-		  unsigned n, bool recursive, bool allow_stdin, const struct ctl *watch,
-		  struct pc_err *e)
+		  unsigned n, bool recursive, bool follow, bool allow_stdin,
+		  const struct ctl *watch, struct pc_err *e)
 {
 	memset(l, 0, sizeof(*l));
 	l->paths = calloc(n ? n : 1, sizeof(*l->paths));
@@ -169,7 +183,7 @@ int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const 
 		if (fatal)
 			return ret;
 	}
-	if (srclist_same_names(l, dirfd, beneath) < 0)
+	if (srclist_same_names(l, dirfd, beneath, recursive, !recursive || follow) < 0)
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	return 0;
 }

@@ -23,14 +23,16 @@ struct srclist {
 };
 
 /* Prepares paths[0..n-1] (borrowed for the list's life), resolved against
- * dirfd (beneath: a daemon's root). allow_stdin: "-" is standard input.
+ * dirfd (beneath: a daemon's root). follow: -L, symlinks are followed.
+ * allow_stdin: "-" is standard input. A source whose copy would take the
+ * name of an earlier one's (as cp refuses) is kept with its error.
  * watch: a message or a hang-up on it also ends a FIFO's wait for its
  * writer (NULL: none; see srcfile_open_watch). Returns 0,
  * or a fatal negative code (out of memory, interrupted, the peer gave up)
  * with the detail in e. Call srclist_free either way. */
 int srclist_build(struct srclist *l, int dirfd, bool beneath, const char *const *paths,
-		  unsigned n, bool recursive, bool allow_stdin, const struct ctl *watch,
-		  struct pc_err *e);
+		  unsigned n, bool recursive, bool follow, bool allow_stdin,
+		  const struct ctl *watch, struct pc_err *e);
 
 /* Closes the streams and frees. Safe on a zeroed or half-built list. */
 void srclist_free(struct srclist *l);

@@ -294,7 +294,8 @@ static int client_not_into_itself(struct client *c, char *const srcs[], const ch
 static int client_open_sources(struct client *c, char *const srcs[])
 {
 	int ret = srclist_build(&c->list, AT_FDCWD, false, (const char *const *)srcs,
-				(unsigned)c->nsrc, c->o->recursive, true, NULL, c->e);
+				(unsigned)c->nsrc, c->o->recursive, c->o->dereference, true, NULL,
+				c->e);
 
 	if (ret < 0)
 		return ret;

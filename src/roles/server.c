@@ -89,7 +89,8 @@ static int server_prepare(const struct server_cfg *cfg, struct ctl *c,
 		for (unsigned i = 0; i < req->npaths; i++)
 			paths[i] = proto_request_path(req, i);
 		return srclist_build(list, cfg->rootfd, cfg->beneath, paths, req->npaths,
-				     req->flags & PROTO_REQ_RECURSIVE, false, c, e);
+				     req->flags & PROTO_REQ_RECURSIVE, req->flags & PROTO_REQ_DEREF,
+				     false, c, e);
 	}
 	if (to_stdout && !cfg->allow_stdout)
 		return pc_err_set(e, -PC_E_PROTO, "this server cannot write to standard output");

@@ -69,6 +69,7 @@ mkdir -p "$_LIB_STATE"
 : >"$_LIB_STATE/pids"
 : >"$_LIB_STATE/daemons"
 : >"$_LIB_STATE/mounts"
+: >"$_LIB_STATE/loops"
 
 # SLOW: factor for every wait and time limit; sanitizer builds run slower.
 PCOPY_SANITIZER=none
@@ -682,6 +683,15 @@ mount_tmpfs() {
     echo "$1" >>"$_LIB_STATE/mounts"
 }
 
+# loop_attach VAR FILE: attaches a loop device over FILE and sets VAR to
+# its path; it is detached when the test ends, whatever happens.
+loop_attach() {
+    local -n _dev=$1
+    _dev=$(losetup -f --show "$2") ||
+        fail "losetup cannot attach a loop device over $2 (the kernel's loop driver is needed)"
+    echo "$_dev" >>"$_LIB_STATE/loops"
+}
+
 # ----------------------------------------------------------------- network
 
 # port_in_use PORT: something listens on TCP PORT.
@@ -964,6 +974,10 @@ _lib_reap() {
         umount "$m" 2>/dev/null || umount -l "$m"
     done
     : >"$_LIB_STATE/mounts"
+    while read -r l; do
+        losetup -d "$l" 2>/dev/null
+    done <"$_LIB_STATE/loops"
+    : >"$_LIB_STATE/loops"
 }
 
 _lib_cleanup() {

@@ -83,6 +83,19 @@ case_same_names() {
     expect_stderr_contains "source '$T/A/f' is named more than once: it is copied once"
     [[ -d $T/p/x ]] || fail "the directory A/x was not copied first"
     same_file "$T/A/f" "$T/p/f"
+    # One file in two spellings, one directory twice: copied once.
+    mkdir -p "$T/q" "$T/r"
+    expect_exit 3 "$PCOPY" "$T/B/f" "$T/B/./f" "$T/q/"
+    expect_stderr_contains "source '$T/B/./f' is named more than once"
+    same_file "$T/B/f" "$T/q/f"
+    expect_exit 3 "$PCOPY" -r "$T/A/x" "$T/A/x/" "$T/r/"
+    expect_stderr_contains "source '$T/A/x/' is named more than once"
+    same_file "$T/A/x/one" "$T/r/x/one"
+    # Without -r directories are not copied, and stand in no file's way.
+    mkdir -p "$T/s"
+    expect_exit 3 "$PCOPY" "$T/A/x" "$T/C/x" "$T/s/"
+    expect_stderr_lacks "would replace"
+    same_file "$T/C/x" "$T/s/x"
     no_temp_files "$T"
 }
 
@@ -227,6 +240,48 @@ case_devices() {
     expect_exit 0 "$PCOPY" "$T/f" /dev/null
     [[ -c /dev/null ]] || fail "pcopy replaced /dev/null"
     no_temp_files "$T"
+    # An image onto a block device (a loop device over a file of other
+    # bytes): every byte lands, the zeros too (a hole or a zero page is
+    # not written into a new file, but a device holds old bytes there),
+    # with -a and -e as well.
+    head -c 4M /dev/urandom >"$T/disk.img"
+    { head -c 1M /dev/urandom; head -c 1M /dev/zero; head -c 1M /dev/urandom
+      head -c 4096 /dev/zero; head -c 1044480 /dev/urandom; } >"$T/image"
+    local loopdev
+    loop_attach loopdev "$T/disk.img"
+    mknod -m 600 "$T/disk" b "$(stat -c '%Hr' "$loopdev")" "$(stat -c '%Lr' "$loopdev")"
+    for opts in "-s 4" "-a" "-e -B 64k"; do
+        head -c 4M /dev/urandom >"$loopdev"
+        # shellcheck disable=SC2086 # opts is a list of options
+        expect_exit 0 "$PCOPY" $opts "$T/image" "$T/disk"
+        cmp "$T/image" "$loopdev" || fail "pcopy $opts left other bytes on the device"
+        [[ -b $T/disk ]] || fail "pcopy $opts replaced the block device"
+    done
+    # Hard links (-H): a device at the link's name is not replaced by the
+    # link, and a device written into gets no second name.
+    mkdir -p "$T/hs/s" "$T/hd1/s" "$T/hd2/s"
+    mkfile "$T/hs/s/a" 1000
+    ln "$T/hs/s/a" "$T/hs/s/b"
+    mknod -m 666 "$T/hd1/s/a" c 1 3
+    mknod -m 666 "$T/hd1/s/b" c 1 3
+    mknod -m 666 "$T/hd2/s/a" c 1 3
+    mknod -m 666 "$T/hd2/s/b" c 1 3
+    expect_exit 3 "$PCOPY" -r -H "$T/hs/s" "$T/hd1/"
+    [[ -c $T/hd1/s/a && -c $T/hd1/s/b ]] || fail "-H replaced a device: $(ls -l "$T/hd1/s")"
+    [[ $(stat -c %h "$T/hd1/s/a") -eq 1 && $(stat -c %h "$T/hd1/s/b") -eq 1 ]] ||
+        fail "-H gave a device a second name: $(ls -l "$T/hd1/s")"
+    rm "$T/hd2/s/a"
+    expect_exit 3 "$PCOPY" -r -H "$T/hs/s" "$T/hd2/"
+    [[ -c $T/hd2/s/b && $(stat -c %h "$T/hd2/s/b") -eq 1 ]] ||
+        fail "-H gave a device a second name or replaced it: $(ls -l "$T/hd2/s")"
+    # A daemon writes files only: a device node in its tree is no way onto
+    # the host's devices for a client (nor is it replaced).
+    mkdir -p "$T/root"
+    mknod -m 666 "$T/root/node" c 1 3
+    start_daemon "$T/root"
+    expect_exit 3 "$PCOPY" "$T/f" "$DAEMON_URL/node" --key-file "$DAEMON_KEY"
+    expect_stderr_contains "it is a device, which a daemon neither replaces nor writes into"
+    [[ -c $T/root/node ]] || fail "the daemon replaced a device node"
     # A FIFO: left as it is, the file not copied (exit 3), named.
     mkfifo "$T/fifo"
     expect_exit 3 "$PCOPY" "$T/f" "$T/fifo"

@@ -187,6 +187,11 @@ static void test_rate(void **state)
 	}
 	assert_true(fabs(v - 1e6) < 1e4);
 	assert_true(bar_rate_feed(&r, t - 0.2, b) == v); /* no time passed */
+	/* A first interval with bytes longer than the time constant (a
+	 * control thread held up): its average, not a blend with nothing. */
+	bar_rate_init(&r);
+	assert_true(bar_rate_feed(&r, 0.25, 0) < 0);
+	assert_true(fabs(bar_rate_feed(&r, 4.25, 400000000) - 100e6) < 1e3);
 }
 
 int main(void)
