@@ -599,10 +599,10 @@ static int dest_open_regular(int dirfd, const char *name, int flags, struct stat
  * replace: DEST_NODE_DEVICE, a character or block device, is written into
  * (as cp and scp do: `pcopy host:f /dev/null`, an image onto a disk);
  * DEST_NODE_STREAM, a FIFO or a socket, is refused, for pcopy writes at
- * any offset (copying to '-' and redirecting does it). */
-/* DEST_NODE_LINKED, a symbolic link to any of those (/dev/stdout), is
- * refused too: a symlink at a destination name is replaced, never
- * written through, and replacing that one would break it for everyone. */
+ * any offset (copying to '-' and redirecting does it); DEST_NODE_LINKED, a
+ * symbolic link to any of those (/dev/stdout), is refused too: a symlink
+ * at a destination name is replaced, never written through, and replacing
+ * that one would break it for everyone. */
 enum { DEST_NODE_NONE, DEST_NODE_DEVICE, DEST_NODE_STREAM, DEST_NODE_LINKED };
 
 static bool dest_node_special(mode_t m)
@@ -616,19 +616,17 @@ static int dest_node_at(int dirfd, const char *name)
 
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return DEST_NODE_NONE;
-	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-		return DEST_NODE_DEVICE;
-	if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
-		return DEST_NODE_STREAM;
-	if (S_ISLNK(st.st_mode) && fstatat(dirfd, name, &st, 0) == 0 &&
-	    dest_node_special(st.st_mode))
-		return DEST_NODE_LINKED;
-	return DEST_NODE_NONE;
+	if (S_ISLNK(st.st_mode))
+		return fstatat(dirfd, name, &st, 0) == 0 && dest_node_special(st.st_mode)
+			       ? DEST_NODE_LINKED : DEST_NODE_NONE;
+	if (!dest_node_special(st.st_mode))
+		return DEST_NODE_NONE;
+	return S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? DEST_NODE_DEVICE : DEST_NODE_STREAM;
 }
 
-/* The error for a destination name pcopy will not write: what (node: a
- * DEST_NODE_*) is there; device: a device it cannot write at any offset,
- * such as a terminal. */
+/* The error for a destination name pcopy will not write, by what is there
+ * (node: a DEST_NODE_*; DEST_NODE_DEVICE: one it cannot write at any
+ * offset, such as a terminal). */
 static int dest_node_refused(struct dest *d, const char *mapped, int node, struct pc_err *err)
 {
 	char disp[PROTO_MAX_PATH + 1];
@@ -691,8 +689,10 @@ static int dest_device_open(struct dest *d, const struct dest_loc *l, struct des
 		return dest_node_refused(d, l->path, DEST_NODE_DEVICE, err);
 	}
 	sync_lock(&d->lock);
-	if (d->ndevs < DEST_DEVS)
-		d->devs[d->ndevs].dev = st.st_dev, d->devs[d->ndevs].ino = st.st_ino;
+	if (d->ndevs < DEST_DEVS) {
+		d->devs[d->ndevs].dev = st.st_dev;
+		d->devs[d->ndevs].ino = st.st_ino;
+	}
 	d->ndevs++;
 	sync_unlock(&d->lock);
 	f->fd = fd;
@@ -1048,6 +1048,20 @@ int dest_special(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	return ret;
 }
 
+/* Whether dd (NULL: the root) is a directory this copy made and has not
+ * finished yet (dest_mkdir; its dest_dir_end is still to come). */
+static bool dest_dir_made(struct dest *d, struct dest_dir *dd)
+{
+	bool made = false;
+
+	if (dd != NULL) {
+		sync_lock(&d->lock);
+		made = dd->created;
+		sync_unlock(&d->lock);
+	}
+	return made;
+}
+
 /* Whether st is a device that a file of this copy was written into. */
 static bool dest_device_written(struct dest *d, const struct stat *st)
 {
@@ -1148,7 +1162,9 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	f->fresh = true;
 	f->whole = -1;
 	f->fd = -1;
-	int node = dest_node_at(l.dirfd, l.name);
+	/* In a directory this copy made (mode 0700 until its end) nothing
+	 * else can stand: no look needed for the many files of a new tree. */
+	int node = dest_dir_made(d, l.dir) ? DEST_NODE_NONE : dest_node_at(l.dirfd, l.name);
 	if (node != DEST_NODE_NONE) {
 		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
 					       : dest_node_refused(d, l.path, node, err);
@@ -1234,10 +1250,6 @@ static int dest_file_name(struct dest *d, struct dest_file *f, uint64_t size)
 		f->tmp[0] = '\0';
 		return -EBUSY;
 	}
-	/* A device or FIFO that came since the file was opened (or that a
-	 * resumed partial file found): not replaced. */
-	if (dest_node_at(f->dirfd, f->name) != DEST_NODE_NONE)
-		return -ESPIPE;
 	if (f->tmp[0] == '\0') {
 		ret = tmpfile_link(f->fd, f->dirfd, f->name);
 		if (ret != -EEXIST)
@@ -1281,13 +1293,11 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 	if (close(f->fd) != 0 && ret == 0)
 		ret = -errno;
 	f->fd = -1;
-	if (ret == -EBUSY || ret == -ESPIPE) {
+	if (ret == -EBUSY) {
 		char disp[PROTO_MAX_PATH + 1];
 		dest_display(d, f->path, disp, sizeof(disp));
-		pc_err_set(err, ret, ret == -EBUSY
-			   ? "cannot finish '%s': another pcopy -a took its partial file over"
-			   : "cannot finish '%s': a device, FIFO or socket is at its name now, "
-			     "and pcopy does not replace one", disp);
+		pc_err_set(err, ret, "cannot finish '%s': another pcopy -a took its partial file "
+			   "over", disp);
 	} else if (ret < 0) {
 		dest_fail(d, f->path, ret, what, err);
 	}
@@ -1460,6 +1470,12 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 	note[0] = '\0';
 	if ((ret = dest_file_for(d, e, &f)) <= 0)
 		return ret;
+	/* A device or FIFO at the name: no partial file is ever renamed over
+	 * it (dest_part_create says what becomes of the file). */
+	if (dest_node_at(f->dirfd, f->name) != DEST_NODE_NONE) {
+		dest_file_keep(d, f);
+		return 0;
+	}
 	jfd = dest_part_openat(f->dirfd, f->jrnl);
 	if (jfd == -EPERM)
 		why = "is not a file of ours";
