@@ -425,9 +425,8 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 
 	if (s->t->to_stdout) {
 		static const uint8_t zeros[65536];
-		if (!hole) {
+		if (!hole)
 			return platform_write_full(r->fd, b->data, b->len);
-		}
 		for (size_t off = 0; ret == 0 && off < b->len; off += sizeof(zeros))
 			ret = platform_write_full(r->fd, zeros, b->len - off < sizeof(zeros)
 								? b->len - off : sizeof(zeros));
