@@ -36,6 +36,9 @@ struct relay {
 };
 
 #define RELAY_FAILED UINT64_MAX
+/* How long an end's ERROR that says it lost its data connections waits
+ * for the other end's control channel to close (relay_cause). */
+#define RELAY_CAUSE_MS 1000
 
 /* Both ends learn of a failure; the first one recorded is what we report. */
 static int relay_fail(struct relay *rl, int code, const char *msg)
@@ -147,6 +150,50 @@ static void relay_have(struct relay *rl, const struct proto_have *h)
 	}
 }
 
+/* Milliseconds from now to due (0 if past). */
+static int relay_ms_until(uint64_t due)
+{
+	uint64_t now = platform_now_ns();
+
+	return now >= due ? 0 : (int)((due - now) / 1000000u) + 1;
+}
+
+/* from's ERROR m says that it lost its data connections. The cause may
+ * be the other end going away (killed, its host down): then its control
+ * channel closes about when the data connections did, and that end is
+ * the one to name. Waits up to RELAY_CAUSE_MS for that; what the other
+ * end sends meanwhile is dropped, for the copy has failed. Returns true
+ * with the report in rl->e if it closed; false if it is still there or
+ * sent an ERROR of its own (the first ERROR stands). */
+static bool relay_cause(struct relay *rl, struct ctl *from, struct ctl *other,
+			const struct proto_msg *m)
+{
+	uint64_t due = platform_now_ns() + (uint64_t)RELAY_CAUSE_MS * 1000000u;
+	struct proto_msg m2;
+	bool gone = false;
+
+	ctl_set_deadline(other, RELAY_CAUSE_MS / 1000 + 1); /* no trickle holds us */
+	for (;;) {
+		struct pollfd p = { .fd = ctl_rfd(other), .events = POLLIN };
+		int left = relay_ms_until(due);
+		if (!ctl_pending(other) && (left == 0 || poll(&p, 1, left) <= 0))
+			break;
+		int ret = ctl_recv(other, &m2);
+		if (ret == -PC_E_NET) {
+			gone = true;
+			break;
+		}
+		if (ret < 0 || m2.type == PROTO_ERROR)
+			break;
+	}
+	ctl_set_deadline(other, 0);
+	if (gone)
+		(void)pc_err_set(rl->e, -PC_E_NET,
+				 "lost control connection to %s; then %s said: %s", ctl_peer(other),
+				 ctl_peer(from), m->u.error.msg);
+	return gone;
+}
+
 /* One message from `from`; allowed lists the types that may come from it. */
 static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 {
@@ -166,6 +213,8 @@ static int relay_one(struct relay *rl, struct ctl *from, struct ctl *to)
 	}
 	if (m.type == PROTO_ERROR) {
 		(void)ctl_send(to, &m);
+		if (m.u.error.code == -PC_E_NET && relay_cause(rl, from, to, &m))
+			return -PC_E_NET;
 		return pc_err_set(rl->e, m.u.error.code < 0 ? m.u.error.code : -PC_E_PROTO, "%s: %s",
 				  ctl_peer(from), m.u.error.msg);
 	}
@@ -268,14 +317,6 @@ static void relay_hook(const struct relay *rl, uint64_t start_ns)
 	};
 
 	rl->hooks->progress(rl->hooks->arg, &p);
-}
-
-/* Milliseconds from now to due (0 if past). */
-static int relay_ms_until(uint64_t due)
-{
-	uint64_t now = platform_now_ns();
-
-	return now >= due ? 0 : (int)((due - now) / 1000000u) + 1;
 }
 
 int relay_run(struct ctl *src, struct ctl *sink, int sigfd, const struct relay_report *rep,

@@ -5,7 +5,8 @@
 # read-only remote destination (exit 11 naming it), a missing remote source
 # (exit 3), -4/-6 toward a host ssh reaches over the other family (exit 10
 # at once, never data over the other family), and the remote pcopy (as
-# receiver or sender) or the ssh connection dying, or the client
+# receiver or sender, or the source of a third-party copy, named as the
+# one that went away) or the ssh connection dying, or the client
 # interrupted, in the middle of a copy: no file under the final name, and
 # no remote pcopy left behind. A FIFO without a writer, local (push) or
 # remote (pull), does not keep an interrupted client, nor the remote pcopy.
@@ -248,6 +249,35 @@ case_remote_sender_dies() {
     wait_until 10 dir_is_empty "$T/dir" || fail "the client left files: $(ls -a "$T/dir")"
 }
 
+# In a third-party copy, h1 (the source) dies: h2 loses its data
+# connections and says so, but the one to name is h1, whose control
+# connection closed too.
+case_third_source_dies() {
+    local p victim=
+    mkdir -p "$T/dir"
+    slow_producer "$T/fifo" 4194304 20
+    "$PCOPY" -s 4 -B 256k "h1:$T/fifo" "h2:$T/dir/out" 2>"$T/client.err" &
+    CLIENT_PID=$!
+    track_pid "$CLIENT_PID"
+    if ! wait_until 30 _receiving "$T/dir"; then
+        sed 's/^/  stderr: /' "$T/client.err" >&2
+        fail "h2 did not start writing $T/dir/out"
+    fi
+    for p in $(sshd_remote_pids); do
+        [[ $(readlink "/proc/$p/fd/"* 2>/dev/null) == *"$T/fifo"* ]] && victim=$p
+    done
+    [[ -n $victim ]] || fail "no remote pcopy has $T/fifo open"
+    kill -KILL "$victim"
+    wait_exit 30 "$CLIENT_PID" || fail "the client did not exit within 30 s after h1 died"
+    [[ $WAIT_RC -eq 10 ]] || { cat "$T/client.err" >&2; fail "exit $WAIT_RC after h1 died, wanted 10"; }
+    grep -q "lost control connection to h1[:;]" "$T/client.err" ||
+        { cat "$T/client.err" >&2; fail "the client did not name h1 as the host that went away"; }
+    log "after h1 died: $(grep -v '^ *$' "$T/client.err" | tail -n 1)"
+    [[ ! -e $T/dir/out ]] || fail "$T/dir/out exists after h1 died"
+    wait_until 20 sshd_no_remote_pcopy ||
+        fail "a remote pcopy is still running 20 s after h1 died: $(sshd_remote_pids)"
+}
+
 case_ssh_dies() {
     local ssh_pid p
     start_slow_push
@@ -359,6 +389,7 @@ run_case v4-to-v6-host case_v4_to_v6_host
 run_case v6-to-v4-host-reverse case_v6_to_v4_host_reverse
 run_case remote-dies case_remote_dies
 run_case remote-sender-dies case_remote_sender_dies
+run_case third-source-dies case_third_source_dies
 run_case ssh-dies case_ssh_dies
 run_case client-interrupted case_client_interrupted
 run_case fifo-interrupted case_fifo_interrupted
