@@ -455,7 +455,7 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 		pc_err_destroy(&err);
 		return 0;
 	}
-	if (s->dest != NULL && !(e->type == PROTO_ENT_DIR && there == 1)) {
+	if (!(e->type == PROTO_ENT_DIR && there == 1)) { /* stdout too */
 		sink_display(s, r, name, sizeof(name));
 		sink_list(s, there != 0 ? PROTO_LIST_CHANGED : PROTO_LIST_NEW, name);
 	}

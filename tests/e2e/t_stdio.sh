@@ -55,6 +55,10 @@ case_file_to_stdout() {
     expect_exit 1 "$PCOPY" -r "$T/dir" - >"$T/dir.out"
     expect_stderr_contains "cannot write 'dir' to standard output: it is a directory"
     [[ ! -s $T/dir.out ]] || fail "a directory to '-' wrote to stdout"
+    # -n says what it would do, and writes none of the file.
+    expect_exit 0 "$PCOPY" -n "$T/in" - >"$T/dry.out"
+    [[ $(cat "$T/dry.out") == "copy standard output" ]] ||
+        fail "-n to '-' printed '$(head -c 200 "$T/dry.out")', not 'copy standard output'"
 }
 
 case_stdin_to_stdout() {
