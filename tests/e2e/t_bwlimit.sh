@@ -9,6 +9,7 @@
 # captured on the wire, no 100 ms of a capped copy carries much more than
 # 100 ms of the rate, where an uncapped writer hands the socket whole
 # blocks of 1 MiB. Bad rates are refused with the option named.
+# ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it captures loopback traffic with tcpdump and runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

@@ -5,6 +5,7 @@
 # sessions, strangers on the port, its limits (--max-sessions and the busy
 # answer, --max-startups, --max-per-source), its summarised log under a
 # flood, and the daemon's exit on a signal.
+# ctest: cost 75
 source "$PCOPY_TEST_LIB"
 
 B=1048576

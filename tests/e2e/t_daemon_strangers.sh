@@ -7,6 +7,7 @@
 # meanwhile: at least 95% must succeed, each within 2 s (times $SLOW); the
 # daemon's memory stays bounded, it cuts every stranger at about 10 s from
 # accept, and what strangers send reaches its log only escaped.
+# ctest: cost 55
 source "$PCOPY_TEST_LIB"
 
 STRANGER=$(cd "$(dirname "$PCOPY_TEST_LIB")" && pwd)/stranger.py

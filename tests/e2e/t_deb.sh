@@ -16,6 +16,7 @@
 # only. At the end it purges the package (and removes the user pcopy when
 # the package created it), leaving the machine as it found it.
 # ctest: packaging
+# ctest: cost 90
 source "$PCOPY_TEST_LIB"
 needs_root "it installs the package it builds with apt-get and runs the daemon as the user pcopy"
 

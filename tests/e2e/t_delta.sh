@@ -11,6 +11,7 @@
 # the destination are no longer the source's (the file changed after it
 # was hashed) fails that file alone, leaves it as it was, and the next run
 # mends it.
+# ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

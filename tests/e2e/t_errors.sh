@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # t_errors: each kind of failure gives its exit status and a message that
 # names the file, host or option, and writes nothing it should not.
+# ctest: cost 35
 source "$PCOPY_TEST_LIB"
 needs_root "it runs pcopy as the user nobody to be refused permission"
 

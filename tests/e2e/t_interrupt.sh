@@ -9,6 +9,7 @@
 #
 # The transfers are kept open by a slow standard input: a producer writes a
 # few MiB into a FIFO, then holds it open without writing.
+# ctest: cost 30
 source "$PCOPY_TEST_LIB"
 
 # How long a client may take to react, in seconds (times $SLOW).

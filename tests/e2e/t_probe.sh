@@ -7,6 +7,7 @@
 # options); temporary files gone on both sides, also after Ctrl-C; a
 # daemon's root it cannot leave; and the errors of a bad host, key or
 # directory with their exit codes.
+# ctest: cost 40
 source "$PCOPY_TEST_LIB"
 needs_root "it makes a network namespace, a veth pair with a tbf qdisc, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

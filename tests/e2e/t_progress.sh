@@ -19,6 +19,7 @@
 #   remote     the same bar through ssh (a pull into a slow reader: percent
 #              and ETA), from a third party (a tree: entries) and to a
 #              daemon (a slow stdin: bytes and rates), each ending clean
+# ctest: cost 130
 source "$PCOPY_TEST_LIB"
 needs_root "it mounts a small tmpfs and runs an sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

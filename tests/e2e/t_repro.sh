@@ -11,6 +11,7 @@
 # GNUInstallDirs says, beneath CMAKE_INSTALL_PREFIX and DESTDIR. Builds
 # only the pcopy target (without the tests).
 # ctest: packaging
+# ctest: cost 60
 source "$PCOPY_TEST_LIB"
 
 ROOT=$(cd "$(dirname "$PCOPY_TEST_LIB")/../.." && pwd)

@@ -13,6 +13,7 @@
 # symlink or a hard link to a file elsewhere) are removed with a notice,
 # and nothing outside is touched. Without -a, a killed copy leaves nothing.
 # A source named as a partial file or journal is not copied with -a.
+# ctest: cost 150
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

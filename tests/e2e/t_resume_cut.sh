@@ -9,6 +9,7 @@
 # for good, the same command finishes the copy: the file is byte-identical and only
 # the missing blocks (and a few) travel. A push (the sink far away, kept by
 # the far end) and a pull (the sink here).
+# ctest: cost 60
 source "$PCOPY_TEST_LIB"
 needs_root "it makes a network namespace, a veth pair and an nft table, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

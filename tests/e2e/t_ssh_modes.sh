@@ -6,6 +6,7 @@
 # is taken, -4 and -6 (checked on the live connections), and a third-party
 # copy h1 -> h2 with 1 and 8 streams (h1 and h2 are two names of one sshd),
 # whose data does not pass through the client.
+# ctest: cost 60
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

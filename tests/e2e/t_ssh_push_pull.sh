@@ -5,6 +5,7 @@
 # files with 1 and 8 streams, standard input and output, paths relative to
 # the remote home and a bare `host:`, user@host, a bracketed IPv6 host,
 # --rsh against PCOPY_RSH, and `./a:b` as a local file.
+# ctest: cost 35
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

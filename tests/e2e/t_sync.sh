@@ -15,6 +15,7 @@
 # does not have, in every mode, but what --exclude protects, and never
 # follows a symlink out of the copy; -n lists exactly what it and an update
 # would do, and changes nothing.
+# ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"

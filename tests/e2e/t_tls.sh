@@ -34,6 +34,7 @@
 # And what a user is told: -v (the protocol version, the cipher), --cipher,
 # the summary's "encrypted (...)" / "not encrypted (...)" for daemon, local,
 # ssh and third-party copies.
+# ctest: cost 60
 source "$PCOPY_TEST_LIB"
 needs_root "it captures loopback traffic with tcpdump and runs an sshd that logs in as root"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
