@@ -174,6 +174,20 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 	}
 }
 
+/* n more entries or SKIPs came. Without -r, once each of our paths has
+ * its one, the walk is done: the total is final, for the bar's ETA, long
+ * before END (which follows the last file's data). */
+static void sink_count_tops(struct sink *s, uint32_t n)
+{
+	struct xfer *x = s->x;
+
+	if (x->skip_paths == 0 || !x->flat)
+		return;
+	s->tops += n;
+	if (s->tops >= x->skip_paths)
+		x->walk_done = true;
+}
+
 static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 {
 	struct xfer *x = s->x;
@@ -220,6 +234,7 @@ static int sink_on_entries(struct sink *s, const struct proto_entries *m)
 	}
 	if (ret < 0)
 		return xfer_fail(x, -PC_E_PROTO, "malformed ENTRIES from %s", x->peer);
+	sink_count_tops(s, m->count);
 	if (s->have != NULL) {
 		/* Before any ACK of these entries: the source reads their
 		 * files only once it knows. */
@@ -307,6 +322,7 @@ static int sink_on_skip(struct sink *s, const struct proto_skip *k)
 				 "range (%u sources)", x->peer, (unsigned)k->index,
 				 (unsigned)x->skip_paths);
 	s->skipped++;
+	sink_count_tops(s, 1);
 	if (x->report) {
 		char why[PROTO_MAX_MSG + 300];
 		snprintf(why, sizeof(why), "%s%s%s", x->peer_local ? "" : x->peer,

@@ -108,6 +108,7 @@ struct sink {
 	/* control thread only: */
 	unsigned skipped;              /* SKIPs received */
 	uint32_t next_skip;            /* lowest index the next SKIP may have */
+	uint32_t tops;                 /* entries and SKIPs counted against skip_paths (flat) */
 	uint32_t acked;                /* our last ACK */
 	uint64_t inflight_bytes;       /* string bytes of the entries in the table */
 	struct proto_entry *scratch;

@@ -86,6 +86,10 @@ struct xfer {
 	void *owner;                  /* current's argument */
 	uint32_t skip_paths;          /* sink: the peer may SKIP paths 0..skip_paths-1 of
 	                                 its REQUEST (we are the client of a pull); 0: none */
+	bool flat;                    /* sink, with skip_paths: the REQUEST is not recursive
+	                                 (no -r), so each of those paths gives one entry or
+	                                 one SKIP, and the walk is known done (the total
+	                                 final) once that many came, before END */
 
 	atomic_bool aborted;          /* set once by xfer_fail */
 	int abort_efd;                /* eventfd, readable once aborted; owned */

@@ -1132,8 +1132,8 @@ static int client_third_relayed(struct client *c, const uint8_t key[PROTO_KEY_LE
 		snprintf(c->security, sizeof(c->security), "encrypted (relayed through this host)");
 		c->via = PCOPY_VIA_RELAY;
 		ret = relay_run(src->ctl, dst->ctl, api_sigfd(), &(struct relay_report){
-				c->o->progress_s, c->o->hooks }, src->req.npaths,
-				&c->relay, c->e);
+				c->o->progress_s, c->o->hooks, !c->o->recursive },
+				src->req.npaths, &c->relay, c->e);
 	}
 	/* The sink's DONE (or either host's ERROR) has said how the data
 	 * went: a pump's failure made a host fail too, and what a host
@@ -1202,8 +1202,8 @@ static int client_third_party(struct client *c)
 		return ret;
 	client_say_security(c, connector, NULL);
 	return relay_run(src->ctl, dst->ctl, api_sigfd(),
-			 &(struct relay_report){ c->o->progress_s, c->o->hooks }, src->req.npaths,
-			 &c->relay, c->e);
+			 &(struct relay_report){ c->o->progress_s, c->o->hooks, !c->o->recursive },
+			 src->req.npaths, &c->relay, c->e);
 }
 
 /* ---- Results ----------------------------------------------------------- */

@@ -31,6 +31,8 @@ struct relay {
 	struct proto_entry ent;    /* the entry being counted */
 	uint32_t npaths;           /* paths of the source's REQUEST */
 	uint32_t next_skip;        /* lowest index the source's next SKIP may have */
+	bool flat;                 /* relay_report's */
+	uint32_t tops;             /* entries and SKIPs that came, against npaths (flat) */
 	bool src_end;              /* the source's END went to the sink */
 	bool finished;             /* the sink's DONE went to the source */
 };
@@ -77,6 +79,7 @@ static int relay_skip(struct relay *rl, struct ctl *from, const struct proto_ski
 		return relay_fail(rl, -PC_E_PROTO, msg);
 	}
 	rl->r->failed++;
+	rl->tops++;
 	snprintf(msg, sizeof(msg), "%s: %s", ctl_peer(from),
 		 k->msg[0] ? k->msg : pc_strerror(k->status));
 	log_error("%s", msg);
@@ -107,6 +110,7 @@ static int relay_entries(struct relay *rl, const struct proto_entries *es)
 	if (ret < 0)
 		return relay_fail(rl, ret, "malformed ENTRIES");
 	rl->announced += es->count;
+	rl->tops += es->count;
 	return 0;
 }
 
@@ -311,7 +315,8 @@ static void relay_hook(const struct relay *rl, uint64_t start_ns)
 	struct pcopy_progress p = {
 		.elapsed_s = (double)(platform_now_ns() - start_ns) / 1e9,
 		.bytes = rl->done, .total = rl->total,
-		.total_final = rl->src_end && rl->unsized == 0,
+		.total_final = (rl->src_end || (rl->flat && rl->tops >= rl->npaths)) &&
+			       rl->unsized == 0,
 		.entries_done = entcount_shown_done(&rl->ents, rl->acked),
 		.entries_total = entcount_shown_total(&rl->ents, rl->announced),
 	};
@@ -342,7 +347,7 @@ int relay_run(struct ctl *src, struct ctl *sink, int sigfd, const struct relay_r
 		return pc_err_set(e, -ENOMEM, "out of memory");
 	}
 	*rl = (struct relay){ .src = src, .sink = sink, .r = r, .e = e, .npaths = npaths,
-			      .sizes = rl->sizes, .hooks = rep->hooks };
+			      .sizes = rl->sizes, .hooks = rep->hooks, .flat = rep->flat };
 	while (ret == 0 && !rl->finished) {
 		int timeout = progress_s > 0 ? relay_ms_until(next) : -1;
 		if (hook && (timeout < 0 || relay_ms_until(next_hook) < timeout))

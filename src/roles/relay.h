@@ -26,6 +26,8 @@ struct relay_result {
 struct relay_report {
 	unsigned progress_s;       /* seconds between progress lines; 0: none */
 	const struct pcopy_hooks *hooks; /* display hooks; NULL: none. Borrowed */
+	bool flat;                 /* no -r: each path gives one entry or one SKIP, so the
+	                              total is final once npaths of them came */
 };
 
 /* Relays until the sink's DONE has reached the source, or an error: an

@@ -632,6 +632,7 @@ int session_transfer(struct session_run *run, struct pc_err *e)
 		.data = run->chans,
 		.data_confirm = run->confirm,
 		.skip_paths = run->skip_paths,
+		.flat = !(run->req->flags & PROTO_REQ_RECURSIVE),
 	};
 	int ret = xfer_init(&x);
 

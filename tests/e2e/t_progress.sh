@@ -16,8 +16,8 @@
 #              the error stands on a clean line
 #   plain      --no-progress, -q, -P and a stderr that is not a terminal:
 #              no bar (-P: the plain progress lines; -q: nothing at all)
-#   remote     the same bar through ssh (a pull into a slow reader: percent
-#              and ETA), from a third party (a tree: entries) and to a
+#   remote     the same bar through ssh (a pull into a slow reader, and
+#              one into a file: percent and ETA), from a third party (a tree: entries) and to a
 #              daemon (a slow stdin: bytes and rates), each ending clean
 # ctest: cost 130
 source "$PCOPY_TEST_LIB"
@@ -290,6 +290,21 @@ case_remote() {
     log "pull: '$(bar_line)'"
     wait_screen '^DONE RC=0' 60
     clean_end '^pcopy: 209715200 bytes in 1 file, .*encrypted \(TLS 1.3'
+
+    # Into a file, with a cap: the total is final once the one entry
+    # came, long before the source's END, so percent and ETA show.
+    {
+        printf 'export PCOPY_RSH=%q\n' "$PCOPY_RSH"
+        printf '%q --bwlimit 40M %q %q\n' "$PCOPY" "pctest:$T/big" "$T/pulled"
+        printf 'echo "DONE RC=$?"\n'
+    } >"$T/pull2.sh"
+    start_term
+    type_cmd "$T/pull2.sh"
+    wait_screen ' [1-9][0-9]?% .*MiB/200 MiB .*ETA [0-9]+:[0-9]{2}' 30
+    log "pull into a file: '$(bar_line)'"
+    wait_screen '^DONE RC=0' 60
+    clean_end '^pcopy: 209715200 bytes in 1 file, '
+    same_file "$T/big" "$T/pulled"
 
     text_tree "$T/src"
     mkdir -p "$T/third"
