@@ -17,6 +17,7 @@
 # the package created it), leaving the machine as it found it.
 # ctest: packaging
 # ctest: cost 90
+# ctest: lock system_pcopy
 source "$PCOPY_TEST_LIB"
 needs_root "it installs the package it builds with apt-get and runs the daemon as the user pcopy"
 

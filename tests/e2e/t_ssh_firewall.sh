@@ -47,6 +47,7 @@
 # Each case sets the firewall it needs, so that PCOPY_TEST_CASES can run
 # any one of them alone.
 # ctest: cost 80
+# ctest: lock system_pcopy
 source "$PCOPY_TEST_LIB"
 needs_root "it makes network namespaces, veth pairs and nft firewalls, and runs sshd"
 source "${PCOPY_TEST_LIB%/*}/sshd.sh"
