@@ -595,14 +595,18 @@ static int dest_open_regular(int dirfd, const char *name, int flags, struct stat
 	return fd;
 }
 
-/* What stands at a regular file's destination name that pcopy must not
+/* What stands at the destination the user named for a file (`pcopy f
+ * NAME`, not a name inside a directory or tree) that pcopy must not
  * replace: DEST_NODE_DEVICE, a character or block device, is written into
  * (as cp and scp do: `pcopy host:f /dev/null`, an image onto a disk);
  * DEST_NODE_STREAM, a FIFO or a socket, is refused, for pcopy writes at
  * any offset (copying to '-' and redirecting does it); DEST_NODE_LINKED, a
  * symbolic link to any of those (/dev/stdout), is refused too: a symlink
  * at a destination name is replaced, never written through, and replacing
- * that one would break it for everyone. */
+ * that one would break it for everyone. At a name pcopy made up (the
+ * source's name, in a directory), whatever stands there is replaced, as
+ * rsync does and as -u promises: the old copy of a tree that held device
+ * nodes must not send a file's bytes to a disk (dest_node_at). */
 enum { DEST_NODE_NONE, DEST_NODE_DEVICE, DEST_NODE_STREAM, DEST_NODE_LINKED };
 
 static bool dest_node_special(mode_t m)
@@ -610,10 +614,15 @@ static bool dest_node_special(mode_t m)
 	return S_ISCHR(m) || S_ISBLK(m) || S_ISFIFO(m) || S_ISSOCK(m);
 }
 
-static int dest_node_at(int dirfd, const char *name)
+/* What stands at name in dirfd, mapped being its mapped path: always
+ * DEST_NODE_NONE unless that is the destination the user named (the one
+ * entry, renamed to it). */
+static int dest_node_at(const struct dest *d, int dirfd, const char *name, const char *mapped)
 {
 	struct stat st;
 
+	if (d->top == NULL || strchr(mapped, '/') != NULL)
+		return DEST_NODE_NONE;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return DEST_NODE_NONE;
 	if (S_ISLNK(st.st_mode))
@@ -1093,7 +1102,7 @@ int dest_hardlink(struct dest *d, const char *target_path, const struct proto_en
 	/* A device (or FIFO, socket, a symlink to one) at the name is not
 	 * replaced, by a link no more than by a file; and a target that is a
 	 * device (its copy was written into one) is not given a second name. */
-	int node = dest_node_at(l.dirfd, l.name);
+	int node = dest_node_at(d, l.dirfd, l.name, l.path);
 	struct stat ts;
 	if (node != DEST_NODE_NONE) {
 		char disp[PROTO_MAX_PATH + 1];
@@ -1164,7 +1173,8 @@ int dest_file_open(struct dest *d, const char *path, struct dest_file **out, str
 	f->fd = -1;
 	/* In a directory this copy made (mode 0700 until its end) nothing
 	 * else can stand: no look needed for the many files of a new tree. */
-	int node = dest_dir_made(d, l.dir) ? DEST_NODE_NONE : dest_node_at(l.dirfd, l.name);
+	int node = dest_dir_made(d, l.dir) ? DEST_NODE_NONE
+					    : dest_node_at(d, l.dirfd, l.name, l.path);
 	if (node != DEST_NODE_NONE) {
 		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)
 					       : dest_node_refused(d, l.path, node, err);
@@ -1472,7 +1482,7 @@ int dest_part_find(struct dest *d, const struct proto_entry *e, const struct jou
 		return ret;
 	/* A device or FIFO at the name: no partial file is ever renamed over
 	 * it (dest_part_create says what becomes of the file). */
-	if (dest_node_at(f->dirfd, f->name) != DEST_NODE_NONE) {
+	if (dest_node_at(d, f->dirfd, f->name, f->path) != DEST_NODE_NONE) {
 		dest_file_keep(d, f);
 		return 0;
 	}
@@ -1545,7 +1555,7 @@ int dest_part_create(struct dest *d, const char *path, const struct journal_id *
 	f = dest_file_new(d, &l);
 	if (f == NULL)
 		return dest_fail(d, l.path, -ENOMEM, "cannot create", err);
-	int node = dest_node_at(f->dirfd, f->name);
+	int node = dest_node_at(d, f->dirfd, f->name, f->path);
 	if (node != DEST_NODE_NONE) {
 		/* Nothing to resume into a device: written as without -a. */
 		ret = node == DEST_NODE_DEVICE ? dest_device_open(d, &l, f, err)

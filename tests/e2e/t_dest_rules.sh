@@ -211,12 +211,14 @@ case_replaced_only_on_success() {
     no_temp_files "$T"
 }
 
-# A device at the destination name is written into, as cp and scp do
+# A device named as the destination is written into, as cp and scp do
 # (`pcopy host:f /dev/null`, an image onto a disk), never replaced by a
 # file (a copy to /dev/null as root replaced /dev/null); a FIFO or socket
-# there, or a symlink to any of those, is neither replaced nor written
+# named so, or a symlink to any of those, is neither replaced nor written
 # (pcopy writes at any offset): the file is not copied, and the message
-# says to copy to '-'.
+# says to copy to '-'. At a name pcopy makes up (inside a tree, or a file
+# copied into a directory) whatever stands there is replaced, as rsync
+# does: an old copy's device node never takes a file's bytes to a disk.
 case_devices() {
     mkfile "$T/f" 3M
     mknod -m 666 "$T/null" c 1 3
@@ -226,15 +228,26 @@ case_devices() {
         [[ -c $T/null ]] || fail "pcopy $opts replaced the device $T/null: $(ls -l "$T/null")"
         [[ $(mode_of "$T/null") == 666 ]] || fail "pcopy $opts changed the mode of the device"
     done
-    # Inside a tree too, and into a directory.
-    mkdir -p "$T/src/sub" "$T/dst/src/sub" "$T/into"
+    # Inside a tree, and into a directory: replaced, in every mode, and a
+    # FIFO too.
+    mkdir -p "$T/src/sub" "$T/into"
     mkfile "$T/src/sub/a" 100000
-    mknod -m 600 "$T/dst/src/sub/a" c 1 3
+    mkfile "$T/src/sub/p" 1000
+    for opts in "" "-u" "--checksum" "--inplace --checksum" "-a"; do
+        rm -rf "$T/dst" && mkdir -p "$T/dst/src/sub"
+        mknod -m 600 "$T/dst/src/sub/a" c 1 3
+        mkfifo "$T/dst/src/sub/p"
+        # shellcheck disable=SC2086 # opts is a list of options
+        expect_exit 0 "$PCOPY" -r $opts "$T/src" "$T/dst/"
+        [[ -f $T/dst/src/sub/a && -f $T/dst/src/sub/p ]] ||
+            fail "pcopy -r $opts left a device or FIFO of the tree: $(ls -l "$T/dst/src/sub")"
+        same_file "$T/src/sub/a" "$T/dst/src/sub/a"
+        same_file "$T/src/sub/p" "$T/dst/src/sub/p"
+    done
     mknod -m 600 "$T/into/f" c 1 3
-    expect_exit 0 "$PCOPY" -r "$T/src" "$T/dst/"
-    [[ -c $T/dst/src/sub/a ]] || fail "a device in the tree's destination was replaced"
     expect_exit 0 "$PCOPY" "$T/f" "$T/into/"
-    [[ -c $T/into/f ]] || fail "a device in the destination directory was replaced"
+    [[ -f $T/into/f ]] || fail "a device in the destination directory was not replaced"
+    same_file "$T/f" "$T/into/f"
     # Through ssh is the same sink; a pull to /dev/null is the benchmark
     # idiom, and /dev/null must survive it.
     expect_exit 0 "$PCOPY" "$T/f" /dev/null
@@ -257,8 +270,8 @@ case_devices() {
         cmp "$T/image" "$loopdev" || fail "pcopy $opts left other bytes on the device"
         [[ -b $T/disk ]] || fail "pcopy $opts replaced the block device"
     done
-    # Hard links (-H): a device at the link's name is not replaced by the
-    # link, and a device written into gets no second name.
+    # Hard links (-H): inside a tree, a device at a name is replaced by the
+    # file or the link, as by a file.
     mkdir -p "$T/hs/s" "$T/hd1/s" "$T/hd2/s"
     mkfile "$T/hs/s/a" 1000
     ln "$T/hs/s/a" "$T/hs/s/b"
@@ -266,14 +279,14 @@ case_devices() {
     mknod -m 666 "$T/hd1/s/b" c 1 3
     mknod -m 666 "$T/hd2/s/a" c 1 3
     mknod -m 666 "$T/hd2/s/b" c 1 3
-    expect_exit 3 "$PCOPY" -r -H "$T/hs/s" "$T/hd1/"
-    [[ -c $T/hd1/s/a && -c $T/hd1/s/b ]] || fail "-H replaced a device: $(ls -l "$T/hd1/s")"
-    [[ $(stat -c %h "$T/hd1/s/a") -eq 1 && $(stat -c %h "$T/hd1/s/b") -eq 1 ]] ||
-        fail "-H gave a device a second name: $(ls -l "$T/hd1/s")"
+    expect_exit 0 "$PCOPY" -r -H "$T/hs/s" "$T/hd1/"
+    [[ -f $T/hd1/s/a && $(stat -c %h "$T/hd1/s/a") -eq 2 &&
+        $(stat -c %i "$T/hd1/s/a") == "$(stat -c %i "$T/hd1/s/b")" ]] ||
+        fail "-H did not replace the devices with the two names: $(ls -li "$T/hd1/s")"
     rm "$T/hd2/s/a"
-    expect_exit 3 "$PCOPY" -r -H "$T/hs/s" "$T/hd2/"
-    [[ -c $T/hd2/s/b && $(stat -c %h "$T/hd2/s/b") -eq 1 ]] ||
-        fail "-H gave a device a second name or replaced it: $(ls -l "$T/hd2/s")"
+    expect_exit 0 "$PCOPY" -r -H "$T/hs/s" "$T/hd2/"
+    [[ -f $T/hd2/s/b && $(stat -c %h "$T/hd2/s/b") -eq 2 ]] ||
+        fail "-H did not replace the device: $(ls -li "$T/hd2/s")"
     # A daemon writes files only: a device node in its tree is no way onto
     # the host's devices for a client (nor is it replaced).
     mkdir -p "$T/root"
