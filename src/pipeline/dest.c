@@ -531,11 +531,12 @@ static int dest_begin(struct dest *d, const struct proto_entry *e, int a, int b,
 	return dest_dir_get(d, l, what, err);
 }
 
-/* Calls look(dirfd, name, e) on e's name, beneath the root and never
+/* Calls look(d, dirfd, name, e) on e's name, beneath the root and never
  * through a symlink on the way, and returns what it returns; 0 when the
  * name's parent cannot be reached (it is not there either). */
 static int dest_look(struct dest *d, const struct proto_entry *e,
-		     int (*look)(int dirfd, const char *name, const struct proto_entry *e))
+		     int (*look)(struct dest *d, int dirfd, const char *name,
+				 const struct proto_entry *e))
 {
 	struct pc_err err;
 	struct dest_loc l;
@@ -543,23 +544,55 @@ static int dest_look(struct dest *d, const struct proto_entry *e,
 
 	pc_err_init(&err);
 	if (dest_begin(d, e, e->type, e->type, &l, "cannot look at", &err) == 0) {
-		ret = look(l.dirfd, l.name, e);
+		ret = look(d, l.dirfd, l.name, e);
 		dest_dir_put(d, l.dir);
 	}
 	pc_err_destroy(&err);
 	return ret;
 }
 
+/* -p: what is kept as it is (a file of the same size and time, the same
+ * symlink or special file) still takes e's owner (as root) and mode, as
+ * rsync -a gives them: a `chmod 600` at the source reaches the copy. st
+ * is what stands at name. Looked at first, so that an unchanged tree
+ * costs no system call more. Returns 1, or 0 when that failed (the entry
+ * is then written again, which says why). */
+static int dest_keep_attrs(struct dest *d, int dirfd, const char *name,
+			   const struct proto_entry *e, const struct stat *st)
+{
+	bool is_link = S_ISLNK(st->st_mode);
+
+	if (!d->o.preserve || d->o.dry_run)
+		return 1;
+	if (dest_chowns(d)) {
+		uid_t uid = dest_uid(d, e);
+		gid_t gid = dest_gid(d, e);
+		if ((st->st_uid != uid || st->st_gid != gid) &&
+		    fchownat(dirfd, name, uid, gid, AT_SYMLINK_NOFOLLOW) != 0)
+			return 0;
+		if (st->st_uid != uid || st->st_gid != gid)
+			st = NULL; /* chown cleared the set-ID bits: the mode again */
+	}
+	mode_t mode = dest_mode(d, e);
+	if (!is_link && (st == NULL || (st->st_mode & 07777) != mode) &&
+	    fchmodat(dirfd, name, mode, AT_SYMLINK_NOFOLLOW) != 0)
+		return 0;
+	return 1;
+}
+
 /* A regular file of e's size and mtime. A filesystem without nanoseconds
  * stores 0: then seconds decide, as rsync's quick check does. */
-static int dest_look_same(int dirfd, const char *name, const struct proto_entry *e)
+static int dest_look_same(struct dest *d, int dirfd, const char *name,
+			  const struct proto_entry *e)
 {
 	struct stat st;
 
-	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
-	       (uint64_t)st.st_size == e->size && (int64_t)st.st_mtim.tv_sec == e->mtime_s &&
-	       ((uint32_t)st.st_mtim.tv_nsec == e->mtime_ns || st.st_mtim.tv_nsec == 0 ||
-		e->mtime_ns == 0);
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size != e->size || (int64_t)st.st_mtim.tv_sec != e->mtime_s ||
+	    !((uint32_t)st.st_mtim.tv_nsec == e->mtime_ns || st.st_mtim.tv_nsec == 0 ||
+	      e->mtime_ns == 0))
+		return 0;
+	return dest_keep_attrs(d, dirfd, name, e, &st);
 }
 
 int dest_unchanged(struct dest *d, const struct proto_entry *e)
@@ -941,13 +974,20 @@ out:
 	return ret;
 }
 
-/* A symlink whose text is e's target. */
-static int dest_look_link(int dirfd, const char *name, const struct proto_entry *e)
+/* A symlink whose text is e's target (-p: with e's owner). */
+static int dest_look_link(struct dest *d, int dirfd, const char *name,
+			  const struct proto_entry *e)
 {
 	char text[PROTO_MAX_PATH + 1];
+	struct stat st;
 	ssize_t n = readlinkat(dirfd, name, text, sizeof(text));
 
-	return n >= 0 && (size_t)n == strlen(e->target) && memcmp(text, e->target, (size_t)n) == 0;
+	if (n < 0 || (size_t)n != strlen(e->target) || memcmp(text, e->target, (size_t)n) != 0)
+		return 0;
+	if (!dest_chowns(d))
+		return 1;
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) &&
+	       dest_keep_attrs(d, dirfd, name, e, &st);
 }
 
 int dest_same_symlink(struct dest *d, const struct proto_entry *e)
@@ -955,11 +995,44 @@ int dest_same_symlink(struct dest *d, const struct proto_entry *e)
 	return e->type == PROTO_ENT_SYMLINK ? dest_look(d, e, dest_look_link) : 0;
 }
 
+/* A FIFO, socket or device of e's kind (and device number), with e's
+ * attributes given (-p). */
+static int dest_look_special(struct dest *d, int dirfd, const char *name,
+			     const struct proto_entry *e)
+{
+	static const mode_t kinds[] = {
+		[PROTO_ENT_FIFO] = S_IFIFO, [PROTO_ENT_SOCK] = S_IFSOCK,
+		[PROTO_ENT_CHR] = S_IFCHR, [PROTO_ENT_BLK] = S_IFBLK,
+	};
+	bool device = e->type == PROTO_ENT_CHR || e->type == PROTO_ENT_BLK;
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+	    (st.st_mode & S_IFMT) != kinds[e->type] || (device && st.st_rdev != (dev_t)e->rdev))
+		return 0;
+	return dest_keep_attrs(d, dirfd, name, e, &st);
+}
+
+int dest_same_special(struct dest *d, const struct proto_entry *e)
+{
+	switch (e->type) {
+	case PROTO_ENT_FIFO:
+	case PROTO_ENT_SOCK:
+	case PROTO_ENT_CHR:
+	case PROTO_ENT_BLK:
+		return dest_look(d, e, dest_look_special);
+	default:
+		return 0;
+	}
+}
+
 /* 1 a directory, 2 anything else, 0 nothing. */
-static int dest_look_any(int dirfd, const char *name, const struct proto_entry *e)
+static int dest_look_any(struct dest *d, int dirfd, const char *name,
+			 const struct proto_entry *e)
 {
 	struct stat st;
 
+	(void)d;
 	(void)e;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return 0;

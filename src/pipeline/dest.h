@@ -64,6 +64,7 @@ struct dest_opts {
 	bool strip_setid;    /* daemon: never apply S_ISUID/S_ISGID even with -p, and never
 	                        create a device (CHR/BLK), whatever the euid */
 	mode_t umask;        /* without -p: new files and dirs get mode & 0777 & ~umask */
+	bool dry_run;        /* -n: the looks below change nothing */
 };
 
 struct dest;
@@ -97,8 +98,14 @@ void dest_free(struct dest *d);
  * at e's path: a REG entry of known size, its path beneath the root with
  * no symlink on the way, and a regular file there, not a link to one.
  * 1 yes, 0 no (anything else, including a path that cannot be looked at:
- * writing it will say why). */
+ * writing it will say why). With preserve (and not dry_run), a file kept
+ * takes e's mode, and owner as root, where they differ; 0 if it cannot. */
 int dest_unchanged(struct dest *d, const struct proto_entry *e);
+
+/* -u: whether e, a FIFO, SOCK, CHR or BLK entry, is at its name already:
+ * a node of its kind (and device number), given e's mode and owner as
+ * dest_unchanged does. 1 yes, 0 no (anything else). */
+int dest_same_special(struct dest *d, const struct proto_entry *e);
 
 /* --checksum: opens for reading the regular file (not a symlink, nor a
  * link to one) that is already at e's path, a REG entry of known size,
@@ -159,7 +166,8 @@ int dest_prune(struct dest *d, const struct proto_entry *e, const struct dest_pr
 	       uint64_t *deleted, struct pc_err *err);
 
 /* -u: whether e, a SYMLINK entry, is at its name already: a symlink whose
- * text is e->target byte for byte (its times and owner are not compared).
+ * text is e->target byte for byte (its times are not compared; with
+ * preserve as root it is given e's owner, as dest_unchanged does).
  * Looks beneath the root, never through a symlink on the way. */
 int dest_same_symlink(struct dest *d, const struct proto_entry *e);
 

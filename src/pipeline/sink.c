@@ -124,9 +124,11 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 				 "--delete: the directories being copied hold more names than "
 				 "%u MiB can track; copy the tree in parts" : "out of memory",
 				 PRUNE_MAX_BYTES >> 20);
-	if (s->have != NULL && s->dest != NULL && e->type == PROTO_ENT_SYMLINK &&
-	    dest_same_symlink(s->dest, e)) {
-		sink_finished(s, r, 0, ""); /* -u: the same link is there: left as it is */
+	/* -u: the same link, FIFO, socket or device is there: left as it is
+	 * (with -p given the source's mode and owner). */
+	if (s->have != NULL && s->dest != NULL &&
+	    (dest_same_symlink(s->dest, e) || dest_same_special(s->dest, e))) {
+		sink_finished(s, r, 0, "");
 		return 0;
 	}
 	if (x->dry_run)
@@ -834,7 +836,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	if (!t->to_stdout) {
 		struct dest_opts d = { .preserve = o->preserve, .numeric_ids = o->numeric_ids,
 				       .strip_setid = o->strip_setid, .umask = mask,
-				       .times = x->update };
+				       .times = x->update, .dry_run = x->dry_run };
 		s->dest = dest_new(t->dirfd, t->is_dir ? NULL : t->name, &d, t->display);
 		if (s->dest == NULL) {
 			free(s->have);

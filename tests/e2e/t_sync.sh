@@ -14,7 +14,8 @@
 # is the remedy, pcopy(1)). --delete (with -u) removes what the source
 # does not have, in every mode, but what --exclude protects, and never
 # follows a symlink out of the copy; -n lists exactly what it and an update
-# would do, and changes nothing.
+# would do, and changes nothing. With -p, what is kept takes the source's
+# mode and owner, and a FIFO or device already there is not made again.
 # ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
@@ -198,6 +199,39 @@ case_quick_check_limits() {
     diff -r --no-dereference "$T/src" "$T/dst/src" || fail "the copy without -u differs"
 }
 
+# -p with -u or -a: what is kept as it is still takes the source's mode
+# and owner (a chmod 600 at the source reaches the copy, as with rsync -a),
+# and a FIFO or device already there is left as it is, not made again; -n
+# changes none of it and lists none of it.
+case_kept_attrs() {
+    local o
+    mkdir -p "$T/src/sub"
+    echo secret >"$T/src/sub/key"
+    mkfifo "$T/src/pipe"
+    mknod "$T/src/null" c 1 3
+    ln -s sub/key "$T/src/lnk"
+    mkdir "$T/first"
+    expect_exit 0 "$PCOPY" -r -p "$T/src" "$T/first/"
+    chmod 600 "$T/src/sub/key" "$T/src/pipe"
+    chown nobody "$T/src/sub/key"
+    chown -h nobody "$T/src/lnk"
+    for o in -u -a; do
+        rm -rf "$T/d$o"
+        cp -a "$T/first" "$T/d$o"
+        stat -c '%n %i' "$T/d$o/src/pipe" "$T/d$o/src/null" >"$T/ino$o"
+        expect_exit 0 "$PCOPY" -r -p -n "$o" "$T/src" "$T/d$o/" >"$T/n.out"
+        [[ ! -s $T/n.out ]] || fail "-n $o listed: $(cat "$T/n.out")"
+        [[ $(stat -c %a "$T/d$o/src/sub/key") == 644 ]] || fail "-n $o changed a mode"
+        expect_exit 0 "$PCOPY" -r -p "$o" "$T/src" "$T/d$o/"
+        [[ $(stat -c '%a %U' "$T/d$o/src/sub/key") == "600 nobody" ]] ||
+            fail "pcopy -p $o left $(stat -c '%a %U' "$T/d$o/src/sub/key") on a kept file"
+        [[ $(stat -c '%a' "$T/d$o/src/pipe") == 600 ]] || fail "-p $o left the FIFO's mode"
+        [[ $(stat -c '%U' "$T/d$o/src/lnk") == nobody ]] || fail "-p $o left the link's owner"
+        stat -c '%n %i' "$T/d$o/src/pipe" "$T/d$o/src/null" | cmp -s - "$T/ino$o" ||
+            fail "pcopy -p $o made the FIFO or the device again"
+    done
+}
+
 # -n foresees what the run will refuse: a directory whose name holds a
 # symlink or a file fails in the rehearsal as in the run, with the same
 # message and exit 3 (it was listed as an update), and nothing changes.
@@ -220,4 +254,5 @@ run_case third-party case_third_party
 run_case daemon case_daemon
 run_case quick-check-limits case_quick_check_limits
 run_case dry-run-blocked case_dry_run_blocked
+run_case kept-attrs case_kept_attrs
 finish
