@@ -834,6 +834,10 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	if (!created && !d->o.preserve)
 		goto out;       /* an existing directory keeps what it has */
 	fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Not a directory there, and not ours: its DIR failed, and said so
+	 * (a symlink or a file in the way); once is enough. */
+	if (fd < 0 && !created && (errno == ENOTDIR || errno == ELOOP))
+		goto out;
 	if (fd < 0) {
 		ret = dest_fail(d, l.path, -errno, "cannot set the attributes of directory",
 				err);

@@ -245,6 +245,13 @@ case_dry_run_blocked() {
     expect_exit 3 "$PCOPY" -r -u --delete "$T/src/S" "$T/dst/"
     expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
     [[ -z $(ls -A "$T/elsewhere") ]] || fail "the copy went through the symlink"
+    # With -p too, and the refused directory is reported once, not again
+    # when its attributes would be set.
+    expect_exit 3 "$PCOPY" -r -p -u "$T/src/S" "$T/dst/"
+    expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
+    ! grep -q "cannot set the attributes" "$LAST_STDERR" ||
+        fail "the refused directory was reported twice: $(cat "$LAST_STDERR")"
+    [[ -z $(ls -A "$T/elsewhere") ]] || fail "the copy went through the symlink"
 }
 
 sshd_start
