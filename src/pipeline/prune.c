@@ -16,6 +16,7 @@ struct prune_dir {
 	uint32_t *slots;      /* offset + 1 into arena; 0 = empty. nslots a power of 2 */
 	size_t nslots, n;
 	size_t bytes;         /* what it counts in prune.bytes */
+	bool spared;          /* an entry of it failed (prune_spare) */
 	struct prune_dir *next; /* in the queue of closed frames */
 };
 
@@ -226,6 +227,27 @@ struct prune_dir *prune_take(struct prune *p, uint32_t id, const char *path)
 		prune_dir_free(d);
 	}
 	return NULL;
+}
+
+void prune_spare(struct prune *p, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	struct prune_dir *d;
+
+	if (slash == NULL)
+		return;
+	size_t n = (size_t)(slash - path);
+	d = prune_open(p, path, n);
+	for (struct prune_dir *q = p->head; d == NULL && q != NULL; q = q->next)
+		if (strncmp(q->path, path, n) == 0 && q->path[n] == '\0')
+			d = q;
+	if (d != NULL)
+		d->spared = true;
+}
+
+bool prune_dir_spared(const struct prune_dir *d)
+{
+	return d->spared;
 }
 
 size_t prune_bytes(const struct prune *p)

@@ -51,6 +51,15 @@ int prune_note(struct prune *p, const struct proto_entry *e);
  * DIR_END never reached the sink are dropped. */
 struct prune_dir *prune_take(struct prune *p, uint32_t id, const char *path);
 
+/* The entry at path failed (it could not be read or written, and was
+ * reported): its directory's frame, open or closed, is spared, as one the
+ * source could not read whole. Nothing if that frame is gone or was never
+ * opened. */
+void prune_spare(struct prune *p, const char *path);
+
+/* Whether prune_spare spared the closed frame d. */
+bool prune_dir_spared(const struct prune_dir *d);
+
 /* Whether the closed frame d holds name. */
 bool prune_dir_has(const struct prune_dir *d, const char *name);
 

@@ -428,14 +428,15 @@ static int sink_prune(struct sink *s, const struct proto_entry *e, struct pc_err
 	struct prune_dir *names = prune_take(s->prune, e->id, e->path);
 	if (names == NULL)
 		return 0; /* a DIR_END that closed no directory of this session */
-	if (e->flags & PROTO_ENT_INCOMPLETE) {
+	if ((e->flags & PROTO_ENT_INCOMPLETE) || prune_dir_spared(names)) {
 		/* What the source skipped there (reported) was not announced:
 		 * it is not gone. rsync's rule after an I/O error, per
-		 * directory. */
+		 * directory; an entry that failed there spares it too. */
 		char name[PROTO_MAX_PATH + 64];
 		sink_display_path(s, e->path, name, sizeof(name));
-		log_notice("--delete: nothing deleted in '%s', which the source could not read "
-			   "whole", name);
+		log_notice("--delete: nothing deleted in '%s', %s", name,
+			   (e->flags & PROTO_ENT_INCOMPLETE) ? "which the source could not read whole"
+			   : "where an entry was not copied");
 		prune_dir_free(names);
 		return 0;
 	}
@@ -541,6 +542,10 @@ static int sink_advance(struct sink *s, bool flush)
 		if (r->ok && r->type == PROTO_ENT_REG && (r->flags & PROTO_ENT_LINKED) &&
 		    sink_keep_link(s, r) < 0)
 			return xfer_fail(s->x, -ENOMEM, "out of memory");
+		/* --delete: a directory with an entry that failed (reported) is
+		 * spared, as rsync spares after an I/O error. */
+		if (!r->ok && s->prune != NULL)
+			prune_spare(s->prune, r->path);
 		s->inflight_bytes -= strlen(r->path) + strlen(r->target) + strlen(r->user) +
 				     strlen(r->group);
 		if (r->lock_ok) { /* --checksum: hashes this ACK will free; a PACK or a

@@ -83,22 +83,26 @@ case_unreadable() {
 }
 
 # --delete never takes what the source could not read for gone: a
-# directory that lost an entry to an error is spared whole (rsync stops
-# deleting after an I/O error), while the directories read whole are
-# pruned as before. Local (as nobody, who cannot read baddir) and through
+# directory that lost an entry to an error (its listing, or a file that
+# could not be read) is spared whole (rsync stops deleting after an I/O
+# error), while the directories read whole are pruned as before. Local (as nobody, who cannot read baddir) and through
 # ssh (the walker's second directory open fails: the DIR_END's INCOMPLETE
 # crosses the wire to the far sink).
 case_delete_unreadable() {
     local src=$T/src
-    mkdir -p "$src/sub" "$src/baddir" "$T/out"
+    mkdir -p "$src/sub" "$src/baddir" "$src/lk" "$T/out"
     mkfile "$src/f" 1000
     mkfile "$src/sub/a" 1000
     mkfile "$src/baddir/x" 10
+    mkfile "$src/lk/ok" 10
+    mkfile "$src/lk/secret" 10
     expect_exit 0 "$PCOPY" -r -p -u "$src" "$T/out/"
     echo stale >"$T/out/src/stale"
     echo stale >"$T/out/src/sub/stale"
+    echo stale >"$T/out/src/lk/stale"
     chown -R nobody:nogroup "$T/out"
-    chmod 000 "$src/baddir"
+    chmod 000 "$src/baddir" "$src/lk/secret"
+    touch "$src/lk/secret" # so that -u reads it again
     # A FIFO without -p is left out by the rules, not for an error: it
     # does not spare its directory.
     mkfifo "$src/sub/fifo"
@@ -107,9 +111,14 @@ case_delete_unreadable() {
     expect_stderr_contains "--delete: nothing deleted in '$T/out/src', which the source could not read whole"
     [[ -f $T/out/src/baddir/x ]] || fail "--delete removed what the source could not read"
     [[ -f $T/out/src/stale ]] || fail "--delete pruned a directory the source could not read whole"
+    # A file that could not be read spares its directory as well.
+    stderr_line_has "$src/lk/secret" "Permission denied"
+    expect_stderr_contains "--delete: nothing deleted in '$T/out/src/lk', where an entry was not copied"
+    [[ -f $T/out/src/lk/stale ]] || fail "--delete pruned a directory where a file could not be read"
     [[ ! -e $T/out/src/sub/stale ]] || fail "--delete spared a directory read whole"
     expect_stderr_lacks "nothing deleted in '$T/out/src/sub'"
     chmod 755 "$src/baddir"
+    rm -rf "$src/lk"
     # Through ssh: src holds one directory, the walker's second open.
     rm -rf "$src/sub"
     mkdir -p "$T/far"

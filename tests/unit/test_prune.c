@@ -2,7 +2,8 @@
 /* Unit tests for prune: the names each directory of a walk keeps, nested
  * directories closed and taken in order, a DIR_END that closes nothing, an
  * entry out of place, a frame dropped when its DIR_END is passed over, the
- * byte bound (-E2BIG), and many names in one directory. */
+ * byte bound (-E2BIG), many names in one directory, and a directory spared
+ * by an entry that failed, while its frame is open and once it is closed. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -69,6 +70,42 @@ static void test_walk(void **state)
 	assert_false(prune_dir_has(d, "top"));
 	prune_dir_free(d);
 	assert_int_equal(prune_bytes(p), 0);
+	prune_free(p);
+}
+
+/* prune_spare marks the failed entry's directory only, open or closed. */
+static void test_spare(void **state)
+{
+	(void)state;
+	struct prune *p = prune_new(1u << 20);
+	struct prune_dir *d;
+
+	next_id = 0;
+	DIR(p, "top");          /* 0 */
+	DIR(p, "top/sub");      /* 1 */
+	REG(p, "top/sub/x");    /* 2 */
+	END(p, "top/sub");      /* 3 */
+	REG(p, "top/a");        /* 4 */
+	prune_spare(p, "top/sub/x"); /* closed, queued */
+	prune_spare(p, "top/a");     /* open */
+	prune_spare(p, "nowhere/y"); /* no frame: nothing */
+	prune_spare(p, "top");       /* no parent: nothing */
+	END(p, "top");          /* 5 */
+	d = prune_take(p, 3, "top/sub");
+	assert_non_null(d);
+	assert_true(prune_dir_spared(d));
+	prune_dir_free(d);
+	d = prune_take(p, 5, "top");
+	assert_non_null(d);
+	assert_true(prune_dir_spared(d));
+	prune_dir_free(d);
+	DIR(p, "other");        /* 6 */
+	REG(p, "other/z");      /* 7 */
+	END(p, "other");        /* 8 */
+	d = prune_take(p, 8, "other");
+	assert_non_null(d);
+	assert_false(prune_dir_spared(d));
+	prune_dir_free(d);
 	prune_free(p);
 }
 
@@ -167,6 +204,7 @@ int main(void)
 		cmocka_unit_test(test_broken_order),
 		cmocka_unit_test(test_many),
 		cmocka_unit_test(test_bound),
+		cmocka_unit_test(test_spare),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
