@@ -378,10 +378,16 @@ static void sink_list(struct sink *s, uint8_t what, const char *path)
 		return;
 	}
 	struct proto_msg m = { .type = PROTO_LIST };
-	size_t n = strnlen(path, PROTO_MAX_MSG); /* a longer one is cut (PROTOCOL 4.17) */
+	size_t n = strlen(path);
 	m.u.list.what = what;
-	memcpy(m.u.list.path, path, n);
-	m.u.list.path[n] = '\0';
+	if (n <= PROTO_MAX_MSG) {
+		memcpy(m.u.list.path, path, n + 1);
+	} else { /* cut in the middle, the name kept (PROTOCOL 4.17) */
+		size_t tail = PROTO_MAX_MSG - PROTO_LIST_HEAD - 3;
+		memcpy(m.u.list.path, path, PROTO_LIST_HEAD);
+		memcpy(m.u.list.path + PROTO_LIST_HEAD, "...", 3);
+		memcpy(m.u.list.path + PROTO_LIST_HEAD + 3, path + n - tail, tail + 1);
+	}
 	if (ctl_send(x->ctl, &m) < 0)
 		xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
 }

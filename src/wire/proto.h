@@ -367,10 +367,12 @@ enum proto_list_what {
 
 /* One line of a listing, for the user: what the sink does or would do to
  * the entry at path. Informational: no peer acts on it. */
+#define PROTO_LIST_HEAD 256u
 struct proto_list {
 	uint8_t what;           /* enum proto_list_what */
 	char path[PROTO_MAX_MSG + 1]; /* relative to the destination, as an entry's path;
-	                           a longer one cut to PROTO_MAX_MSG bytes. Not empty,
+	                           a longer one cut to PROTO_MAX_MSG bytes in the middle
+	                           (PROTO_LIST_HEAD bytes, "...", its end). Not empty,
 	                           no NUL */
 };
 

@@ -232,6 +232,23 @@ case_kept_attrs() {
     done
 }
 
+# -n lists a path longer than a LIST carries (1024 bytes) cut in the
+# middle, with its end (the entry's own name) kept and the cut marked.
+case_dry_run_long() {
+    local p=$T/src/deep i
+    for i in 0 1 2 3 4 5 6; do
+        p=$p/$(printf "%0200d" "$i")
+    done
+    mkdir -p "$p" "$T/dst"
+    mkfile "$p/leaf-one" 10
+    mkfile "$p/leaf-two" 10
+    expect_exit 0 "$PCOPY" -r -n "$T/src" "$T/dst/" >"$T/n.out"
+    grep -qE '^copy .{256}\.\.\..*/leaf-one$' "$T/n.out" ||
+        fail "-n did not list leaf-one cut in the middle: $(grep leaf "$T/n.out" | head -c 300)"
+    grep -qE '/leaf-two$' "$T/n.out" || fail "-n did not list leaf-two"
+    [[ -z $(sort "$T/n.out" | uniq -d) ]] || fail "-n listed two entries alike"
+}
+
 # -n foresees what the run will refuse: a directory whose name holds a
 # symlink or a file fails in the rehearsal as in the run, with the same
 # message and exit 3 (it was listed as an update), and nothing changes.
@@ -262,4 +279,5 @@ run_case daemon case_daemon
 run_case quick-check-limits case_quick_check_limits
 run_case dry-run-blocked case_dry_run_blocked
 run_case kept-attrs case_kept_attrs
+run_case dry-run-long case_dry_run_long
 finish
