@@ -71,7 +71,8 @@ static void report_on_failed(void *arg, const char *path, const char *reason, bo
 /* pcopy_hooks.listed: the control thread. With -n, the listing goes to
  * standard output (standard error when --json has it), a line per entry:
  * "copy PATH", "update PATH" or "delete PATH"; otherwise a removal shows
- * with -v. The path comes from the peer: its control bytes are escaped. */
+ * with -v. The path comes from the peer: its control bytes (and its
+ * backslashes, so that a line names one path) are escaped. */
 static void report_on_listed(void *arg, int what, const char *path)
 {
 	static const char *const verb[] = {
@@ -88,7 +89,7 @@ static void report_on_listed(void *arg, int what, const char *path)
 			log_info("deleted '%s'", path);
 		return;
 	}
-	log_escape(safe, sizeof(safe), path);
+	log_escape_name(safe, sizeof(safe), path);
 	if (r->bar_on)
 		tty_log_before(&r->bar);
 	fprintf(r->json == stdout ? stderr : stdout, "%s %s\n", verb[what], safe);

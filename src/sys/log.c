@@ -122,14 +122,16 @@ static bool log_hex(char *out, size_t cap, size_t *len, const unsigned char *p, 
  * as ESC [, some UTF-8 ones U+009B), and any byte that is not part of
  * valid UTF-8. Valid UTF-8 passes as it is, so that names stay readable.
  * Stops where the next character no longer fits. */
-static void log_escape_into(char *out, size_t cap, size_t *len, const char *text, size_t n)
+static void log_escape_into(char *out, size_t cap, size_t *len, const char *text, size_t n,
+			    bool backslash)
 {
 	const unsigned char *p = (const unsigned char *)text;
 
 	for (size_t i = 0; i < n;) {
 		size_t k = p[i] < 0x80 ? 1 : utf8_seq_len(p + i, n - i);
 		bool control = p[i] < 0x20 || p[i] == 0x7f || k == 0 ||
-			       (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0);
+			       (k == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0) ||
+			       (backslash && p[i] == '\\');
 		if (k == 0)
 			k = 1;
 		if (control) {
@@ -151,7 +153,17 @@ void log_escape(char *out, size_t cap, const char *in)
 
 	if (cap == 0)
 		return;
-	log_escape_into(out, cap - 1, &len, in, strlen(in));
+	log_escape_into(out, cap - 1, &len, in, strlen(in), false);
+	out[len] = '\0';
+}
+
+void log_escape_name(char *out, size_t cap, const char *in)
+{
+	size_t len = 0;
+
+	if (cap == 0)
+		return;
+	log_escape_into(out, cap - 1, &len, in, strlen(in), true);
 	out[len] = '\0';
 }
 
@@ -172,7 +184,7 @@ static void log_emit(int level, const char *text, size_t n, bool escape)
 	len = (size_t)r < sizeof(line) ? (size_t)r : sizeof(line) - 1;
 	/* Keep one byte for the newline, which survives truncation. */
 	if (escape) {
-		log_escape_into(line, sizeof(line) - 1, &len, text, n);
+		log_escape_into(line, sizeof(line) - 1, &len, text, n, false);
 	} else {
 		size_t k = n < sizeof(line) - 1 - len ? n : sizeof(line) - 1 - len;
 		memcpy(line + len, text, k);

@@ -46,6 +46,10 @@ void log_escaped(int level, const char *text);
  * may quote a peer and is printed by other means. Truncates, never
  * splitting an escape. */
 void log_escape(char *out, size_t cap, const char *in);
+
+/* The same, and a backslash too (as \x5c), so that each output stands for
+ * one string only: for names listed one a line for scripts (-n). */
+void log_escape_name(char *out, size_t cap, const char *in);
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_notice(...) log_msg(LOG_NOTICE, __VA_ARGS__)

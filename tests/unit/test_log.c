@@ -60,6 +60,22 @@ static void test_invalid_utf8(void **state)
 	expect_escaped("\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"); /* past U+10FFFF */
 }
 
+/* log_escape_name escapes a backslash too, so that a name written with
+ * one and a name with the control byte it spells list differently;
+ * log_escape leaves it. */
+static void test_escape_name(void **state)
+{
+	char out[64];
+
+	(void)state;
+	log_escape_name(out, sizeof(out), "a\\x0ab");
+	assert_string_equal(out, "a\\x5cx0ab");
+	log_escape_name(out, sizeof(out), "a\nb");
+	assert_string_equal(out, "a\\x0ab");
+	log_escape(out, sizeof(out), "a\\b");
+	assert_string_equal(out, "a\\b");
+}
+
 /* Truncation keeps the output terminated and never splits an escape or
  * a character. */
 static void test_truncation(void **state)
@@ -155,6 +171,7 @@ int main(void)
 		cmocka_unit_test(test_controls),
 		cmocka_unit_test(test_invalid_utf8),
 		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_escape_name),
 		cmocka_unit_test(test_journal_priorities),
 		cmocka_unit_test(test_journal_stream_elsewhere),
 	};
