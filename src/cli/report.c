@@ -41,11 +41,24 @@ static char *report_strdup(const char *s)
 	return s != NULL ? strdup(s) : NULL;
 }
 
+/* A copy of msg as it was printed: control bytes and bytes that are not
+ * UTF-8 as \xNN (JSON would make those U+FFFD, and a name with them could
+ * not be told from another). NULL on ENOMEM. */
+static char *report_escaped(const char *msg)
+{
+	size_t cap = 4 * strlen(msg) + 1;
+	char *out = malloc(cap);
+
+	if (out != NULL)
+		log_escape(out, cap, msg);
+	return out;
+}
+
 /* pcopy_hooks.failed: any thread. */
 static void report_on_failed(void *arg, const char *path, const char *reason, bool skipped)
 {
 	struct report *r = arg;
-	struct report_fail f = { report_strdup(path), report_strdup(reason), skipped };
+	struct report_fail f = { report_strdup(path), report_escaped(reason), skipped };
 
 	if (pthread_mutex_lock(&r->lock) != 0)
 		abort();

@@ -81,6 +81,15 @@ case_partial() {
     jis "$T/j" 'sum(1 for f in j["files"]["not_copied"] if "baddir" in (f["path"] or "") + f["reason"] and "Permission denied" in f["reason"])' 1
     # The file's path itself, where the client read it.
     jis "$T/j" '[f["path"] for f in j["files"]["not_copied"] if f["path"] is not None]' "['$src/badfile']"
+    # A name that is not UTF-8: the path has U+FFFD (JSON strings are
+    # UTF-8), the reason the \xNN the message printed, which gives it back.
+    rm -rf "$src" "$T/out/copy"
+    mkdir -p "$src"
+    mkfile "$src/bad"$'\xff' 10
+    chmod 000 "$src/bad"$'\xff'
+    expect_exit 3 "${AS_NOBODY[@]}" "$PCOPY" -r --json "$src" "$T/out/copy" >"$T/j"
+    valid "$T/j"
+    jis "$T/j" 'j["files"]["not_copied"][0]["reason"].count("bad\\xff")' 1
 }
 
 case_missing() {
