@@ -686,6 +686,15 @@ static int walk_child(struct walk *w, const char *name, struct walk_item *it,
 			return walk_skip_err(w, sk, dfd, "open directory", it->display);
 		return walk_enter(w, it, sk, dfd, e);
 	}
+	/* An empty file is never read for its data: it is opened once all the
+	 * same, so that one pcopy cannot read is reported (as cp and rsync
+	 * report it), not made anew, empty, at the destination. */
+	if (S_ISREG(st.st_mode) && st.st_size == 0 && !via_link) {
+		int rfd = openat(fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (rfd < 0)
+			return errno == ENOENT ? 0 : walk_skip_err(w, sk, -errno, "open", it->display);
+		close(rfd);
+	}
 	if (S_ISREG(st.st_mode))
 		return walk_reg(w, it, sk, &st, e);
 	if (S_ISLNK(st.st_mode))

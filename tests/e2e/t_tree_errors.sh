@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # t_tree_errors: `pcopy -r` when part of a tree cannot be copied (issue #10).
-#   unreadable   pcopy, as the user nobody, copies a tree holding a file and a
-#                directory of mode 000: both are named on stderr with the
-#                reason, everything else is copied, exit 3;
+#   unreadable   pcopy, as the user nobody, copies a tree holding a file, an
+#                empty file and a directory of mode 000: each is named on
+#                stderr with the reason, everything else is copied, exit 3;
 #   swapped      a directory swapped for a symlink, and a file for a FIFO,
 #                after the walk: both refused by name, nothing read through
 #                the link, no hang, exit 3;
@@ -66,13 +66,15 @@ case_unreadable() {
     mkfile "$src/baddir/inner/x" 10
     mkfile "$src/badfile" 5000
     : >"$src/z"
+    : >"$src/badempty" # never read for data, but unreadable all the same
     # The reference: what must be copied.
     cp -a "$src" "$T/ref"
-    rm -rf "$T/ref/badfile" "$T/ref/baddir"
-    chmod 000 "$src/badfile" "$src/baddir"
+    rm -rf "$T/ref/badfile" "$T/ref/baddir" "$T/ref/badempty"
+    chmod 000 "$src/badfile" "$src/baddir" "$src/badempty"
     chown nobody:nogroup "$T/out"
     expect_exit 3 "${AS_NOBODY[@]}" "$PCOPY" -r "$src" "$T/out/copy"
     stderr_line_has "$src/badfile" "Permission denied"
+    stderr_line_has "$src/badempty" "Permission denied"
     stderr_line_has "$src/baddir" "Permission denied"
     [[ ! -e $T/out/copy/badfile ]] || fail "the unreadable file was created in the copy"
     [[ ! -e $T/out/copy/baddir ]] || dir_is_empty "$T/out/copy/baddir" ||
@@ -85,9 +87,10 @@ case_unreadable() {
 # --delete never takes what the source could not read for gone: a
 # directory that lost an entry to an error (its listing, or a file that
 # could not be read) is spared whole (rsync stops deleting after an I/O
-# error), while the directories read whole are pruned as before. Local (as nobody, who cannot read baddir) and through
-# ssh (the walker's second directory open fails: the DIR_END's INCOMPLETE
-# crosses the wire to the far sink).
+# error), while the directories read whole are pruned as before. Local
+# (as nobody, who cannot read baddir) and through ssh (the walker's second
+# directory open fails: the DIR_END's INCOMPLETE crosses the wire to the
+# far sink).
 case_delete_unreadable() {
     local src=$T/src
     mkdir -p "$src/sub" "$src/baddir" "$src/lk" "$T/out"
