@@ -42,6 +42,9 @@ struct dest_dir {
 	int fd;                            /* O_PATH | O_DIRECTORY, or -1 */
 	unsigned refs;                     /* callers using fd: never closed while > 0 */
 	bool created;                      /* dest_mkdir made it; its dest_dir_end is pending */
+	bool opened_up;                    /* dest_open_up gave us write permission on it;
+	                                      its dest_dir_end puts was_mode back */
+	mode_t was_mode;                   /* its permission bits before, if opened_up */
 	bool hashed;                       /* in the table; false once forgotten (gone) */
 	char path[];                       /* the mapped path: the key */
 };
@@ -342,14 +345,65 @@ static void dest_dir_forget(struct dest *d, struct dest_dir *dd)
 	sync_unlock(&d->lock);
 }
 
+/* An operation in l's parent failed with EACCES: if the directory is
+ * ours and we may not write in it (a tree's read-only directory, which
+ * an earlier copy filled before it gave the directory its mode), we give
+ * ourselves write permission, as rsync does, until its DIR_END puts its
+ * mode back (dest_dir_end). Returns whether that was done (now or by
+ * another thread), so that the operation is worth one more try. */
+static bool dest_open_up(struct dest *d, struct dest_dir *dd)
+{
+	struct stat st;
+	bool done = false;
+	int fd;
+
+	sync_lock(&d->lock);
+	if (dd->opened_up) {
+		done = true;
+	} else if (dd->fd >= 0 &&
+		   (fd = openat(dd->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+		if (fstat(fd, &st) == 0 && st.st_uid == geteuid() && !(st.st_mode & S_IWUSR) &&
+		    fchmod(fd, (st.st_mode & 07777) | S_IWUSR | S_IXUSR) == 0) {
+			dd->was_mode = st.st_mode & 07777;
+			dd->opened_up = done = true;
+		}
+		close(fd);
+	}
+	sync_unlock(&d->lock);
+	return done;
+}
+
+/* Whether dest_open_up opened up l's own path (a directory): clears the
+ * mark and gives the mode it had in *mode. */
+static bool dest_take_opened(struct dest *d, const struct dest_loc *l, mode_t *mode)
+{
+	size_t n = strlen(l->path);
+	struct dest_dir *dd;
+	bool was = false;
+
+	sync_lock(&d->lock);
+	dd = dest_find_locked(d, l->path, n, dest_hash(l->path, n));
+	if (dd != NULL && dd->opened_up) {
+		was = true;
+		*mode = dd->was_mode;
+		dd->opened_up = false;
+	}
+	sync_unlock(&d->lock);
+	return was;
+}
+
 /* After an operation in l's parent failed with *ret: if that was ENOENT
  * (or EPERM, which O_TMPFILE gives) from a cached fd, the directory may
- * have been removed behind our back: forget it and open the parent again. Returns true when the operation is worth
- * one more try (first failure only: tries == 0); else *ret stands, or is
- * the new lookup's failure (message in err). */
+ * have been removed behind our back: forget it and open the parent again;
+ * if it was EACCES, the directory may be ours and read-only
+ * (dest_open_up). Returns true when the operation is worth one more try
+ * (first failure only: tries == 0); else *ret stands, or is the new
+ * lookup's failure (message in err). */
 static bool dest_retry(struct dest *d, struct dest_loc *l, int *ret, int tries,
 		       const char *what, struct pc_err *err)
 {
+	if (*ret == -EACCES && l->dir != NULL && tries == 0)
+		return dest_open_up(d, l->dir);
 	if ((*ret != -ENOENT && *ret != -EPERM) || l->dir == NULL || tries > 0)
 		return false;
 	dest_dir_forget(d, l->dir);
@@ -831,8 +885,17 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	if (ret < 0)
 		goto out;
 	created = dest_mark_created(d, &l, false) > 0;
-	if (!created && !d->o.preserve)
-		goto out;       /* an existing directory keeps what it has */
+	mode_t was;
+	bool opened = dest_take_opened(d, &l, &was);
+	if (!created && !d->o.preserve) {
+		/* An existing directory keeps what it has: the mode it had
+		 * before dest_open_up too. */
+		if (opened && (fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					   O_CLOEXEC)) >= 0 && fchmod(fd, was) != 0)
+			ret = dest_fail(d, l.path, -errno, "cannot set the attributes of directory",
+					err);
+		goto out;
+	}
 	fd = openat(l.dirfd, l.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	/* Not a directory there, and not ours: its DIR failed, and said so
 	 * (a symlink or a file in the way); once is enough. */
@@ -1649,10 +1712,16 @@ int dest_part_create(struct dest *d, const char *path, const struct journal_id *
 		dest_file_keep(d, f);
 		return ret;
 	}
-	(void)unlinkat(f->dirfd, f->jrnl, 0);
-	(void)unlinkat(f->dirfd, f->tmp, 0);
-	f->fd = openat(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	ret = f->fd >= 0 ? 0 : -errno;
+	for (int tries = 0; tries < 2; tries++) {
+		(void)unlinkat(f->dirfd, f->jrnl, 0);
+		(void)unlinkat(f->dirfd, f->tmp, 0);
+		f->fd = openat(f->dirfd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+			       O_CLOEXEC, 0600);
+		ret = f->fd >= 0 ? 0 : -errno;
+		/* A read-only directory of ours: see dest_retry. */
+		if (ret != -EACCES || tries > 0 || f->dir == NULL || !dest_open_up(d, f->dir))
+			break;
+	}
 	jfd = ret == 0 ? openat(f->dirfd, f->jrnl, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
 				O_CLOEXEC, 0600) : -1;
 	if (ret == 0 && jfd < 0)

@@ -15,7 +15,8 @@
 # does not have, in every mode, but what --exclude protects, and never
 # follows a symlink out of the copy; -n lists exactly what it and an update
 # would do, and changes nothing. With -p, what is kept takes the source's
-# mode and owner, and a FIFO or device already there is not made again.
+# mode and owner, and a FIFO or device already there is not made again. As
+# another user than root, an update fills a read-only directory of its own.
 # ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
@@ -232,6 +233,33 @@ case_kept_attrs() {
     done
 }
 
+# Not as root: an update fills a read-only directory (mode 0555) that an
+# earlier copy filled, as rsync does; the directory gets the source's mode
+# back with -p, and its own without.
+case_read_only_dir() {
+    local as=(setpriv --reuid=nobody --regid=nogroup --clear-groups) o
+    mkdir -p "$T/src/ro" "$T/dst"
+    echo f >"$T/src/ro/f"
+    chmod 555 "$T/src/ro"
+    chown -R nobody:nogroup "$T/src" "$T/dst"
+    expect_exit 0 "${as[@]}" "$PCOPY" -r -p "$T/src" "$T/dst/"
+    for o in -u -a; do
+        chmod 755 "$T/src/ro"
+        mkfile "$T/src/ro/new$o" 300000
+        chmod 555 "$T/src/ro"
+        expect_exit 0 "${as[@]}" "$PCOPY" -r -p "$o" "$T/src" "$T/dst/"
+        same_file "$T/src/ro/new$o" "$T/dst/src/ro/new$o"
+        [[ $(stat -c %a "$T/dst/src/ro") == 555 ]] ||
+            fail "-p $o left mode $(stat -c %a "$T/dst/src/ro") on the directory"
+    done
+    chmod 755 "$T/src/ro"
+    echo h >"$T/src/ro/h"
+    chmod 500 "$T/dst/src/ro"
+    expect_exit 0 "${as[@]}" "$PCOPY" -r -u "$T/src" "$T/dst/"
+    [[ -f $T/dst/src/ro/h && $(stat -c %a "$T/dst/src/ro") == 500 ]] ||
+        fail "-u without -p: $(ls -ld "$T/dst/src/ro"), $(ls "$T/dst/src/ro")"
+}
+
 # -n lists a path longer than a LIST carries (1024 bytes) cut in the
 # middle, with its end (the entry's own name) kept and the cut marked.
 case_dry_run_long() {
@@ -280,4 +308,5 @@ run_case quick-check-limits case_quick_check_limits
 run_case dry-run-blocked case_dry_run_blocked
 run_case kept-attrs case_kept_attrs
 run_case dry-run-long case_dry_run_long
+run_case read-only-dir case_read_only_dir
 finish
