@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,7 @@ struct dest {
 	 * lock. More than DEST_DEVS: every device counts as one. */
 	struct { dev_t dev; ino_t ino; } devs[DEST_DEVS];
 	unsigned ndevs;
+	atomic_uint_least64_t replaced;    /* o.replace: entries removed to make room */
 	pthread_mutex_t idlock;            /* guards users and groups */
 	struct dest_id users[DEST_IDS];
 	struct dest_id groups[DEST_IDS];
@@ -851,6 +853,12 @@ int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err)
 		ret = dest_fail(d, l.path, -errno, "cannot create directory", err);
 	} else if (S_ISDIR(st.st_mode)) {
 		ret = 0;
+	} else if (d->o.replace && unlinkat(l.dirfd, l.name, 0) == 0) {
+		/* --delete: a file or symlink in the way goes (never followed) */
+		atomic_fetch_add(&d->replaced, 1);
+		ret = mkdirat(l.dirfd, l.name, 0700) == 0 ? dest_mark_created(d, &l, true) : -errno;
+		if (ret < 0)
+			dest_fail(d, l.path, ret, "cannot create directory", err);
 	} else {
 		ret = dest_dir_in_the_way(d, l.path, &st, err);
 	}
@@ -865,9 +873,26 @@ int dest_dir_blocked(struct dest *d, const struct proto_entry *e, struct pc_err 
 	int ret = dest_begin(d, e, PROTO_ENT_DIR, PROTO_ENT_DIR, &l, "cannot create directory",
 			     err);
 
-	if (ret == 0 && fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	if (ret == 0 && !d->o.replace && fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    !S_ISDIR(st.st_mode))
 		ret = dest_dir_in_the_way(d, l.path, &st, err);
+	dest_dir_put(d, l.dir);
+	return ret;
+}
+
+int dest_nondir_blocked(struct dest *d, const struct proto_entry *e, struct pc_err *err)
+{
+	const char *what = e->type == PROTO_ENT_REG ? "cannot finish"
+			 : e->type == PROTO_ENT_SYMLINK ? "cannot create symlink"
+			 : e->type == PROTO_ENT_HARDLINK ? "cannot create hard link"
+			 : "cannot create special file";
+	struct dest_loc l;
+	struct stat st;
+	int ret = dest_begin(d, e, e->type, e->type, &l, what, err);
+
+	if (ret == 0 && e->type != PROTO_ENT_DIR && !d->o.replace &&
+	    fstatat(l.dirfd, l.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode))
+		ret = dest_fail(d, l.path, -EISDIR, what, err);
 	dest_dir_put(d, l.dir);
 	return ret;
 }
@@ -1111,15 +1136,52 @@ int dest_exists(struct dest *d, const struct proto_entry *e)
 	return dest_look(d, e, dest_look_any);
 }
 
-/* Renames tmp over l's final name, and removes tmp if that fails. */
-static int dest_rename_tmp(const struct dest_loc *l, const char *tmp)
+/* o.replace (--delete): removes the directory at name in dirfd, with all
+ * in it, never following a symlink, to make room for an entry of another
+ * kind at that name, as rsync replaces one; mapped is its mapped path.
+ * What goes counts as deleted. Returns 0 or -errno. */
+static int dest_make_room(struct dest *d, int dirfd, const char *name, const char *mapped)
 {
+	static const struct dest_prune_ops ops = { .keep = NULL };
+	struct dest_rm *rm = malloc(sizeof(*rm));
+	uint64_t n = 0;
+	size_t len, nl = strlen(name);
+	int ret;
+
+	if (rm == NULL)
+		return -ENOMEM;
+	rm->ops = &ops;
+	rm->deleted = &n;
+	rm->bad[0] = '\0';
+	dest_display(d, mapped, rm->at, sizeof(rm->at));
+	len = strlen(rm->at);
+	len = len > nl ? len - nl - 1 : 0; /* its parent's display path */
+	rm->at[len] = '\0';
+	ret = dest_remove(rm, dirfd, name, 0, len);
+	atomic_fetch_add(&d->replaced, n);
+	free(rm);
+	return ret;
+}
+
+/* Renames tmp over l's final name (mapped: its mapped path), and removes
+ * tmp if that fails. A directory at the name is made room for, with
+ * o.replace. */
+static int dest_rename_tmp(struct dest *d, const struct dest_loc *l, const char *tmp,
+			   const char *mapped)
+{
+	struct stat st;
 	int ret = 0;
 
-	if (renameat(l->dirfd, tmp, l->dirfd, l->name) != 0) {
+	if (renameat(l->dirfd, tmp, l->dirfd, l->name) == 0)
+		return 0;
+	ret = -errno;
+	if (ret == -EISDIR && d->o.replace &&
+	    fstatat(l->dirfd, l->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+	    (ret = dest_make_room(d, l->dirfd, l->name, mapped)) == 0 &&
+	    renameat(l->dirfd, tmp, l->dirfd, l->name) != 0)
 		ret = -errno;
+	if (ret < 0)
 		(void)unlinkat(l->dirfd, tmp, 0);
-	}
 	return ret;
 }
 
@@ -1149,7 +1211,7 @@ static int dest_node(struct dest *d, struct dest_loc *l, const struct proto_entr
 		if (ret < 0)
 			(void)unlinkat(l->dirfd, tmp, 0);
 		else
-			ret = dest_rename_tmp(l, tmp);
+			ret = dest_rename_tmp(d, l, tmp, l->path);
 	}
 	return ret < 0 ? dest_fail(d, l->path, ret, what, err) : 0;
 }
@@ -1272,7 +1334,7 @@ int dest_hardlink(struct dest *d, const char *target_path, const struct proto_en
 		if (ret == 0 && linkat(t.dirfd, t.name, l.dirfd, tmp, 0) != 0)
 			ret = -errno;
 		if (ret == 0) {
-			ret = dest_rename_tmp(&l, tmp);
+			ret = dest_rename_tmp(d, &l, tmp, l.path);
 			(void)unlinkat(l.dirfd, tmp, 0);
 			break;
 		}
@@ -1410,7 +1472,7 @@ static int dest_file_name(struct dest *d, struct dest_file *f, uint64_t size)
 	}
 	if (size >= DEST_RETIRE_MIN)
 		old = openat(f->dirfd, f->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	ret = dest_rename_tmp(&l, f->tmp);
+	ret = dest_rename_tmp(d, &l, f->tmp, f->path);
 	f->tmp[0] = '\0';   /* renamed, or removed by dest_rename_tmp */
 	if (old >= 0)
 		closer_put(d->closer, old);
@@ -1826,4 +1888,9 @@ void dest_free(struct dest *d)
 	free(d->display);
 	free(d->top);
 	free(d);
+}
+
+uint64_t dest_replaced(struct dest *d)
+{
+	return atomic_load(&d->replaced);
 }

@@ -65,6 +65,10 @@ struct dest_opts {
 	                        create a device (CHR/BLK), whatever the euid */
 	mode_t umask;        /* without -p: new files and dirs get mode & 0777 & ~umask */
 	bool dry_run;        /* -n: the looks below change nothing */
+	bool replace;        /* --delete: what stands in the way of an entry of another
+	                        kind goes first, as rsync makes room: a directory where a
+	                        file or link goes, with all in it, and a file or symlink
+	                        where a directory goes (never followed) */
 };
 
 struct dest;
@@ -79,6 +83,10 @@ struct dest_file;
  * ENOMEM, or EINVAL for a bad rename_top. */
 struct dest *dest_new(int rootfd, const char *rename_top, const struct dest_opts *o,
 		      const char *display);
+
+/* Entries removed so far to make room (dest_opts.replace), for the count
+ * of what --delete removed. Thread-safe. */
+uint64_t dest_replaced(struct dest *d);
 
 /* Closes the cached fds and frees d. Every dest_file must have been
  * committed or aborted. The big files that commits replaced are let go of
@@ -129,6 +137,11 @@ int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_f
  * (not a symlink to one) is fine: the copy merges into it. Anything else
  * under that name is an error (-EEXIST). */
 int dest_mkdir(struct dest *d, const struct proto_entry *e, struct pc_err *err);
+
+/* -n: for an entry other than a directory, the error the real run would
+ * give because a directory stands at its name (without replace), else 0
+ * (a lookup that fails says so). */
+int dest_nondir_blocked(struct dest *d, const struct proto_entry *e, struct pc_err *err);
 
 /* -n: whether making e's directory would fail because something that is
  * not a directory stands at its name (a file, a symlink): -EEXIST with the

@@ -473,12 +473,28 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 	atomic_store(&r->carry, SINK_CARRY_KEPT); /* no block of it may come */
 	int there = s->dest != NULL ? dest_exists(s->dest, e) : 0;
 	if (e->type == PROTO_ENT_DIR && there == 2) {
-		/* The real run refuses it: so does its rehearsal. */
+		/* The real run refuses it: so does its rehearsal (with --delete
+		 * it replaces it: listed below). */
 		struct pc_err err;
 		pc_err_init(&err);
-		sink_outcome(s, r, dest_dir_blocked(s->dest, e, &err), &err);
+		int ret = dest_dir_blocked(s->dest, e, &err);
+		if (ret < 0)
+			sink_outcome(s, r, ret, &err);
 		pc_err_destroy(&err);
-		return 0;
+		if (ret < 0)
+			return 0;
+	}
+	if (e->type != PROTO_ENT_DIR && there == 1) {
+		/* A directory where a file or link goes: refused without
+		 * --delete, in the rehearsal too. */
+		struct pc_err err;
+		pc_err_init(&err);
+		int ret = dest_nondir_blocked(s->dest, e, &err);
+		if (ret < 0)
+			sink_outcome(s, r, ret, &err);
+		pc_err_destroy(&err);
+		if (ret < 0)
+			return 0;
 	}
 	if (!(e->type == PROTO_ENT_DIR && there == 1)) { /* stdout too */
 		sink_display(s, r, name, sizeof(name));
@@ -782,7 +798,7 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	m.u.stats.links = atomic_load(&s->nlinks);
 	m.u.stats.unchanged = s->unchanged;
 	m.u.stats.unchanged_bytes = s->unchanged_bytes + atomic_load(&s->same_bytes);
-	m.u.stats.deleted = s->deleted;
+	m.u.stats.deleted = s->deleted + (s->dest != NULL ? dest_replaced(s->dest) : 0);
 	m.u.stats.resumed = atomic_load(&s->resumed);
 	m.u.stats.codec_cpu_us = s->codec_cpu_ns / 1000u;
 	for (unsigned i = PROTO_STAGE_RECV; i <= PROTO_STAGE_WRITE; i++)
@@ -847,7 +863,8 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	if (!t->to_stdout) {
 		struct dest_opts d = { .preserve = o->preserve, .numeric_ids = o->numeric_ids,
 				       .strip_setid = o->strip_setid, .umask = mask,
-				       .times = x->update, .dry_run = x->dry_run };
+				       .times = x->update, .dry_run = x->dry_run,
+				       .replace = x->delete };
 		s->dest = dest_new(t->dirfd, t->is_dir ? NULL : t->name, &d, t->display);
 		if (s->dest == NULL) {
 			free(s->have);

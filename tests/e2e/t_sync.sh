@@ -277,26 +277,48 @@ case_dry_run_long() {
     [[ -z $(sort "$T/n.out" | uniq -d) ]] || fail "-n listed two entries alike"
 }
 
-# -n foresees what the run will refuse: a directory whose name holds a
-# symlink or a file fails in the rehearsal as in the run, with the same
-# message and exit 3 (it was listed as an update), and nothing changes.
+# An entry of another kind in the way. Without --delete, refused: a
+# directory whose name holds a symlink or a file, and a file or a link
+# whose name holds a directory, fail in the rehearsal as in the run, with
+# the same message and exit 3, and nothing changes. With --delete they are
+# replaced, as rsync replaces them: the directory with all in it, the
+# symlink never followed; -n lists them as updates, and the copy is exact.
 case_dry_run_blocked() {
-    mkdir -p "$T/src/S/b" "$T/dst/S" "$T/elsewhere"
+    mkdir -p "$T/src/S/b" "$T/src/S/k" "$T/dst/S/f/sub" "$T/dst/S/l" "$T/elsewhere"
     mkfile "$T/src/S/b/f" 1000
+    mkfile "$T/src/S/f" 1000
+    ln -s k "$T/src/S/l"
     ln -s "$T/elsewhere" "$T/dst/S/b"
-    expect_exit 3 "$PCOPY" -r -u -n --delete "$T/src/S" "$T/dst/"
-    expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
-    [[ -L $T/dst/S/b && -z $(ls -A "$T/elsewhere") ]] || fail "the rehearsal changed something"
-    expect_exit 3 "$PCOPY" -r -u --delete "$T/src/S" "$T/dst/"
-    expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
-    [[ -z $(ls -A "$T/elsewhere") ]] || fail "the copy went through the symlink"
+    mkfile "$T/dst/S/f/sub/old" 10
+    mkfile "$T/elsewhere/keep" 10
+    local m
+    for m in "" -n; do
+        # shellcheck disable=SC2086 # m is an option or nothing
+        expect_exit 3 "$PCOPY" -r -u $m "$T/src/S" "$T/dst/"
+        expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
+        expect_stderr_contains "cannot finish '$T/dst/S/f': Is a directory"
+        expect_stderr_contains "cannot create symlink '$T/dst/S/l': Is a directory"
+        [[ -L $T/dst/S/b && -d $T/dst/S/f/sub && -d $T/dst/S/l ]] ||
+            fail "pcopy -r -u $m replaced an entry of another kind without --delete"
+    done
     # With -p too, and the refused directory is reported once, not again
     # when its attributes would be set.
     expect_exit 3 "$PCOPY" -r -p -u "$T/src/S" "$T/dst/"
     expect_stderr_contains "cannot create directory '$T/dst/S/b': a symlink is in the way"
     ! grep -q "cannot set the attributes" "$LAST_STDERR" ||
         fail "the refused directory was reported twice: $(cat "$LAST_STDERR")"
-    [[ -z $(ls -A "$T/elsewhere") ]] || fail "the copy went through the symlink"
+    [[ -L $T/dst/S/b && -f $T/dst/S/f/sub/old && -d $T/dst/S/l ]] ||
+        fail "a refused copy changed something"
+    # --delete: the rehearsal lists the three as updates, the run replaces them.
+    expect_exit 0 "$PCOPY" -r -u -n --delete "$T/src/S" "$T/dst/" >"$T/n.out"
+    for m in b f l; do
+        grep -qx "update $T/dst/S/$m" "$T/n.out" || fail "-n --delete did not list $m: $(cat "$T/n.out")"
+    done
+    [[ -L $T/dst/S/b && -f $T/dst/S/f/sub/old && -d $T/dst/S/l ]] ||
+        fail "the rehearsal changed something"
+    expect_exit 0 "$PCOPY" -r -p -u --delete "$T/src/S" "$T/dst/"
+    diff -r --no-dereference "$T/src/S" "$T/dst/S" || fail "--delete did not replace them"
+    [[ -f $T/elsewhere/keep ]] || fail "--delete went through the symlink"
 }
 
 sshd_start
