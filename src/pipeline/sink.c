@@ -472,24 +472,14 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 	}
 	atomic_store(&r->carry, SINK_CARRY_KEPT); /* no block of it may come */
 	int there = s->dest != NULL ? dest_exists(s->dest, e) : 0;
-	if (e->type == PROTO_ENT_DIR && there == 2) {
-		/* The real run refuses it: so does its rehearsal (with --delete
-		 * it replaces it: listed below). */
+	if (e->type == PROTO_ENT_DIR ? there == 2 : there == 1) {
+		/* Another kind in the way: the real run refuses it, and so
+		 * does its rehearsal (with --delete it is replaced: listed
+		 * below). */
 		struct pc_err err;
 		pc_err_init(&err);
-		int ret = dest_dir_blocked(s->dest, e, &err);
-		if (ret < 0)
-			sink_outcome(s, r, ret, &err);
-		pc_err_destroy(&err);
-		if (ret < 0)
-			return 0;
-	}
-	if (e->type != PROTO_ENT_DIR && there == 1) {
-		/* A directory where a file or link goes: refused without
-		 * --delete, in the rehearsal too. */
-		struct pc_err err;
-		pc_err_init(&err);
-		int ret = dest_nondir_blocked(s->dest, e, &err);
+		int ret = e->type == PROTO_ENT_DIR ? dest_dir_blocked(s->dest, e, &err)
+						   : dest_nondir_blocked(s->dest, e, &err);
 		if (ret < 0)
 			sink_outcome(s, r, ret, &err);
 		pc_err_destroy(&err);
