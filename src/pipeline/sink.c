@@ -417,11 +417,39 @@ static bool sink_keeps(void *arg, const char *name, bool is_dir)
 	return filter_excludes(k->s->x->filter, path, is_dir);
 }
 
+/* After END, a sign of life: our last ACK again, when we have sent none
+ * for a third of --timeout (xfer_alive_ns), so that a source waiting for
+ * its last acknowledgements does not take us for gone while we finish
+ * (a long --delete, a file read back with -e). Control thread. */
+static void sink_alive(struct sink *s)
+{
+	uint64_t every = xfer_alive_ns(s->x), now = platform_now_ns();
+
+	if (!s->end || every == 0 || now - s->acked_ns < every || xfer_aborted(s->x))
+		return;
+	struct proto_msg m = { .type = PROTO_ACK };
+	m.u.ack.upto = s->acked;
+	if (ctl_send(s->x->ctl, &m) < 0)
+		xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
+	s->acked_ns = now;
+}
+
+/* The ms until sink_alive is due, or -1 (not after END, no --timeout). */
+static int sink_alive_wait(const struct sink *s)
+{
+	uint64_t every = xfer_alive_ns(s->x), now = platform_now_ns();
+
+	if (!s->end || every == 0)
+		return -1;
+	return now - s->acked_ns >= every ? 0 : (int)((s->acked_ns + every - now) / 1000000u) + 1;
+}
+
 static void sink_gone(void *arg, const char *path)
 {
 	const struct sink_keep_arg *k = arg;
 
 	sink_list(k->s, PROTO_LIST_GONE, path);
+	sink_alive(k->s); /* a long removal is no silence */
 }
 
 /* --delete, for the DIR_END e the watermark reached: removes from its
@@ -583,6 +611,7 @@ static int sink_advance(struct sink *s, bool flush)
 			return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s",
 					 s->x->peer);
 		s->acked = s->low;
+		s->acked_ns = platform_now_ns();
 		s->sums_inflight -= s->sums_retired;
 		s->sums_retired = 0;
 	}
@@ -613,6 +642,7 @@ static int sink_on_message(struct sink *s, struct sink_result *res)
 	case PROTO_SKIP:
 		return sink_on_skip(s, &m.u.skip);
 	case PROTO_END:
+		s->acked_ns = platform_now_ns(); /* sink_alive counts from here */
 		sync_lock(&s->lock);
 		s->end = true;
 		s->x->walk_done = true;
@@ -653,7 +683,8 @@ static void sink_control(struct sink *s, struct sink_result *r)
 			/* What we finished ourselves wakes nobody (sink_notify). */
 			if (s->end && s->low == s->announced)
 				break;
-			n = poll(p, np, xfer_poll_timeout(x));
+			int t = xfer_poll_timeout(x), a = sink_alive_wait(s);
+			n = poll(p, np, a >= 0 && (t < 0 || a < t) ? a : t);
 		}
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
@@ -671,6 +702,7 @@ static void sink_control(struct sink *s, struct sink_result *r)
 		if (n > 0 && p[0].revents && !xfer_aborted(x))
 			(void)sink_on_message(s, r);
 		(void)sink_advance(s, false);
+		sink_alive(s);
 		xfer_progress(x);
 	}
 	if (!xfer_aborted(x))

@@ -85,6 +85,8 @@ struct sink {
 	struct entcount ents;          /* the entries shown in progress; control thread */
 	uint32_t low;                  /* lowest id not yet passed by the watermark */
 	bool end;                      /* END received */
+	uint64_t acked_ns;             /* control thread: when our last ACK went (or END
+	                                  came): see sink_alive */
 	atomic_uint_least64_t *done;   /* [SINK_TABLE / 64] bits, by id % SINK_TABLE */
 
 	atomic_uint failed;            /* entries that failed */

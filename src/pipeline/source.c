@@ -86,6 +86,23 @@ static int source_send_end(struct source *s)
 	if (ctl_send(x->ctl, &m) < 0)
 		return xfer_fail(x, -PC_E_NET, "lost control connection to %s", x->peer);
 	s->end_sent = true;
+	s->heard_ns = platform_now_ns();
+	return 0;
+}
+
+/* After END: the ms the sink has left to say something (--timeout, see
+ * xfer_alive_ns), -1 for no bound; 0 fails the transfer. */
+static int source_end_wait(struct source *s)
+{
+	struct xfer *x = s->x;
+	uint64_t limit = (uint64_t)x->timeout_s * 1000000000u, now = platform_now_ns();
+
+	if (!s->end_sent || limit == 0)
+		return -1;
+	if (now - s->heard_ns < limit)
+		return (int)((s->heard_ns + limit - now) / 1000000u) + 1;
+	xfer_fail(x, -PC_E_TIMEOUT, "%s said nothing for %u s after the last data went "
+		  "(--timeout %u)", x->peer, x->timeout_s, x->timeout_s);
 	return 0;
 }
 
@@ -109,7 +126,10 @@ static void source_control(struct source *s)
 			(void)source_on_message(s);
 			continue;
 		}
-		int n = poll(p, x->sigfd >= 0 ? 4 : 3, source_poll_timeout(s));
+		int t = source_poll_timeout(s), end = source_end_wait(s);
+		if (end == 0)
+			return;
+		int n = poll(p, x->sigfd >= 0 ? 4 : 3, end > 0 && (t < 0 || end < t) ? end : t);
 		if (n < 0 && errno != EINTR) {
 			xfer_fail(x, -errno, "poll: %s", strerror(errno));
 			return;

@@ -526,6 +526,7 @@ int source_on_message(struct source *s)
 	if (ret < 0)
 		return xfer_fail(s->x, ret == -PC_E_PROTO ? ret : -PC_E_NET,
 				 "lost control connection to %s: %s", s->x->peer, pc_strerror(ret));
+	s->heard_ns = platform_now_ns();
 	switch (m.type) {
 	case PROTO_ACK:
 		return source_on_ack(s, m.u.ack.upto);

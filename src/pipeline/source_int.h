@@ -135,6 +135,8 @@ struct source {
 	uint64_t inflight_bytes;   /* their sum over the ids announced and not acknowledged */
 	uint8_t done_bits[SOURCE_WINDOW / 8]; /* FILE_DONE seen, by id % SOURCE_WINDOW */
 	bool end_sent, plan_finished;
+	uint64_t heard_ns;         /* control thread: the sink's last message, or END's
+	                              going; after END --timeout counts from it */
 	unsigned failed, skipped;
 	unsigned unverified;       /* FILE_DONEs with -PC_E_INTEGRITY (-e) */
 	uint64_t files, dirs, links;

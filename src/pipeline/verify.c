@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sys/fault.h"
@@ -45,6 +46,11 @@ int verify_read_back(int fd, uint64_t size, uint32_t block, uint64_t *digest)
 	if (fdatasync(fd) != 0) {
 		ret = -errno;
 		goto out;
+	}
+	if (fault_fire(FAULT_SINK_SLOW)) {
+		struct timespec slow = { .tv_sec = 3 };
+		while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
+			;
 	}
 	/* Advice, not a promise: a file system without a disk of its own
 	 * (tmpfs) keeps its pages; the read is then what it has. */

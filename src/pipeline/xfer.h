@@ -110,6 +110,16 @@ struct xfer {
 	                                     FILE_END has not come (source: been sent) */
 };
 
+/* After END, --timeout bounds the wait for the sink's last word: the
+ * sink repeats its last ACK when it has sent none for a third of it (a
+ * sign of life while it finishes its last files), and the source gives
+ * up once it has heard nothing for all of it (PROTOCOL 4.9). 0: no
+ * bound (--timeout 0). */
+static inline uint64_t xfer_alive_ns(const struct xfer *x)
+{
+	return (uint64_t)x->timeout_s * 1000000000u / 3;
+}
+
 /* Whether the sink sends SUMS in this session (--checksum or -a) and the
  * source sends SAME blocks. */
 static inline bool xfer_sums(const struct xfer *x)

@@ -28,6 +28,8 @@
  *   sink_same    --checksum: the sink's read of a block it has already (a
  *                SAME block) finds its first byte inverted, as if the file
  *                had changed since it was hashed
+ *   sink_slow    -e: the sink's read back of a file it wrote waits 3 s
+ *                first, as a slow disk's flush does
  *   data_probe   --data-via auto: the probe of the direct path
  *                (roles/datapath.h) gets no answer, as behind a firewall
  *                that drops it, whatever the link; at once, without the
@@ -54,6 +56,7 @@ enum fault_site {
 	FAULT_SINK_WRITE,
 	FAULT_SINK_VERIFY,
 	FAULT_SINK_SAME,
+	FAULT_SINK_SLOW,
 	FAULT_DATA_PROBE,
 	FAULT_DATA_PROBE_SLOW,
 	FAULT_DATA_LATE,

@@ -20,14 +20,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 13u
-#define PROTO_MIN_VERSION 13u   /* 1 and 2 were never released; 3 had no encryption; 4 had
+#define PROTO_VERSION 14u
+#define PROTO_MIN_VERSION 14u   /* 1 and 2 were never released; 3 had no encryption; 4 had
                                   a data listener per daemon session; 5 had no data
                                   connections through ssh; 6 had no stage times in
                                   END and DONE, nor probe sessions; 7 no rate cap; 8 no
                                   filter rules; 9 no block delta (SUMS, SAME); 10 no
                                   resume (REQUEST.sync RESUME, DONE.resumed); 11 no
-                                  INPLACE; 12 no INCOMPLETE directories */
+                                  INPLACE; 12 no INCOMPLETE directories; 13 no sign of
+                                  life from the sink after END */
 #define PROTO_MAGIC 0x50435059u       /* "PCPY": control HELLO */
 #define PROTO_DATA_MAGIC 0x50434454u  /* "PCDT": data channel hello */
 #define PROTO_ROUTE_MAGIC 0x50435254u /* "PCRT": a data connection to a daemon's port */

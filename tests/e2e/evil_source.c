@@ -7,7 +7,7 @@
  * It stands in for `pcopy --server` at the far end of an ssh pull
  * (`pcopy -r --remote-pcopy WRAPPER 127.0.0.1:a ... DST`, where WRAPPER runs
  * `evil_source SCENARIO OUTSIDE "$@"`; the client's own arguments, such as
- * --server -q, are ignored). It speaks protocol version 13 over the pipe
+ * --server -q, are ignored). It speaks protocol version 14 over the pipe
  * transport (docs/PROTOCOL.md; the tree messages as
  * /work/notes/tree-contract.md section 1 gives them) with its own tiny
  * big-endian encoder, so it can send what pcopy's encoder refuses. It does
@@ -46,7 +46,7 @@
  *
  * Exit status: 0 when the session ran to its end (whatever the sink said),
  * 1 when this program could not play its part (bad arguments, a peer that
- * does not speak version 13, or asks for TLS: the client runs with
+ * does not speak version 14, or asks for TLS: the client runs with
  * --no-encrypt, since what is tested is the entries, not the channel; a
  * data connection that never came); it says why
  * on stderr, which ssh passes to the client.
@@ -73,7 +73,7 @@ enum {
 	E_REG = 1, E_DIR = 2, E_SYMLINK = 3, E_HARDLINK = 4, E_DIR_END = 9,
 	F_LINKED = 0x2,
 	RQ_CONNECT = 0x08, RQ_DATA_KEY = 0x10, RQ_ENCRYPT = 0x400,
-	VERSION = 13, MAGIC = 0x50435059, DMAGIC = 0x50434454,
+	VERSION = 14, MAGIC = 0x50435059, DMAGIC = 0x50434454,
 	MAX_PAYLOAD = 65536, MAX_STREAMS = 64, KEYLEN = 32,
 };
 
@@ -233,7 +233,7 @@ static const char *basename_of(const char *p)
 	return s != NULL && s[1] != '\0' ? s + 1 : p;
 }
 
-/* parse_request: the version 13 REQUEST layout, which is version 9's
+/* parse_request: the version 14 REQUEST layout, which is version 9's
  * (version 5's, with attach_id after connect_port and two ssh strings after
  * connect_host, as in versions 6 and 7, bwlimit and sync after attach_id as
  * in version 8, and the filter rules after the paths, which this program

@@ -53,7 +53,7 @@ import time
 # Control connections: a TLS 1.0 record header for a 512-byte handshake,
 # then the start of a ClientHello. The daemon never gets all of it.
 TLS_BYTES = bytes([0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xFC, 0x03, 0x03]) + os.urandom(64)
-# Data connections: "PCRT", version 13, flags 0, a 16-byte token (docs/PROTOCOL.md 6.2).
+# Data connections: "PCRT", version 14, flags 0, a 16-byte token (docs/PROTOCOL.md 6.2).
 ROUTE_BYTES = b"PCRT\x00\x0d\x00\x00" + os.urandom(16)
 # What a garbage connection says: a forged log line after a CR LF, a
 # terminal escape (clear screen), a window title, DEL, a bell, a backspace
@@ -75,7 +75,7 @@ def garbage_texts(text):
     # A HELLO first (docs/PROTOCOL.md 4.1), so that a daemon in clear takes
     # it for a client's control channel; a daemon that requires TLS refuses
     # it at the HELLO and reads nothing after.
-    hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 13, 13, 0) + os.urandom(32)
+    hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 14, 14, 0) + os.urandom(32)
     frame = hello + struct.pack(">BBHIiH", 11, 0, 0, 6 + len(text), -1002, len(text)) + text
     return (b"\x00" + text, b"\x16" + text, b"PCRT" + text, b"PCRT\x00\x0d" + text,
             b"GET / HTTP/1.0" + text, frame)

@@ -627,7 +627,7 @@ s.close()
 # daemon logs one refusal per address every 5 s.)
 s = socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.7", 0))
 t0 = time.monotonic()
-s.sendall(struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 13, 13, 0) + os.urandom(32))
+s.sendall(struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 14, 14, 0) + os.urandom(32))
 s.settimeout(12)
 hdr = b""
 while len(hdr) < 8:

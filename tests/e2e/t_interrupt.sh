@@ -211,6 +211,32 @@ case_stalled_sink() {
     [[ ! -e $T/out ]] || fail "$T/out appeared"
 }
 
+# After the last data went (END), --timeout still bounds the wait for the
+# sink's last acknowledgements: a sink that stops there (SIGSTOP while -e
+# reads a file back, slowed by the sink_slow fault) ends the copy with exit
+# 30 about --timeout later, where it used to wait for ever; a sink that is
+# slow there but alive (the same read back, not stopped) says so with
+# repeated ACKs, and the copy succeeds, however short --timeout is.
+case_stalled_at_end() {
+    local pid sink start
+    mkfile "$T/f" 3M
+    expect_exit 0 env PCOPY_TEST_FAULT=sink_slow:1 "$PCOPY" --timeout 1 -e "$T/f" "$T/slow"
+    same_file "$T/f" "$T/slow"
+    PCOPY_TEST_FAULT=sink_slow:1 "$PCOPY" -vv --timeout 2 -e "$T/f" "$T/out" 2>"$T/err" &
+    pid=$!
+    track_pid "$pid"
+    wait_until 20 grep -q "sent END" "$T/err" || fail "the source sent no END: $(cat "$T/err")"
+    sink=$(pgrep -P "$pid" -f -- "--server")
+    kill -STOP "$sink"
+    start=$(now)
+    wait_exit 30 "$pid" || { kill -CONT "$sink"; fail "the copy did not end with its sink stopped"; }
+    kill -CONT "$sink" 2>/dev/null || true
+    log "stopped at the end: exit $WAIT_RC after $(secs_since "$start") s"
+    [[ $WAIT_RC -eq 30 ]] || fail "exit status $WAIT_RC, wanted 30: $(tail -n 3 "$T/err")"
+    grep -q "said nothing for 2 s after the last data went (--timeout 2)" "$T/err" ||
+        fail "the message does not say what timed out: $(tail -n 3 "$T/err")"
+}
+
 # interrupt_early SIG SECS CMD...: run CMD (pcopy) with SIG sent after SECS
 # seconds (timeout --preserve-status), stderr in $LAST_STDERR; it must end
 # within REACT seconds (times $SLOW) of the signal, with exit 20, saying
@@ -335,6 +361,7 @@ run_case daemon-sigterm case_daemon_sigterm
 run_case session-sigkill case_session_sigkill
 run_case idle-timeout case_idle_timeout
 run_case stalled-sink case_stalled_sink
+run_case stalled-at-end case_stalled_at_end
 run_case fifo-no-writer case_fifo_no_writer
 run_case fifo-writer-later case_fifo_writer_later
 run_case fifo-pull-gives-up case_fifo_pull_gives_up

@@ -232,7 +232,7 @@ msg = b"forged\npcopy: refused 10.6.6.6: FORGED\x1b[31m red\r"
 payload = struct.pack(">iH", -1001, len(msg)) + msg
 # A HELLO first (PROTOCOL.md 4.1): without one, the daemon drops the
 # connection unread, as no pcopy control channel in clear.
-hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 13, 13, 0) + os.urandom(32)
+hello = struct.pack(">BBHIIHHI", 1, 0, 0, 44, 0x50435059, 14, 14, 0) + os.urandom(32)
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
 s.sendall(hello + bytes([11, 0, 0, 0]) + struct.pack(">I", len(payload)) + payload)
 try:

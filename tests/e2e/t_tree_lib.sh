@@ -74,7 +74,7 @@ mutated() {
 }
 
 # case_evil_source: tests/e2e/evil_source (t_tree_hostile's hostile peer)
-# speaks protocol version 13 as the contract lays it out, checked by an
+# speaks protocol version 14 as the contract lays it out, checked by an
 # independent client written here in Python: the handshake (HELLO, KEY,
 # REQUEST; HELLO, READY), the data channels' MACs both ways (mac_l checked
 # with Python's own HMAC), every ENTRIES batch decoded field by field to
@@ -102,7 +102,7 @@ def recv():
     assert f == 0 and r == 0 and n <= 65536, "bad frame header"
     return t, p.stdout.read(n)
 nc, K, streams = os.urandom(32), os.urandom(32), 3
-send(1, struct.pack(">IHHI", 0x50435059, 13, 13, 0) + nc)
+send(1, struct.pack(">IHHI", 0x50435059, 14, 14, 0) + nc)
 send(3, K)
 paths = [b"dir/a", b"b"]
 req = struct.pack(">BHHIIIIHHB", 2, 0x20 | 0x40 | 0x200, streams, 1 << 20, 0, 0, 2, 0, 0, 0)
@@ -114,7 +114,7 @@ req += struct.pack(">H", 0)  # nfilters (version 9): none
 send(4, req)
 t, hello = recv()
 assert t == 1 and len(hello) == 44, f"HELLO expected, got {t}"
-assert struct.unpack(">IHHI", hello[:12]) == (0x50435059, 13, 13, 0), "HELLO fields"
+assert struct.unpack(">IHHI", hello[:12]) == (0x50435059, 14, 14, 0), "HELLO fields"
 k = hmac.new(K, b"pcopy session" + nc + hello[12:44], hashlib.sha256).digest()
 t, ready = recv()
 assert t == 5, f"READY expected, got {t}"
@@ -163,7 +163,7 @@ send(10, bytes(312))
 assert p.wait() == 0, "evil_source failed"
 print(" ".join(seen))
 EOF
-        ) || fail "evil_source $s does not speak version 13 as the contract says"
+        ) || fail "evil_source $s does not speak version 14 as the contract says"
         log "evil_source $s: $out"
         case $s in
         benign) [[ $out == "2:a 1:a/f 3:a/l 2:a/d 9:a/d 9:a" ]] ;;

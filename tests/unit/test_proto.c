@@ -2310,7 +2310,7 @@ static void test_route(void **state)
 	for (unsigned i = 0; i < sizeof(token); i++)
 		token[i] = (uint8_t)(0xa0 + i);
 	proto_route_encode(token, buf);
-	assert_memory_equal(buf, "PCRT\x00\x0d\x00\x00", 8);
+	assert_memory_equal(buf, "PCRT\x00\x0e\x00\x00", 8);
 	assert_memory_equal(buf + 8, token, sizeof(token));
 	assert_true(proto_starts_route(buf[0]));
 	assert_false(proto_starts_tls(buf[0]));
@@ -2403,7 +2403,7 @@ static void test_psk_id(void **state)
 
 	(void)state;
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCDT\x00\x0d\x00\x3f", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCDT\x00\x0e\x00\x3f", PROTO_PSK_ID_LEN);
 	memset(&out, 0, sizeof(out));
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	assert_memory_equal(&out, &id, sizeof(id));
@@ -2427,7 +2427,7 @@ static void test_psk_id(void **state)
 	/* The control channel's identity has stream 0 and nothing else. */
 	id = (struct proto_psk_id){ PROTO_MAGIC, PROTO_VERSION, 0 };
 	proto_psk_id_encode(&id, buf);
-	assert_memory_equal(buf, "PCPY\x00\x0d\x00\x00", PROTO_PSK_ID_LEN);
+	assert_memory_equal(buf, "PCPY\x00\x0e\x00\x00", PROTO_PSK_ID_LEN);
 	assert_int_equal(proto_psk_id_decode(buf, PROTO_PSK_ID_LEN, &out), 0);
 	id.stream = 1;
 	proto_psk_id_encode(&id, buf);
