@@ -767,8 +767,12 @@ static void client_route_settle(struct client *c, struct endpoint *ep)
 	if (ep->via == PCOPY_DATA_VIA_AUTO) {
 		uint64_t age;
 		loc_ssh_target(ep->loc, target, sizeof(target));
-		snprintf(ep->memo_key, sizeof(ep->memo_key), "%s\n%s:%u", target, ep->route.host,
-			 (unsigned)ep->route.port);
+		/* -4 and -6 have keys of their own: a family the host lacks
+		 * is no firewall, and must not send the next plain copies
+		 * through ssh. */
+		snprintf(ep->memo_key, sizeof(ep->memo_key), "%s\n%s:%u%s", target, ep->route.host,
+			 (unsigned)ep->route.port, ep->req.family == 4 ? " -4"
+						   : ep->req.family == 6 ? " -6" : "");
 		if (datamemo_recall(ep->memo_key, (uint64_t)time(NULL), &age)) {
 			/* As --data-via ssh: the streams start with the
 			 * control ssh, and no direct connection is tried. */

@@ -128,7 +128,7 @@ _data_conn_of_family() {
 # forced_family FLAG OTHER HOST [OPTS...]: `pcopy FLAG OPTS` to HOST, which
 # ssh reaches over the other family only, either copies over FLAG's family
 # or fails with exit 10, within 15 s; no data connection of family OTHER
-# is ever seen.
+# is ever seen; and a copy without FLAG then is not sent through ssh.
 forced_family() {
     local flag=$1 other=$2 host=$3 cpid seen='' start
     shift 3
@@ -156,6 +156,11 @@ forced_family() {
     10) [[ ! -e $T/remote/f$flag ]] || fail "$T/remote/f$flag was created" ;;
     *) fail "pcopy $flag${*:+ $*} to $host exited with $WAIT_RC: $(cat "$T/err$flag")" ;;
     esac
+    # A family the host lacks is no firewall: the next copy without FLAG
+    # is not sent through ssh for it (pcopy remembers hosts behind one).
+    expect_exit 0 "$PCOPY" "$@" -s 2 "$T/f$flag" "$host:$T/remote/again$flag"
+    expect_stderr_lacks "min ago"
+    same_file "$T/f$flag" "$T/remote/again$flag"
 }
 
 case_v6_to_v4_host() {
