@@ -176,6 +176,11 @@ static int server_listen(struct ctl *c, const struct server_cfg *cfg,
 		}
 		*lfd = net_listen(cfg->listen_host, req->port_lo, req->port_hi, req->family,
 				  req->window, e);
+		if (*lfd == -EADDRINUSE) { /* the client may listen instead */
+			char msg[sizeof(e->msg)];
+			pc_err_get(e, msg, sizeof(msg));
+			pc_err_replace(e, *lfd, "%s, or -z", msg);
+		}
 		if (*lfd < 0) {
 			server_tell(c, e, *lfd);
 			return *lfd;

@@ -252,8 +252,8 @@ static int net_listen_host(const char *host, uint16_t lo, uint16_t hi, int famil
 	}
 	freeaddrinfo(res);
 	if (fd == -EADDRINUSE && lo != 0)
-		return pc_err_set(e, fd, "every data port from %u to %u is in use on %s; try -z "
-				  "or another -Z range", (unsigned)lo, top, host && *host ? host : "this host");
+		return pc_err_set(e, fd, "every data port from %u to %u is in use on %s; try "
+				  "another -Z range", (unsigned)lo, top, host && *host ? host : "this host");
 	if (fd < 0)
 		return pc_err_set(e, fd, "cannot listen on %s port %u: %s", host && *host ? host : "*",
 				  (unsigned)lo, strerror(-fd));

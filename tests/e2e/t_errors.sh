@@ -347,6 +347,29 @@ case_compress_fails_pull() {
     no_temp_files "$T/d"
 }
 
+# Every port of -Z in use: exit 10, with advice that fits who listens
+# (with -z the client does: "try -z" would be no advice).
+case_ports_in_use() {
+    local port holder
+    port=$(free_port)
+    python3 -c "
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('0.0.0.0', $port)); s.listen()
+t = socket.socket(socket.AF_INET6); t.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+t.bind(('::', $port)); t.listen(); print('ok', flush=True); time.sleep(60)" >"$T/holder" &
+    holder=$!
+    track_pid "$holder"
+    wait_until 10 grep -q ok "$T/holder" || fail "could not take port $port"
+    mkfile "$T/f" 1000
+    expect_exit 10 "$PCOPY" -z -Z "$port-$port" "$T/f" "$T/out"
+    expect_stderr_contains "every data port from $port to $port is in use"
+    expect_stderr_lacks "-z"
+    expect_exit 10 "$PCOPY" -Z "$port-$port" "$T/f" "$T/out"
+    expect_stderr_contains "try another -Z range, or -z"
+    kill "$holder"
+}
+
 run_case missing-source case_missing_source
 run_case missing-among-several case_missing_among_several
 run_case unreadable-source case_unreadable_source
@@ -361,4 +384,5 @@ run_case dotdot-url case_dotdot_url
 run_case symlink-escape case_symlink_escape
 run_case compress-fails-local case_compress_fails_local
 run_case compress-fails-pull case_compress_fails_pull
+run_case ports-in-use case_ports_in_use
 finish
