@@ -126,6 +126,9 @@ static int sink_chan_failed(struct receiver *rc, struct chan *ch, int ret)
 	if (ret == -PC_E_INTEGRITY)
 		return xfer_fail(x, ret, "data connection %u from %s: %s", rc->idx, x->peer,
 				 chan_error(ch)[0] ? chan_error(ch) : pc_strerror(ret));
+	if (ret == -PC_E_TIMEOUT) /* nothing lost: the other end went quiet */
+		return xfer_fail(x, ret, "nothing came on data connection %u from %s for %u s "
+				 "(--timeout %u)", rc->idx, x->peer, x->timeout_s, x->timeout_s);
 	return xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
 			 "lost data connection %u from %s: %s", rc->idx, x->peer,
 			 ret == -PC_E_NET ? "connection closed" : pc_strerror(ret));

@@ -634,9 +634,12 @@ void *source_sender(void *arg)
 			return NULL;
 		}
 	}
-	if (ret < 0) {
-		xfer_fail(x, ret == -PC_E_TIMEOUT ? ret : -PC_E_NET,
-			  "lost data connection %u to %s: %s", w->idx, x->peer, pc_strerror(ret));
+	if (ret == -PC_E_TIMEOUT) {
+		xfer_fail(x, ret, "%s took nothing on data connection %u for %u s (--timeout %u)",
+			  x->peer, w->idx, x->timeout_s, x->timeout_s);
+	} else if (ret < 0) {
+		xfer_fail(x, -PC_E_NET, "lost data connection %u to %s: %s", w->idx, x->peer,
+			  pc_strerror(ret));
 	} else if (!xfer_aborted(x) && atomic_fetch_sub(&s->senders_left, 1) == 1) {
 		ret = platform_event_signal(s->efd);
 		if (ret < 0)

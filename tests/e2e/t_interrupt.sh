@@ -187,6 +187,10 @@ case_idle_timeout() {
     [[ ! -e $T/d/out ]] || fail "$T/d/out appeared"
     no_temp_files "$T/d"
     [[ $CLIENT_RC -eq 30 ]] || { cat "$CLIENT_ERR" >&2; fail "exit status $CLIENT_RC, wanted 30"; }
+    # Nothing was lost: the message says the stream went quiet, and why
+    # that ends the copy.
+    grep -q "nothing came on data connection 0 from client for 4 s (--timeout 4)" "$CLIENT_ERR" ||
+        fail "the message does not name the idle stream and --timeout: $(cat "$CLIENT_ERR")"
 }
 
 # A sink that stops reading (SIGSTOP of a local copy's sink) stalls the
@@ -207,7 +211,8 @@ case_stalled_sink() {
     wait_exit 60 "$pid" || { kill -CONT "$sink"; fail "the copy did not end with its sink stopped"; }
     kill -CONT "$sink" 2>/dev/null || true
     [[ $WAIT_RC -eq 30 ]] || fail "exit status $WAIT_RC, wanted 30: $(cat "$T/err")"
-    grep -q "timed out" "$T/err" || fail "the message does not say it timed out: $(cat "$T/err")"
+    grep -q "local sink took nothing on data connection [01] for 3 s (--timeout 3)" "$T/err" ||
+        fail "the message does not say the sink stopped taking data: $(cat "$T/err")"
     [[ ! -e $T/out ]] || fail "$T/out appeared"
 }
 
