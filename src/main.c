@@ -579,7 +579,7 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 		r->streams == 1 ? "" : "s");
 	if (r->security[0] != '\0')
 		fprintf(stderr, ", %s", r->security);
-	if (c->o.codec != NULL && r->source.wire_bytes > 0)
+	if (r->compressed && r->source.wire_bytes > 0)
 		fprintf(stderr, ", compression %.2fx (cpu: compress %.2f s, decompress %.2f s)",
 			(double)r->source.bytes / (double)r->source.wire_bytes,
 			r->source.codec_cpu_s, r->sink.codec_cpu_s);

@@ -277,6 +277,8 @@ struct pcopy_result {
 	                            ready to the last file verified (the client's side;
 	                            third party: the sink's) */
 	unsigned streams;
+	bool compressed;         /* -c asks for compression (a codec at a level above 0 for
+	                            some stream, or auto): ratios are worth showing */
 	char security[96];       /* how the data travelled: "TLS 1.3, TLS_AES_128_GCM_SHA256"
 	                            or "clear" */
 	int data_via;            /* PCOPY_VIA_*: the path the data streams took */

@@ -287,7 +287,7 @@ int report_summary(struct report *r, const struct pcopy_opts *o, const struct pc
 	report_side(&j, "sink", &res->sink);
 	json_object(&j, "compression");
 	json_str(&j, "codec", o->codec != NULL ? o->codec : "none");
-	if (src->wire_bytes > 0 && o->codec != NULL)
+	if (src->wire_bytes > 0 && res->compressed)
 		json_num(&j, "ratio", (double)src->bytes / (double)src->wire_bytes);
 	else
 		json_null(&j, "ratio");

@@ -182,6 +182,25 @@ static int client_check_opts(const struct pcopy_opts *o, struct pc_err *e)
 	return 0;
 }
 
+/* Whether -c spec (NULL: none) compresses any stream: "none", "0" and
+ * "zlib:0" do not. */
+static bool client_compresses(const char *spec)
+{
+	struct codec_choice c[CODEC_MAX_CHOICES];
+	struct pc_err e;
+	unsigned n = 0;
+	bool is_auto = false, any = false;
+
+	if (spec == NULL)
+		return false;
+	pc_err_init(&e);
+	if (codec_parse(spec, c, &n, &is_auto, &e) == 0)
+		for (unsigned i = 0; i < n; i++)
+			any |= c[i].id != CODEC_NONE && c[i].level > 0;
+	pc_err_destroy(&e);
+	return any || is_auto;
+}
+
 static bool client_is_remote(const struct loc *l)
 {
 	return l->kind == LOC_DAEMON || l->kind == LOC_SSH;
@@ -1328,6 +1347,7 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 		r->files_failed = c->list.unusable;
 	client_free(c, &ret);
 	r->streams = o->streams;
+	r->compressed = client_compresses(o->codec);
 	r->wall_s = (double)(platform_now_ns() - start) / 1e9;
 	/* -e: a file that read back wrong is a data integrity failure (exit
 	 * 12), not just a file not copied. */

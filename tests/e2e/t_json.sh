@@ -62,6 +62,13 @@ case_local() {
     valid "$T/j2"
     jis "$T/j2" 'j["files"]["copied"], j["files"]["directories"]' "(2, 2)"
     jis "$T/j2" 'j["compression"]["codec"], j["compression"]["ratio"] > 0' "('lz4', True)"
+    # -c none, 0 or zlib:0 compress nothing: no ratio, as without -c.
+    local c
+    for c in none 0 zlib:0; do
+        expect_exit 0 "$PCOPY" -r -c "$c" --json "$T/tree" "$T/tree.$c" >"$T/j3"
+        jis "$T/j3" 'j["compression"]["ratio"]' None
+        expect_stderr_lacks "compression"
+    done
 }
 
 case_partial() {
