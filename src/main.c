@@ -217,6 +217,15 @@ static int cli_bad(const char *opt, const char *arg, const char *want)
 	return -1;
 }
 
+/* Two options that say opposite things, both given: refused, not the last
+ * one silently winning (a script that adds --encrypt to a command with
+ * --no-encrypt must not send in clear). */
+static int cli_clash(const char *a, const char *b)
+{
+	fprintf(stderr, "pcopy: %s and %s do not go together\nTry 'pcopy --help'.\n", a, b);
+	return -1;
+}
+
 static int cli_uint(const char *opt, const char *arg, unsigned lo, unsigned hi, unsigned *out,
 		    const char *want)
 {
@@ -231,10 +240,12 @@ static int cli_uint(const char *opt, const char *arg, unsigned lo, unsigned hi, 
 	return 0;
 }
 
-static int cli_size(const char *opt, const char *arg, uint64_t *out)
+/* A size within [lo, hi]; want says which, for the message. */
+static int cli_size(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint64_t *out,
+		    const char *want)
 {
-	if (platform_parse_size(arg, out) < 0)
-		return cli_bad(opt, arg, "a size like 256k, 1M or 4G");
+	if (platform_parse_size(arg, out) < 0 || *out < lo || *out > hi)
+		return cli_bad(opt, arg, want);
 	return 0;
 }
 
@@ -411,11 +422,10 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_INCLUDE: return cli_rule(c, '+', arg, "--include");
 	case OPT_EXCLUDE_FROM: return cli_rules_file(c, arg);
 	case 's': return cli_uint("-s", arg, 1, 64, &o->streams, "a number of streams from 1 to 64");
-	case 'w': return cli_size("-w", arg, &o->window);
-	case 'B':
-		if (cli_size("-B", arg, &o->block_size) < 0)
-			return -1;
-		return o->block_size != 0 ? 0 : cli_bad("-B", arg, "a size from 4k to 64M");
+	case 'w': return cli_size("-w", arg, 0, 1u << 30, &o->window,
+				   "a size up to 1G, like 1M or 4M (0: the kernel's)");
+	case 'B': return cli_size("-B", arg, 4096, 64u << 20, &o->block_size,
+				  "a size from 4k to 64M, like 256k or 1M");
 	case 'c': o->codec = arg; return 0;
 	case 'P': return cli_uint("-P", arg, 1, 86400, &o->progress_s,
 				  "a number of seconds from 1 to 86400");
@@ -469,10 +479,20 @@ static int cli_apply(struct cli *c, int ch, const char *arg)
 	case OPT_REMOTE_PCOPY: o->remote_pcopy = arg; return 0;
 	case 'Z': return cli_range(arg, &o->port_lo, &o->port_hi);
 	case 'z': o->reverse = true; return 0;
-	case '4': o->family = 4; return 0;
-	case '6': o->family = 6; return 0;
-	case OPT_ENCRYPT: o->encrypt = PCOPY_ENCRYPT_ON; return 0;
-	case OPT_NO_ENCRYPT: o->encrypt = PCOPY_ENCRYPT_OFF; return 0;
+	case '4':
+	case '6':
+		if (o->family != 0 && o->family != (ch == '4' ? 4 : 6))
+			return cli_clash("-4", "-6");
+		o->family = ch == '4' ? 4 : 6;
+		return 0;
+	case OPT_ENCRYPT:
+	case OPT_NO_ENCRYPT: {
+		int want = ch == OPT_ENCRYPT ? PCOPY_ENCRYPT_ON : PCOPY_ENCRYPT_OFF;
+		if (o->encrypt != PCOPY_ENCRYPT_DEFAULT && o->encrypt != want)
+			return cli_clash("--encrypt", "--no-encrypt");
+		o->encrypt = want;
+		return 0;
+	}
 	case OPT_CIPHER: o->cipher = arg; return 0;
 	case OPT_ALLOW_UNENCRYPTED: o->allow_unencrypted = true; return 0;
 	case OPT_MAX_SESSIONS:

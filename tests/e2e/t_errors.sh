@@ -113,6 +113,12 @@ case_bad_options() {
     bad_option "unknown option -k" --delete -kr
     bad_option "-P: '0' is not a number of seconds from 1 to 86400" -P 0
     bad_option "--root is for a daemon" --root "$T"
+    # Opposite options are refused, not the last one taken.
+    bad_option "--encrypt and --no-encrypt do not go together" --encrypt --no-encrypt
+    bad_option "-4 and -6 do not go together" -6 -4
+    # Sizes: one message, with the option's own range.
+    bad_option "-B: '4095' is not a size from 4k to 64M" -B 4095
+    bad_option "-w: '1x' is not a size up to 1G" -w 1x
     # Operands that an action does not take are refused, not ignored.
     bad_option "--gen-key FILE takes no operands, and '$T/a' is one" --gen-key "$T/k9"
     [[ ! -e $T/k9 ]] || fail "--gen-key with extra operands wrote $T/k9"
