@@ -28,7 +28,7 @@ _pcopy_ssh_timeout=${PCOPY_COMPLETION_SSH_TIMEOUT:-5}
 # list (pcopy accepts one per stream: 1,1,6,6).
 _pcopy_codec_words()
 {
-    local i words='0 1 2 3 4 5 6 7 8 9 none auto zlib lz4 bz2'
+    local i words='0 1 2 3 4 5 6 7 8 9 none auto zlib lz4 bz2 zlib:0'
     for i in 1 2 3 4 5 6 7 8 9; do
         words+=" zlib:$i bz2:$i"
     done

@@ -17,7 +17,12 @@
 _pcopy_compress_one() {
   local -a specs expl
   case $PREFIX in
-  zlib:* | bz2:*)
+  zlib:*)
+    compset -P '*:'
+    _wanted levels expl 'level' compadd -- {0..9}
+    return
+    ;;
+  bz2:*)
     compset -P '*:'
     _wanted levels expl 'level' compadd -- {1..9}
     return

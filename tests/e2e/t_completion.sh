@@ -130,7 +130,7 @@ case_zsh_completes() {
     expect_zsh '-c 1,1,bz' bz2
     # After the colon, the levels (zsh keeps "lz4:" as the match's prefix).
     expect_zsh '-c lz4:' 1 2 3 4 5 6 7 8 9 10 11 12
-    expect_zsh '-c 6,zlib:' 1 2 3 4 5 6 7 8 9
+    expect_zsh '-c 6,zlib:' 0 1 2 3 4 5 6 7 8 9
     # (Names without spaces: _path_files hands compadd a name both quoted
     # and not, which this wrapper cannot tell apart.)
     expect_zsh 'file' file.txt
@@ -245,7 +245,7 @@ case_bash_option_values() {
         lz4:10 lz4:11 lz4:12
     # After the colon bash replaces only what follows it.
     expect_reply -c 'bz2:' -- 1 2 3 4 5 6 7 8 9
-    expect_reply --compress 'zlib:' -- 1 2 3 4 5 6 7 8 9
+    expect_reply --compress 'zlib:' -- 0 1 2 3 4 5 6 7 8 9
     expect_reply -c 'au' -- auto
     expect_reply -c '1,1,n' -- 1,1,none
     expect_reply --data-via '' -- auto direct ssh
