@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -303,6 +304,40 @@ static int client_not_into_itself(struct client *c, char *const srcs[], const ch
 	}
 	close(fd);
 	return ret;
+}
+
+/* cp's other refusal: a local copy of a file onto itself (the destination,
+ * or its name in the destination directory, is that very file) does
+ * nothing a user could want, and says so. Returns 0 or -PC_E_USAGE with
+ * the detail in c->e. */
+static int client_not_onto_itself(struct client *c, char *const srcs[])
+{
+	struct stat d, s;
+
+	if (c->mode != CLIENT_LOCAL || c->dst.kind == LOC_STDIO)
+		return 0;
+	for (int i = 0; i < c->nsrc; i++) {
+		const char *base = strrchr(srcs[i], '/'), *target = c->dst.path;
+		char name[PATH_MAX];
+		if (stat(srcs[i], &s) != 0 || !S_ISREG(s.st_mode))
+			continue;
+		/* Into a directory, the copy takes the source's name there. */
+		if (stat(c->dst.path, &d) == 0 && S_ISDIR(d.st_mode)) {
+			size_t dl = strlen(c->dst.path);
+			while (dl > 1 && c->dst.path[dl - 1] == '/')
+				dl--;
+			int n = snprintf(name, sizeof(name), "%.*s/%s", (int)dl, c->dst.path,
+					 base != NULL ? base + 1 : srcs[i]);
+			if (n < 0 || (size_t)n >= sizeof(name))
+				continue;
+			target = name;
+		}
+		if (lstat(target, &d) == 0 && S_ISREG(d.st_mode) && d.st_dev == s.st_dev &&
+		    d.st_ino == s.st_ino)
+			return pc_err_set(c->e, -PC_E_USAGE, "'%s' and '%s' are the same file",
+					  srcs[i], target);
+	}
+	return 0;
 }
 
 /* Prepares the sources of a push or local copy (srclist). One that cannot
@@ -1333,6 +1368,8 @@ int pcopy_copy(const struct pcopy_opts *o, int nsrc, char *const srcs[], const c
 	bool none = false; /* no source could be opened: no session at all */
 	if (ret == 0)
 		ret = client_not_into_itself(c, srcs, dst);
+	if (ret == 0)
+		ret = client_not_onto_itself(c, srcs);
 	if (ret == 0 && (c->mode == CLIENT_PUSH || c->mode == CLIENT_LOCAL)) {
 		ret = client_open_sources(c, srcs);
 		none = ret == -PC_E_PARTIAL;

@@ -310,6 +310,22 @@ case_devices() {
     no_temp_files "$T"
 }
 
+# A file copied onto itself (the same name, its own directory, another
+# hard link of it) is refused as cp refuses it (exit 1), and left whole.
+case_onto_itself() {
+    mkfile "$T/f" 3000
+    cp "$T/f" "$T/ref"
+    ln "$T/f" "$T/link"
+    expect_exit 1 "$PCOPY" "$T/f" "$T/f"
+    expect_stderr_contains "'$T/f' and '$T/f' are the same file"
+    expect_exit 1 "$PCOPY" "$T/f" "$T/"
+    expect_stderr_contains "are the same file"
+    expect_exit 1 "$PCOPY" "$T/f" "$T/link"
+    expect_stderr_contains "'$T/f' and '$T/link' are the same file"
+    same_file "$T/ref" "$T/f"
+    [[ $(stat -c %h "$T/f") -eq 2 ]] || fail "the hard link was broken"
+}
+
 run_case into-existing-dir case_into_existing_dir
 run_case new-name case_new_name
 run_case several-into-dir case_several_into_dir
@@ -322,4 +338,5 @@ run_case dest-read-only case_dest_read_only
 run_case dest-not-writable-user case_dest_not_writable_user
 run_case replaced-only-on-success case_replaced_only_on_success
 run_case devices case_devices
+run_case onto-itself case_onto_itself
 finish
