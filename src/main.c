@@ -595,8 +595,12 @@ static void cli_summary(const struct cli *c, const struct pcopy_result *r)
 			c->o.dry_run ? "to delete" : "deleted");
 	if (r->files_failed > 0)
 		fprintf(stderr, ", %u skipped", r->files_failed);
-	fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
-		r->streams == 1 ? "" : "s");
+	if (c->o.dry_run) /* the bytes would be written: no rate of them */
+		fprintf(stderr, ", %.3f s, %u stream%s", r->wall_s, r->streams,
+			r->streams == 1 ? "" : "s");
+	else
+		fprintf(stderr, ", %.3f s, %.1f MB/s, %u stream%s", r->wall_s, mbs, r->streams,
+			r->streams == 1 ? "" : "s");
 	if (r->security[0] != '\0')
 		fprintf(stderr, ", %s", r->security);
 	if (r->compressed && r->source.wire_bytes > 0)

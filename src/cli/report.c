@@ -281,7 +281,11 @@ int report_summary(struct report *r, const struct pcopy_opts *o, const struct pc
 	json_num(&j, "wall", res->wall_s);
 	json_num(&j, "transfer", res->xfer_s);
 	json_close(&j);
-	json_num(&j, "mb_per_s", res->wall_s > 0 ? (double)res->sink.bytes / res->wall_s / 1e6 : 0);
+	if (r->dry_run) /* bytes it would write: no rate of them */
+		json_null(&j, "mb_per_s");
+	else
+		json_num(&j, "mb_per_s",
+			 res->wall_s > 0 ? (double)res->sink.bytes / res->wall_s / 1e6 : 0);
 	report_streams(&j, res);
 	report_side(&j, "source", &res->source);
 	report_side(&j, "sink", &res->sink);

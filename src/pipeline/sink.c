@@ -518,6 +518,9 @@ static int sink_dry(struct sink *s, struct sink_ent *r, const struct proto_entry
 		sink_display(s, r, name, sizeof(name));
 		sink_list(s, there != 0 ? PROTO_LIST_CHANGED : PROTO_LIST_NEW, name);
 	}
+	/* The bytes the copy would write, for the summary: what -n is for. */
+	if (e->type == PROTO_ENT_REG)
+		atomic_fetch_add(&s->x->bytes, e->size);
 	sink_finished(s, r, 0, "");
 	return 0;
 }
