@@ -776,11 +776,18 @@ static void sink_drop(struct sink *s, struct sink_ent *r)
 static void sink_stop(struct sink *s)
 {
 	struct buf *b;
+	bool any = false;
 
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
 		if (s->recv[i].started && pthread_join(s->recv[i].tid, NULL) != 0)
 			log_error("cannot join receiver thread");
-		if (s->recv[i].started) {
+		any |= s->recv[i].started && s->recv[i].carried;
+	}
+	/* Only the streams that carried data speak for the network: 54
+	 * idle ones of 64 would hide that the ten busy ones waited on it.
+	 * All of them when none did. */
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++) {
+		if (s->recv[i].started && (s->recv[i].carried || !any)) {
 			stage_sum_add(&s->stage[PROTO_STAGE_RECV], &s->recv[i].recv);
 			stage_sum_add(&s->stage[PROTO_STAGE_DECODE], &s->recv[i].decode);
 		}

@@ -48,6 +48,8 @@ struct receiver {
 	struct stage_acc recv;         /* busy decrypting; waiting for bytes or the entry;
 	                                  decoding or handing on */
 	struct stage_acc decode;       /* busy decoding; waiting for the block; handing on */
+	bool carried;                  /* a block other than END came (the stage table
+	                                  counts only streams that carried data) */
 };
 
 struct writer {

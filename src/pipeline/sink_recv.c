@@ -154,6 +154,7 @@ static int sink_receive_one(struct receiver *rc, struct chan *ch)
 		return xfer_fail(x, -PC_E_PROTO, "malformed block header from %s", x->peer);
 	if (h.type == PROTO_BLK_END)
 		return 1;
+	rc->carried = true;
 	if (h.type == PROTO_BLK_PACK && (x->ordered || s->t->to_stdout))
 		return xfer_fail(x, -PC_E_PROTO, "%s sent a pack of files to a stream", x->peer);
 	ret = sink_block_owner(s, &h, &r);

@@ -54,8 +54,12 @@ static void source_stage_rows(struct source *s, uint64_t wall_us)
 		stage_sum_add(&read, &s->readers[i].read);
 		stage_sum_add(&encode, &s->readers[i].encode);
 	}
+	/* Only the streams that carried data (see sink_stop), or all. */
+	bool any = false;
 	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
-		if (s->senders[i].started)
+		any |= s->senders[i].started && s->senders[i].raw > 0;
+	for (unsigned i = 0; i < PROTO_MAX_STREAMS; i++)
+		if (s->senders[i].started && (s->senders[i].raw > 0 || !any))
 			stage_sum_add(&send, &s->senders[i].send);
 	stage_sum_row(&read, wall_us, &s->stage[PROTO_STAGE_READ]);
 	stage_sum_row(&encode, wall_us, &s->stage[PROTO_STAGE_ENCODE]);

@@ -40,6 +40,9 @@ case_local() {
     same_file "$T/f" "$T/out"
     # 4 s of data behind a few ms of set-up: the cap is the bottleneck.
     expect_stderr_contains "bottleneck: --bwlimit 1.0 MiB/s"
+    # With many more streams than blocks too: the idle ones do not hide it.
+    capped_copy 4 -s 64 "$T/f" "$T/out64"
+    expect_stderr_contains "bottleneck: --bwlimit 1.0 MiB/s"
     # In bits per second, as networks count: 16 Mbit/s is 2 MB/s.
     local t0 secs
     t0=$(now)
