@@ -41,8 +41,8 @@ case_new_name() {
     ln -s newname "$T/d/flink"
     expect_exit 0 "$PCOPY" "$T/a" "$T/d/flink"
     same_file "$T/a" "$T/d/flink"
-    # The source copied onto itself is left intact.
-    expect_exit 0 "$PCOPY" "$T/a" "$T/a"
+    # The source copied onto itself is refused (onto-itself), and intact.
+    expect_exit 1 "$PCOPY" "$T/a" "$T/a"
     [[ -s $T/a && $(stat -c %s "$T/a") -eq 2097152 ]] || fail "copying $T/a onto itself damaged it"
     no_temp_files "$T"
 }
