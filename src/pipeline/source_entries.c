@@ -37,7 +37,7 @@ static int source_skip(struct source *s, const struct walk_skip *k)
 	s->skipped++;
 	if (s->x->report) {
 		log_error("%s", k->msg);
-		xfer_failed(s->x, NULL, k->msg, true); /* the message names the path */
+		xfer_failed(s->x, k->path, k->msg, true);
 		return 0;
 	}
 	m.u.skip.index = k->src_index;
@@ -95,6 +95,7 @@ static int source_produce(struct source *s, struct walk_skip *k)
 					en->link_id += s->walk_base;
 			}
 			k->src_index = s->cur;
+			k->path = ret == 2 && s->item->display[0] != '\0' ? s->item->display : NULL;
 			if (ret != 0)
 				return ret;
 			s->walked[s->nwalked++] = s->walk;
@@ -106,7 +107,8 @@ static int source_produce(struct source *s, struct walk_skip *k)
 			return 0;
 		const struct source_path *sp = &in->paths[s->cur];
 		if (sp->code < 0) {
-			*k = (struct walk_skip){ .src_index = s->cur, .code = sp->code };
+			*k = (struct walk_skip){ .src_index = s->cur, .code = sp->code,
+						 .path = sp->path };
 			snprintf(k->msg, sizeof(k->msg), "%s", sp->msg ? sp->msg : sp->path);
 			s->cur++;
 			return 2;

@@ -129,6 +129,10 @@ struct walk_skip {
 	uint32_t src_index;   /* which top-level source the skipped path belongs to */
 	int code;             /* negative: -errno or -PC_E_*; what SKIP.status carries */
 	char msg[PROTO_MAX_MSG + 1]; /* names the path and says why */
+	const char *path;     /* the path skipped, as the user would write it (the
+	                         source's, for --json); NULL: only msg names it. Set
+	                         by the walk's caller (walk_item.display), valid until
+	                         its next walk_next */
 };
 
 /* The walker's own accounting, for tests: what it holds now and at most. */

@@ -86,8 +86,9 @@ case_partial() {
     # Each one named, by its path or in its reason, with why.
     jis "$T/j" 'sum(1 for f in j["files"]["not_copied"] if "badfile" in (f["path"] or "") + f["reason"] and "Permission denied" in f["reason"])' 1
     jis "$T/j" 'sum(1 for f in j["files"]["not_copied"] if "baddir" in (f["path"] or "") + f["reason"] and "Permission denied" in f["reason"])' 1
-    # The file's path itself, where the client read it.
-    jis "$T/j" '[f["path"] for f in j["files"]["not_copied"] if f["path"] is not None]' "['$src/badfile']"
+    # Each one's path itself, where the client read it: the file, and the
+    # directory the walk could not open.
+    jis "$T/j" 'sorted(f["path"] for f in j["files"]["not_copied"])' "['$src/baddir', '$src/badfile']"
     # A name that is not UTF-8: the path has U+FFFD (JSON strings are
     # UTF-8), the reason the \xNN the message printed, which gives it back.
     rm -rf "$src" "$T/out/copy"
@@ -106,6 +107,11 @@ case_missing() {
     jis "$T/j" 'j["files"]["not_copied"][0]["path"]' "$T/nothing"
     jis "$T/j" '"No such file" in j["files"]["not_copied"][0]["reason"]' True
     jis "$T/j" 'j["bottleneck"]' None
+    # One missing among others, and a directory without -r: named by path.
+    mkfile "$T/here" 10
+    mkdir -p "$T/dir" "$T/into"
+    expect_exit 3 "$PCOPY" --json "$T/here" "$T/nothing" "$T/dir" "$T/into/" >"$T/j2"
+    jis "$T/j2" 'sorted(f["path"] for f in j["files"]["not_copied"])' "['$T/dir', '$T/nothing']"
 }
 
 case_unreachable() {
