@@ -24,7 +24,6 @@
 #include "sys/sync.h"
 #include "wire/pathsafe.h"
 
-#define DEST_DEVS 64u          /* devices written into that dest_hardlink knows */
 #define DEST_BUCKETS 256u  /* hash buckets of the directory table */
 #define DEST_IDS 64u       /* slots of each name -> id cache (direct-mapped) */
 #define DEST_TRIES 100     /* taken temporary names stepped over */
@@ -68,11 +67,6 @@ struct dest {
 	struct dest_dir *table[DEST_BUCKETS];
 	struct dest_dir *oldest, *newest;  /* the idle list: fd open, no refs */
 	unsigned nidle;
-	/* devices written into as files (dest_device_open): a hard link to
-	 * one of them would be a second name of the device node; guarded by
-	 * lock. More than DEST_DEVS: every device counts as one. */
-	struct { dev_t dev; ino_t ino; } devs[DEST_DEVS];
-	unsigned ndevs;
 	atomic_uint_least64_t replaced;    /* o.replace: entries removed to make room */
 	pthread_mutex_t idlock;            /* guards users and groups */
 	struct dest_id users[DEST_IDS];
@@ -786,13 +780,6 @@ static int dest_device_open(struct dest *d, const struct dest_loc *l, struct des
 		close(fd);
 		return dest_node_refused(d, l->path, DEST_NODE_DEVICE, err);
 	}
-	sync_lock(&d->lock);
-	if (d->ndevs < DEST_DEVS) {
-		d->devs[d->ndevs].dev = st.st_dev;
-		d->devs[d->ndevs].ino = st.st_ino;
-	}
-	d->ndevs++;
-	sync_unlock(&d->lock);
 	f->fd = fd;
 	f->placed = true;
 	f->device = true;
@@ -1273,19 +1260,6 @@ static bool dest_dir_made(struct dest *d, struct dest_dir *dd)
 	return made;
 }
 
-/* Whether st is a device that a file of this copy was written into. */
-static bool dest_device_written(struct dest *d, const struct stat *st)
-{
-	bool found = false;
-
-	sync_lock(&d->lock);
-	for (unsigned i = 0; i < d->ndevs && i < DEST_DEVS && !found; i++)
-		found = d->devs[i].dev == st->st_dev && d->devs[i].ino == st->st_ino;
-	found = found || d->ndevs > DEST_DEVS;
-	sync_unlock(&d->lock);
-	return found;
-}
-
 int dest_hardlink(struct dest *d, const char *target_path, const struct proto_entry *e,
 		  struct pc_err *err)
 {
@@ -1301,26 +1275,17 @@ int dest_hardlink(struct dest *d, const char *target_path, const struct proto_en
 		ret = dest_dir_get(d, &t, "cannot create hard link to", err);
 	if (ret < 0)
 		goto out;
-	/* A device (or FIFO, socket, a symlink to one) at the name is not
-	 * replaced, by a link no more than by a file; and a target that is a
-	 * device (its copy was written into one) is not given a second name. */
+	/* A device (or FIFO, socket, a symlink to one) at the destination
+	 * the user named is not replaced, by a link no more than by a file.
+	 * Its target is never such a device: every other name lies beneath
+	 * the named destination, which is then no device but a directory. */
 	int node = dest_node_at(d, l.dirfd, l.name, l.path);
-	struct stat ts;
 	if (node != DEST_NODE_NONE) {
 		char disp[PROTO_MAX_PATH + 1];
 		dest_display(d, l.path, disp, sizeof(disp));
 		ret = pc_err_set(err, -ESPIPE, "cannot create hard link '%s': a device, FIFO or "
 				 "socket (or a symlink to one) is at its name, and pcopy does not "
 				 "replace one", disp);
-		goto out;
-	}
-	if (fstatat(t.dirfd, t.name, &ts, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    (S_ISCHR(ts.st_mode) || S_ISBLK(ts.st_mode)) && dest_device_written(d, &ts)) {
-		char disp[PROTO_MAX_PATH + 1], tdisp[PROTO_MAX_PATH + 1];
-		dest_display(d, l.path, disp, sizeof(disp));
-		dest_display(d, t.path, tdisp, sizeof(tdisp));
-		ret = pc_err_set(err, -EPERM, "cannot create hard link '%s': '%s' is a device "
-				 "that a file was written into, not a copy", disp, tdisp);
 		goto out;
 	}
 	/* Straight to the final name when nothing is there. Else a temporary
