@@ -162,7 +162,7 @@ static int sink_add(struct sink *s, const struct proto_entry *e)
 		}
 		if (r->data && sink_resumable(s, r) && (ret = sink_resume(s, r, e)) < 0)
 			return ret;
-		if (r->data && x->checksum && s->dest != NULL && !r->in_place)
+		if (r->data && x->checksum && s->dest != NULL && r->held == SINK_HELD_NONE)
 			return sink_sums_send(s, r, e); /* and its blocks come */
 		if (r->data)
 			return 0; /* when its blocks are in */

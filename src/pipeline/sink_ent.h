@@ -28,6 +28,17 @@ struct journal;
 enum sink_carry { SINK_CARRY_NONE = 0, SINK_CARRY_DATA, SINK_CARRY_PACK,
 	SINK_CARRY_KEPT /* -u: unchanged here, so nothing may come */ };
 
+/* What a data entry's file holds before the first of its blocks comes.
+ * Anything but NONE: SAME blocks are in it already (those SUMS hashed),
+ * and zeros must be written, not left as holes. */
+enum sink_held {
+	SINK_HELD_NONE,             /* a new, empty file */
+	SINK_HELD_PARTIAL,          /* -a: the partial file an earlier run left */
+	SINK_HELD_INPLACE,          /* --inplace: the destination's file itself */
+	SINK_HELD_COPY,             /* --checksum: a new file, given the old one's
+	                               bytes as they were hashed (sink_sums_send) */
+};
+
 struct sink_ent {
 	/* The entry as announced; immutable. */
 	uint32_t id;
@@ -59,16 +70,16 @@ struct sink_ent {
 	                               SAME blocks are read from, open from the first of
 	                               them until the entry is finished; else -1 */
 	unsigned base_users;        /* receivers reading base_fd now */
-	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named (set once) */
+	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named so far */
+	uint64_t copied;            /* SINK_HELD_COPY: of those, the first ones it holds */
+	uint64_t matched, differed; /* of those, blocks that came as SAME, as DATA */
 	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
 	                               freed when the entry is finished or dropped */
 	bool device;                /* df is a device written into: zeros must be written,
 	                               and it has no size to set (set once, before any
 	                               block) */
-	bool in_place;              /* -a: df is what an earlier run left; --inplace (never
-	                               with -a): df is the destination's file itself. SAME
-	                               blocks are in it already, and zeros must be written
-	                               (set once, before any block) */
+	enum sink_held held;        /* what df holds before its first block (set once,
+	                               before any block) */
 	unsigned writing;           /* blocks claimed and still being written */
 	uint8_t *seen;              /* bitmap of block indexes received */
 	size_t seen_bytes;

@@ -173,11 +173,20 @@ void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b);
 
 void *sink_receiver(void *arg);
 
+/* Writes len bytes at p into fd at offset at, but its pages of zeros:
+ * those are left as holes (a new file reads zeros there), or with fill
+ * (a file that holds other bytes) punched, or written as zeros where the
+ * file system cannot punch. Any thread. Returns 0 or -errno. */
+int sink_pwrite_sparse(int fd, const uint8_t *p, size_t len, uint64_t at, bool fill);
+
 /* --checksum, for a REG entry r (e) with contents, not kept: if it is
  * more than a quarter block and the destination has a regular file at its
  * path, hashes that file's blocks and sends them (SUMS), and sets
  * r->nsums. With --inplace, where that file can be written in place (a
- * regular file with one link), it becomes r's file (r->in_place) first.
+ * regular file with one link), it becomes r's file (SINK_HELD_INPLACE)
+ * first; else, but with -a, r's new file is made now and each block
+ * hashed is written into it as well (SINK_HELD_COPY): the old file is
+ * read once, and a SAME block is in the new one already.
  * Nothing there, or the budget of hashes in flight spent: no SUMS (or
  * fewer), and the file travels whole. Control thread. Returns 0, or a
  * negative code when the session must end. */
@@ -190,7 +199,7 @@ bool sink_resumable(const struct sink *s, const struct sink_ent *r);
 
 /* -a, for a resumable REG entry r (e) with contents, not kept: if an
  * interrupted run left a partial file and a journal of this version of
- * the source, r is written into that file from now on (r->in_place), and
+ * the source, r is written into that file from now on (SINK_HELD_PARTIAL), and
  * the hashes of the blocks it has are sent (SUMS), of blocks not written
  * PROTO_SUM_NONE. Else nothing is sent, and what was there goes. Control
  * thread. Returns 0, or a negative code when the session must end. */
@@ -202,10 +211,18 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
  * b->data and checks them against the block's checksum. b->err: 0, or why
  * not (-PC_E_FILEIO: the file changed or went since it was hashed;
  * -PC_E_ABORTED: r is finished already; -errno), for its writer, which
- * claims the block as any other and fails r then. -a without -e: a block
- * of a partial file (r->in_place) is not read again (b->len 0): this run
- * hashed it, and the source matched that hash. */
+ * claims the block as any other and fails r then. Without -e, a block of
+ * a file that holds bytes already (r->held) is not read again (b->len 0):
+ * this run hashed it there, and the source matched that hash. */
 void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b);
+
+/* Whether block k is in r's file already (r->held; r->lock held): a file
+ * that held bytes before its first block has it, but a copy only the
+ * blocks it was given (r->copied). */
+static inline bool sink_holds_locked(const struct sink_ent *r, uint64_t k)
+{
+	return r->held != SINK_HELD_NONE && (r->held != SINK_HELD_COPY || k < r->copied);
+}
 
 /* The message for a SAME block whose bytes could not be taken (b->err),
  * in e; returns b->err. */

@@ -24,6 +24,8 @@
 /* Hashes in one SUMS: a few, so that the source starts on a big file's
  * first blocks while the rest is hashed. */
 #define SINK_SUMS_CHUNK 64u
+/* Blocks hashed whose fate is known before sink_copy_pays judges. */
+#define SINK_COPY_SEEN 16u
 
 void sink_base_close(struct sink_ent *r)
 {
@@ -34,8 +36,9 @@ void sink_base_close(struct sink_ent *r)
 }
 
 /* Sends the count hashes in sums_msg, of blocks r->nsums on, once r
- * allows SAME blocks for them. Returns 0 or a negative code. */
-static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count)
+ * allows SAME blocks for them (copied: and holds them, SINK_HELD_COPY).
+ * Returns 0 or a negative code. */
+static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count, bool copied)
 {
 	struct proto_msg m = { .type = PROTO_SUMS };
 
@@ -47,11 +50,34 @@ static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count)
 	m.u.sums.hashes = s->sums_msg;
 	sync_lock(&r->lock);
 	r->nsums += count;
+	if (copied)
+		r->copied = r->nsums;
 	sync_unlock(&r->lock);
 	s->sums_inflight += (uint64_t)count * PROTO_SUM_LEN;
 	if (ctl_send(s->x->ctl, &m) < 0)
 		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
 	return 0;
+}
+
+/* Whether writing the old file's blocks into r's new file as they are
+ * hashed still pays: not once more of the blocks hashed so far came as
+ * DATA than as SAME, at least SINK_COPY_SEEN of them. A copied block that
+ * then comes as DATA was written in vain; one not copied that comes as
+ * SAME is read and hashed once more on a receiver (sink_same_fetch),
+ * which costs about as much. */
+static bool sink_copy_pays(struct sink *s, struct sink_ent *r)
+{
+	sync_lock(&r->lock);
+	uint64_t differed = r->differed, matched = r->matched;
+	sync_unlock(&r->lock);
+	if (differed < SINK_COPY_SEEN || differed <= matched)
+		return true;
+	char name[PROTO_MAX_PATH + 64];
+	sink_display(s, r, name, sizeof(name));
+	log_debug("'%s': %llu of the blocks hashed came as DATA, %llu as SAME: the rest of the "
+		  "old file is not copied ahead", name, (unsigned long long)differed,
+		  (unsigned long long)matched);
+	return false;
 }
 
 /* The blocks of the source's file (size bytes at block size B) that lie
@@ -66,9 +92,15 @@ static uint64_t sink_sums_blocks(uint64_t size, uint64_t old, uint64_t B)
 /* Hashes blocks 0 .. n - 1 of the source's file (size bytes) as fd has
  * them and sends them, a few at a time, for r: each block that lies wholly
  * in fd and, with a journal j, that j says was written; PROTO_SUM_NONE for
- * the others. Returns 0 or a negative code. */
+ * the others. With copy >= 0 (r's new file), each block hashed is written
+ * there too, at its offset, before its hash goes: the bytes a SAME block
+ * stands for are then those hashed, read once. That stops for the rest of
+ * the file once the source has sent more of the blocks hashed as DATA
+ * than as SAME (sink_copy_pays); a block that cannot be written is sent
+ * PROTO_SUM_NONE, and no block after it is hashed (their DATA meets the
+ * same error, and says so). Returns 0 or a negative code. */
 static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t size,
-			    uint64_t n, const struct journal *j)
+			    uint64_t n, const struct journal *j, int copy)
 {
 	uint64_t B = s->x->block_size;
 	unsigned pend = 0;
@@ -88,49 +120,69 @@ static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t
 		ssize_t got = j == NULL || journal_has(j, k)
 			      ? platform_pread_full(fd, s->sums_buf, (size_t)len, k * B) : -1;
 		/* Unreadable, shrunk or never written: the source sends it. */
+		if (got == (ssize_t)len && copy >= 0 &&
+		    sink_pwrite_sparse(copy, s->sums_buf, (size_t)len, k * B, false) < 0) {
+			got = -1;  /* the source sends it, */
+			n = k + 1; /* and every block after it */
+		}
 		if (got == (ssize_t)len)
 			proto_block_sum(s->sums_buf, (size_t)len, out);
 		else
 			memset(out, 0, PROTO_SUM_LEN);
 		if (++pend == SINK_SUMS_CHUNK) {
-			ret = sink_sums_flush(s, r, pend);
+			ret = sink_sums_flush(s, r, pend, copy >= 0);
 			pend = 0;
+			if (copy >= 0 && !sink_copy_pays(s, r))
+				copy = -1;
 		}
 	}
-	return ret == 0 ? sink_sums_flush(s, r, pend) : ret;
+	return ret == 0 ? sink_sums_flush(s, r, pend, copy >= 0) : ret;
 }
 
-/* Makes f r's file from now on, written in place (-a: with its journal
- * j; --inplace: j NULL), with a second descriptor that SAME blocks are
- * read back through. Returns 1 when it did, 0 when a block of r came
- * before its hashes (a broken source's: f is closed, and r is written as
- * if there had been nothing), or a negative code (f closed: what it holds
- * stays). what: "resume" or "update in place", for a message. */
+/* Gives up f, which r did not take: a new file (SINK_HELD_COPY) goes,
+ * any other stays as it is. */
+static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, enum sink_held held)
+{
+	journal_free(j);
+	if (held == SINK_HELD_COPY)
+		dest_file_abort(s->dest, f);
+	else
+		dest_file_keep(s->dest, f);
+}
+
+/* Makes f, which holds bytes already (held: -a's partial file, with its
+ * journal j; --inplace's file or --checksum's copy, j NULL), r's file from
+ * now on; but for a copy, with a second descriptor that SAME blocks are
+ * read back through (-e). Returns 1 when it did, 0 when a block of r came before its hashes
+ * (a broken source's: f is dropped, and r is written as if there had been
+ * nothing), or a negative code (f dropped). what: "resume", "update in
+ * place" or "update", for a message. */
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
-		      const char *path, const char *what)
+		      enum sink_held held, const char *path, const char *what)
 {
 	int fd = dest_file_fd(f);
-	int base = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	/* A copy's SAME blocks past what it holds are read from the old file,
+	 * opened again at its name as without one. */
+	int base = held == SINK_HELD_COPY ? -2 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
-	if (base < 0) {
+	if (base == -1) {
 		int ret = -errno;
-		journal_free(j);
-		dest_file_keep(s->dest, f);
+		sink_drop(s, f, j, held);
 		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
 	}
 	sync_lock(&r->lock);
 	if (r->fd >= 0) {
 		sync_unlock(&r->lock);
-		close(base);
-		journal_free(j);
-		dest_file_keep(s->dest, f);
+		if (base >= 0)
+			close(base);
+		sink_drop(s, f, j, held);
 		return 0;
 	}
 	r->df = f;
 	r->fd = fd;
 	r->jr = j;
-	r->in_place = true;
-	r->base_fd = base;
+	r->held = held;
+	r->base_fd = base < 0 ? -1 : base;
 	sync_unlock(&r->lock);
 	return 1;
 }
@@ -150,11 +202,40 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 	if (ret <= 0)
 		return 0;
 	int fd = dest_file_fd(f); /* r's from now on, if adopted */
-	if ((ret = sink_adopt(s, r, f, NULL, e->path, "update in place")) <= 0)
+	if ((ret = sink_adopt(s, r, f, NULL, SINK_HELD_INPLACE, e->path, "update in place")) <= 0)
 		return ret;
 	ret = sink_sums_stream(s, r, fd, e->size,
-			       sink_sums_blocks(e->size, old, s->x->block_size), NULL);
+			       sink_sums_blocks(e->size, old, s->x->block_size), NULL, -1);
 	return ret < 0 ? ret : 1;
+}
+
+/* Without --inplace (or where it cannot be): makes r's new file now, for
+ * the hashing of the old file (old bytes) to fill with the bytes it
+ * hashes. Returns its fd, r's from now on, or -1 where r's file is made
+ * at its first block instead, as without --checksum: no block to hash;
+ * -a (r's file is a partial one, with a journal); a block of r came
+ * first; or the file cannot be made now (the first block's writer meets
+ * the same error and reports it, with the file's name; a failure of the
+ * session itself is xfer_fail's). */
+static int sink_copy_start(struct sink *s, struct sink_ent *r, const struct proto_entry *e,
+			   uint64_t old)
+{
+	struct dest_file *f;
+	struct pc_err err;
+
+	if (sink_sums_blocks(e->size, old, s->x->block_size) == 0 || sink_resumable(s, r))
+		return -1;
+	pc_err_init(&err);
+	int ret = dest_file_open(s->dest, e->path, &f, &err);
+	pc_err_destroy(&err);
+	if (ret < 0)
+		return -1;
+	if (dest_file_device(f)) {
+		dest_file_keep(s->dest, f);
+		return -1;
+	}
+	int fd = dest_file_fd(f);
+	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, e->path, "update") == 1 ? fd : -1;
 }
 
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
@@ -169,8 +250,8 @@ int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry 
 	if (dest_open_old(s->dest, e, &fd, &old) != 1)
 		return 0;
 	ret = sink_sums_stream(s, r, fd, e->size, sink_sums_blocks(e->size, old, s->x->block_size),
-			       NULL);
-	close(fd); /* a receiver opens it again at the first SAME block */
+			       NULL, sink_copy_start(s, r, e, old));
+	close(fd); /* without a copy, a receiver opens it again at the first SAME block */
 	return ret;
 }
 
@@ -210,9 +291,9 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 		if (journal_has(j, k - 1))
 			n = k;
 	uint64_t whole = sink_sums_blocks(e->size, (uint64_t)st.st_size, s->x->block_size);
-	if ((ret = sink_adopt(s, r, f, j, e->path, "resume")) <= 0)
+	if ((ret = sink_adopt(s, r, f, j, SINK_HELD_PARTIAL, e->path, "resume")) <= 0)
 		return ret;
-	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j);
+	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j, -1);
 }
 
 /* Opens r's old file again at its name, if not open yet (r->lock held).
@@ -237,9 +318,10 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	int base = -1;
 
 	sync_lock(&r->lock);
-	/* -a: a block of the partial file that this run hashed and the source
-	 * matched is in place already; only -e reads it (for the digest). */
-	bool there = r->in_place && !s->x->verify;
+	/* A block of r's file that this run hashed there (or copied there as
+	 * it hashed it) and the source matched is in place already; only -e
+	 * reads it (for the digest). */
+	bool there = sink_holds_locked(r, h->offset / s->x->block_size) && !s->x->verify;
 	b->err = r->failed || r->finishing ? -PC_E_ABORTED
 		 : there ? 0 : sink_base_open_locked(s, r);
 	if (b->err == 0 && !there) {

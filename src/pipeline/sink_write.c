@@ -219,7 +219,7 @@ static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_
 		return pc_err_set(e, ret, "cannot read '%s' back to verify it: %s", name,
 				  pc_strerror(ret));
 	atomic_fetch_add(&s->unverified, 1);
-	if (r->in_place && s->x->inplace)
+	if (r->held == SINK_HELD_INPLACE)
 		return pc_err_set(e, -PC_E_INTEGRITY, "'%s' read back from the disk is not what "
 				  "was sent (--verify), and it was written in place (--inplace): "
 				  "copy it again", name);
@@ -264,7 +264,7 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		r->jr = NULL;
 		sync_unlock(&r->lock);
 	}
-	if (ret == 0 && r->in_place && !s->x->inplace) /* -a: a partial file finished */
+	if (ret == 0 && r->held == SINK_HELD_PARTIAL) /* -a: a partial file finished */
 		atomic_fetch_add(&s->resumed, 1);
 	sink_outcome(s, r, ret, &e);
 	pc_err_destroy(&e);
@@ -305,9 +305,10 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
 
 /* Before writing: checks a block against its file and marks its index as
  * seen, so a duplicate can never be written. A SAME block must stand for
- * a block SUMS named. Returns 1 to write it, 0 to drop it (the file
- * failed), or a negative code for a block that cannot be right. */
-static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b)
+ * a block SUMS named; *there: it is in r's file already. Returns 1 to
+ * write it (unless there), 0 to drop it (the file failed), or a negative
+ * code for a block that cannot be right. */
+static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b, bool *there)
 {
 	const struct proto_block *h = &b->hdr;
 	uint64_t B = s->x->block_size, idx = h->offset / B;
@@ -357,6 +358,11 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b)
 		ret = -PC_E_PROTO;
 		goto out;
 	}
+	if (idx < r->nsums) { /* for sink_copy_pays */
+		r->matched += h->type == PROTO_BLK_SAME;
+		r->differed += h->type != PROTO_BLK_SAME;
+	}
+	*there = h->type == PROTO_BLK_SAME && sink_holds_locked(r, idx);
 	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
 	r->writing++;
 	r->digest += mix;
@@ -436,21 +442,28 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 		return -ENOSPC;
 	/* Zeros are written where the file holds other bytes already: one
 	 * written in place, or a device. */
-	bool fill = r->in_place || r->device;
+	bool fill = r->held != SINK_HELD_NONE || r->device;
 	if (hole)
 		return fill ? sink_zero_range(r->fd, h->offset, h->raw_len) : 0;
-	/* Pages of zeros are not written: the new file reads zeros there
+	return sink_pwrite_sparse(r->fd, b->data, b->len, h->offset, fill);
+}
+
+int sink_pwrite_sparse(int fd, const uint8_t *p, size_t len, uint64_t at, bool fill)
+{
+	int ret;
+
+	/* Pages of zeros are not written: a new file reads zeros there
 	 * anyway (a partial file, -a, gets them punched), and a sparse
 	 * source stays sparse finer than a block. */
-	for (size_t off = 0; off < b->len;) {
+	for (size_t off = 0; off < len;) {
 		size_t run = 0, zero = off;
-		while (off < b->len && sink_zero_page(b->data + off, b->len - off))
-			off += SINK_PAGE < b->len - off ? SINK_PAGE : b->len - off;
-		if (fill && (ret = sink_zero_range(r->fd, h->offset + zero, off - zero)) < 0)
+		while (off < len && sink_zero_page(p + off, len - off))
+			off += SINK_PAGE < len - off ? SINK_PAGE : len - off;
+		if (fill && (ret = sink_zero_range(fd, at + zero, off - zero)) < 0)
 			return ret;
-		while (off + run < b->len && !sink_zero_page(b->data + off + run, b->len - off - run))
-			run += SINK_PAGE < b->len - off - run ? SINK_PAGE : b->len - off - run;
-		ret = run > 0 ? platform_pwrite_full(r->fd, b->data + off, run, h->offset + off) : 0;
+		while (off + run < len && !sink_zero_page(p + off + run, len - off - run))
+			run += SINK_PAGE < len - off - run ? SINK_PAGE : len - off - run;
+		ret = run > 0 ? platform_pwrite_full(fd, p + off, run, at + off) : 0;
 		if (ret < 0)
 			return ret;
 		off += run;
@@ -466,7 +479,8 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	const struct proto_block *h = &b->hdr;
 	char name[PROTO_MAX_PATH + 64];
 	struct pc_err e;
-	int ret = sink_claim(s, r, b);
+	bool there = false;
+	int ret = sink_claim(s, r, b, &there);
 
 	if (ret == 0)
 		return;
@@ -499,8 +513,6 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	}
 	pc_err_destroy(&e);
 	if (ret == 0) {
-		/* -a: a SAME block of a partial file is in it already. */
-		bool there = h->type == PROTO_BLK_SAME && r->in_place;
 		ret = there ? 0 : sink_write_data(s, r, b);
 		if (ret == 0 && !s->t->to_stdout) {
 			sync_lock(&r->lock);

@@ -7,10 +7,10 @@
 # blocks of a big file change with its size and mtime kept (what -u cannot
 # see), a file grows, one is rewritten whole, one is new. One --checksum
 # run makes the copy exact, and sends little more than what changed; a
-# second sends no block of data at all. And a SAME block whose bytes at
-# the destination are no longer the source's (the file changed after it
-# was hashed) fails that file alone, leaves it as it was, and the next run
-# mends it.
+# second sends no block of data at all. And a SAME block whose bytes are
+# not what they should be (read back with -e, or, with -a, taken from an
+# old file that changed after it was hashed) fails that file alone, leaves
+# it as it was, and the next run mends it.
 # ctest: cost 30
 source "$PCOPY_TEST_LIB"
 needs_root "it runs an sshd that logs in as root"
@@ -121,22 +121,43 @@ case_daemon() {
         --key-file "$DAEMON_KEY"
 }
 
-# The destination's bytes are checked where they are used: a SAME block
-# whose bytes are no longer the source's (the fault inverts one, as a
-# change after hashing would) fails its file, by name, exit 3; the old file
-# stays as it was, the rest is copied, and the next run mends it.
+# The bytes a SAME block stands for are checked where they are taken.
+# --checksum writes each block of the old file into the new one as it
+# hashes it, so a change of the old file after that cannot reach the copy
+# (test_engine's sink_same_changed shows it); but -e reads each SAME block
+# from the old file again, for the digest it checks the new file by, and
+# -a (a partial file, not filled so) takes each SAME block's bytes from
+# there. A block no longer the source's (the fault inverts one, as a
+# change after hashing would) fails its file, by name: exit 3. The old
+# file stays as it was, the rest is copied, and the next run mends it.
 case_changed_underneath() {
+    local opt
+    for opt in -e -a; do
+        rm -rf -- "$T/src" "$T/dst"
+        changed_underneath "$opt"
+    done
+    # --delete keeps a tree in step with --checksum as with -u.
+    echo x >"$T/dst/src/stale"
+    expect_exit 0 "$PCOPY" -r -p --checksum --delete "$T/src" "$T/dst/"
+    [[ ! -e $T/dst/src/stale ]] || fail "--checksum --delete left a file the source lacks"
+    expect_exit 1 "$PCOPY" --checksum --delete "$T/src" "$T/dst/"
+    expect_stderr_contains "pcopy: --delete needs -r and -u (or --checksum, or -a)"
+}
+
+# changed_underneath OPTION: case_changed_underneath with --checksum
+# OPTION, the fault inverting the first SAME block's bytes.
+changed_underneath() {
+    local opt=$1 failed
     mkdir "$T/dst"
     make_tree "$T/src"
     cp -a "$T/src" "$T/dst/src"
     change_tree "$T/src"
     cp -p "$T/dst/src/big" "$T/big.before"
     cp -p "$T/dst/src/sub/grown" "$T/grown.before"
-    PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -r -p --checksum -B "$BS" -s 1 \
+    PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -r -p --checksum "$opt" -B "$BS" -s 1 \
         --json="$T/j" "$T/src" "$T/dst/"
     expect_stderr_matches "changed while it was being updated \(its bytes at offset [0-9]+ are no longer the source's\): copy it again"
-    [[ $(jget "$T/j" 'j["files"]["failed"]') == 1 ]] || fail "not exactly one file failed"
-    local failed
+    [[ $(jget "$T/j" 'j["files"]["failed"]') == 1 ]] || fail "$opt: not exactly one file failed"
     failed=$(jget "$T/j" 'j["files"]["not_copied"][0]["path"]')
     case $failed in
     */src/big)
@@ -145,18 +166,12 @@ case_changed_underneath() {
     */src/sub/grown)
         same_file "$T/grown.before" "$T/dst/src/sub/grown"
         same_file "$T/src/big" "$T/dst/src/big" ;;
-    *) fail "the file that failed is '$failed', not big nor grown" ;;
+    *) fail "$opt: the file that failed is '$failed', not big nor grown" ;;
     esac
     same_file "$T/src/sub/other" "$T/dst/src/sub/other"
     same_file "$T/src/new" "$T/dst/src/new"
-    expect_exit 0 "$PCOPY" -r -p --checksum -B "$BS" "$T/src" "$T/dst/"
+    expect_exit 0 "$PCOPY" -r -p --checksum "$opt" -B "$BS" "$T/src" "$T/dst/"
     check_tree --no-owner "$T/src" "$T/dst/src"
-    # --delete keeps a tree in step with --checksum as with -u.
-    echo x >"$T/dst/src/stale"
-    expect_exit 0 "$PCOPY" -r -p --checksum --delete "$T/src" "$T/dst/"
-    [[ ! -e $T/dst/src/stale ]] || fail "--checksum --delete left a file the source lacks"
-    expect_exit 1 "$PCOPY" --checksum --delete "$T/src" "$T/dst/"
-    expect_stderr_contains "pcopy: --delete needs -r and -u (or --checksum, or -a)"
 }
 
 # More hashes than the control channel holds (4 MiB of them for 256 MiB
@@ -183,6 +198,29 @@ case_many_hashes() {
     same=$(jget "$T/j" 'j["files"]["bytes_unchanged"]')
     [[ $same == $((4 * (64 * 1048576 - 4096))) ]] ||
         fail "bytes_unchanged is $same: not every block but the 4 changed ones"
+}
+
+# The old file's blocks are written into the new one as they are hashed
+# only while that pays: once more of them came back as DATA than as SAME,
+# the rest is hashed alone, and its SAME blocks are taken from the old
+# file as they come. half: its first half rewritten, its second as it was
+# (the copy stops, and the second half is still not sent); same: as it
+# was (the copy goes on to its end). Both come out exact.
+case_copy_stops() {
+    mkdir -p "$T/src" "$T/dst/src"
+    mkfile "$T/src/half" 16M
+    mkfile "$T/src/same" 4M
+    cp -p "$T/src/half" "$T/src/same" "$T/dst/src/"
+    head -c 8M /dev/urandom | dd of="$T/src/half" conv=notrunc status=none
+    touch -d '-1 day' "$T/dst/src/half" "$T/dst/src/same"
+    expect_exit 0 "$PCOPY" -vv -r --checksum -B 4k --json="$T/j" "$T/src" "$T/dst/"
+    expect_stderr_matches "'[^']*/half': [0-9]+ of the blocks hashed came as DATA, [0-9]+ as SAME: the rest of the old file is not copied ahead"
+    expect_stderr_lacks "/same': "
+    same_file "$T/src/half" "$T/dst/src/half"
+    same_file "$T/src/same" "$T/dst/src/same"
+    local kept
+    kept=$(jget "$T/j" 'j["files"]["bytes_unchanged"]')
+    [[ $kept == $((12 * 1048576)) ]] || fail "bytes_unchanged is $kept, not the 8 MiB of half and the 4 of same"
 }
 
 # Without -B, --checksum works in blocks of 256 KiB (pcopy(1)): a byte
@@ -293,5 +331,6 @@ run_case ssh case_ssh
 run_case third-party case_third_party
 run_case daemon case_daemon
 run_case changed-underneath case_changed_underneath
+run_case copy-stops case_copy_stops
 run_case many-hashes case_many_hashes
 finish
