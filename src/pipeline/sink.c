@@ -35,6 +35,7 @@
 #include "pipeline/journal.h"
 #include "pipeline/prune.h"
 #include "pipeline/sink_ent.h"
+#include "pipeline/sumpool.h"
 #include "sys/fault.h"
 #include "sys/log.h"
 #include "wire/pathsafe.h"
@@ -942,8 +943,7 @@ int sink_run(struct xfer *x, struct sink_target *t, const struct sink_opts *o,
 	close(s->efd);
 	dest_free(s->dest);
 	free(s->have);
-	free(s->sums_buf);
-	free(s->sums_msg);
+	sumpool_free(s->sums_pool);
 	prune_free(s->prune);
 	free(s);
 	if (ret == 0 && r->failed > 0)

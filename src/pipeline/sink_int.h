@@ -37,6 +37,7 @@
 #define SINK_ACK_EVERY 1024u
 
 struct sink;
+struct sumpool;
 
 struct receiver {
 	struct sink *s;
@@ -104,8 +105,7 @@ struct sink {
 	/* --checksum: */
 	atomic_uint_least64_t same_bytes; /* bytes of SAME blocks, taken from the old files */
 	atomic_uint_least64_t resumed; /* -a: files finished from an earlier run's partial file */
-	uint8_t *sums_buf;             /* control thread: a block of an old file being hashed */
-	uint8_t *sums_msg;             /* control thread: the hashes of one SUMS */
+	struct sumpool *sums_pool;     /* control thread: hashes old files; made at the first */
 	uint64_t sums_inflight;        /* control thread: hash bytes sent for entries our
 	                                  last ACK does not cover (PROTO_MAX_INFLIGHT_SUMS) */
 	uint64_t sums_retired;         /* ...of which, of entries behind the watermark */
@@ -172,12 +172,6 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b);
 void sink_write_pack(struct sink *s, struct writer *w, const struct buf *b);
 
 void *sink_receiver(void *arg);
-
-/* Writes len bytes at p into fd at offset at, but its pages of zeros:
- * those are left as holes (a new file reads zeros there), or with fill
- * (a file that holds other bytes) punched, or written as zeros where the
- * file system cannot punch. Any thread. Returns 0 or -errno. */
-int sink_pwrite_sparse(int fd, const uint8_t *p, size_t len, uint64_t at, bool fill);
 
 /* --checksum, for a REG entry r (e) with contents, not kept: if it is
  * more than a quarter block and the destination has a regular file at its

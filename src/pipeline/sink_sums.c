@@ -16,6 +16,7 @@
 
 #include "pipeline/dest.h"
 #include "pipeline/journal.h"
+#include "pipeline/sumpool.h"
 #include "sys/log.h"
 #include "sys/fault.h"
 #include "sys/platform.h"
@@ -23,7 +24,10 @@
 
 /* Hashes in one SUMS: a few, so that the source starts on a big file's
  * first blocks while the rest is hashed. */
-#define SINK_SUMS_CHUNK 64u
+#define SINK_SUMS_CHUNK SUMPOOL_CHUNK
+/* Threads that hash old files (and write copies of them) at once: the
+ * copy, on 2 cores, kept the hashes behind the link on one (bench i). */
+#define SINK_HASHERS 2u
 /* Blocks hashed whose fate is known before sink_copy_pays judges. */
 #define SINK_COPY_SEEN 16u
 
@@ -35,25 +39,23 @@ void sink_base_close(struct sink_ent *r)
 	r->base_fd = -1;
 }
 
-/* Sends the count hashes in sums_msg, of blocks r->nsums on, once r
- * allows SAME blocks for them (copied: and holds them, SINK_HELD_COPY).
+/* Sends chunk c's hashes, of blocks r->nsums on, once r allows SAME
+ * blocks for them (and, if c was copied, holds them: SINK_HELD_COPY).
  * Returns 0 or a negative code. */
-static int sink_sums_flush(struct sink *s, struct sink_ent *r, unsigned count, bool copied)
+static int sink_sums_flush(struct sink *s, struct sink_ent *r, const struct sumpool_chunk *c)
 {
 	struct proto_msg m = { .type = PROTO_SUMS };
 
-	if (count == 0)
-		return 0;
 	m.u.sums.id = r->id;
-	m.u.sums.first = r->nsums; /* this thread alone writes it */
-	m.u.sums.count = (uint16_t)count;
-	m.u.sums.hashes = s->sums_msg;
+	m.u.sums.first = c->first; /* r->nsums: this thread alone writes it */
+	m.u.sums.count = (uint16_t)c->count;
+	m.u.sums.hashes = c->hashes;
 	sync_lock(&r->lock);
-	r->nsums += count;
-	if (copied)
+	r->nsums += c->count;
+	if (c->copied)
 		r->copied = r->nsums;
 	sync_unlock(&r->lock);
-	s->sums_inflight += (uint64_t)count * PROTO_SUM_LEN;
+	s->sums_inflight += (uint64_t)c->count * PROTO_SUM_LEN;
 	if (ctl_send(s->x->ctl, &m) < 0)
 		return xfer_fail(s->x, -PC_E_NET, "lost control connection to %s", s->x->peer);
 	return 0;
@@ -89,54 +91,59 @@ static uint64_t sink_sums_blocks(uint64_t size, uint64_t old, uint64_t B)
 	return old / B;
 }
 
+static bool sink_sums_aborted(void *arg)
+{
+	return xfer_aborted(arg);
+}
+
 /* Hashes blocks 0 .. n - 1 of the source's file (size bytes) as fd has
- * them and sends them, a few at a time, for r: each block that lies wholly
- * in fd and, with a journal j, that j says was written; PROTO_SUM_NONE for
- * the others. With copy >= 0 (r's new file), each block hashed is written
- * there too, at its offset, before its hash goes: the bytes a SAME block
- * stands for are then those hashed, read once. That stops for the rest of
- * the file once the source has sent more of the blocks hashed as DATA
- * than as SAME (sink_copy_pays); a block that cannot be written is sent
- * PROTO_SUM_NONE, and no block after it is hashed (their DATA meets the
- * same error, and says so). Returns 0 or a negative code. */
+ * them and sends them, a chunk (SUMS) at a time, for r: each block that
+ * lies wholly in fd and, with a journal j, that j says was written;
+ * PROTO_SUM_NONE for the others. The chunks are hashed on the sink's
+ * sumpool, a few at once, and sent in order as they are done. With copy
+ * >= 0 (r's new file), each block hashed is written there too, at its
+ * offset, before its hash goes: the bytes a SAME block stands for are
+ * then those hashed, read once. That stops for the chunks not yet handed
+ * out once the source has sent more of the blocks hashed as DATA than as
+ * SAME (sink_copy_pays), or once writing failed (a block not written is
+ * sent PROTO_SUM_NONE, and its DATA meets the same error, and says so).
+ * Returns 0 or a negative code. */
 static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t size,
 			    uint64_t n, const struct journal *j, int copy)
 {
-	uint64_t B = s->x->block_size;
-	unsigned pend = 0;
+	struct sumpool_file f = { .fd = fd, .copy = copy, .j = j, .size = size,
+				  .block = s->x->block_size, .aborted = sink_sums_aborted,
+				  .arg = s->x };
+	uint64_t next = 0;
+	unsigned pending = 0;
+	bool copying = copy >= 0;
 	int ret = 0;
 
 	uint64_t room = (PROTO_MAX_INFLIGHT_SUMS - s->sums_inflight) / PROTO_SUM_LEN;
 	n = n < room ? n : room;
-	if (n > 0 && s->sums_buf == NULL) {
-		s->sums_buf = malloc(B);
-		s->sums_msg = malloc((size_t)SINK_SUMS_CHUNK * PROTO_SUM_LEN);
-		if (s->sums_buf == NULL || s->sums_msg == NULL)
-			return xfer_fail(s->x, -ENOMEM, "out of memory");
-	}
-	for (uint64_t k = 0; k < n && ret == 0 && !xfer_aborted(s->x); k++) {
-		uint64_t len = size - k * B < B ? size - k * B : B;
-		uint8_t *out = s->sums_msg + (size_t)pend * PROTO_SUM_LEN;
-		ssize_t got = j == NULL || journal_has(j, k)
-			      ? platform_pread_full(fd, s->sums_buf, (size_t)len, k * B) : -1;
-		/* Unreadable, shrunk or never written: the source sends it. */
-		if (got == (ssize_t)len && copy >= 0 &&
-		    sink_pwrite_sparse(copy, s->sums_buf, (size_t)len, k * B, false) < 0) {
-			got = -1;  /* the source sends it, */
-			n = k + 1; /* and every block after it */
+	if (n > 0 && s->sums_pool == NULL &&
+	    (s->sums_pool = sumpool_new(SINK_HASHERS, (size_t)f.block)) == NULL)
+		return xfer_fail(s->x, -ENOMEM, "out of memory");
+	while (next < n || pending > 0) {
+		if (ret == 0 && next < n && pending < SUMPOOL_DEPTH && !xfer_aborted(s->x)) {
+			unsigned count = n - next < SINK_SUMS_CHUNK ? (unsigned)(n - next)
+								    : SINK_SUMS_CHUNK;
+			sumpool_submit(s->sums_pool, &f, next, count, copying);
+			next += count;
+			pending++;
+			continue;
 		}
-		if (got == (ssize_t)len)
-			proto_block_sum(s->sums_buf, (size_t)len, out);
-		else
-			memset(out, 0, PROTO_SUM_LEN);
-		if (++pend == SINK_SUMS_CHUNK) {
-			ret = sink_sums_flush(s, r, pend, copy >= 0);
-			pend = 0;
-			if (copy >= 0 && !sink_copy_pays(s, r))
-				copy = -1;
-		}
+		if (pending == 0)
+			break; /* failed or aborted: nothing more handed out */
+		struct sumpool_chunk c;
+		sumpool_collect(s->sums_pool, &c);
+		pending--;
+		if (ret == 0)
+			ret = sink_sums_flush(s, r, &c);
+		if (copying && (c.copy_failed || !sink_copy_pays(s, r)))
+			copying = false;
 	}
-	return ret == 0 ? sink_sums_flush(s, r, pend, copy >= 0) : ret;
+	return ret;
 }
 
 /* Gives up f, which r did not take: a new file (SINK_HELD_COPY) goes,

@@ -20,6 +20,7 @@
 #include "pipeline/dest.h"
 #include "pipeline/journal.h"
 #include "pipeline/sink_ent.h"
+#include "pipeline/sparse.h"
 #include "pipeline/verify.h"
 #include "sys/fault.h"
 #include "sys/log.h"
@@ -395,34 +396,6 @@ static int sink_settle(struct sink *s, struct sink_ent *r, const struct proto_bl
 	return next;
 }
 
-#define SINK_PAGE 4096u
-
-/* True if the page at p (or what is left of it, len bytes) is all zeros. */
-static bool sink_zero_page(const uint8_t *p, size_t len)
-{
-	return encoder_is_zero(p, len < SINK_PAGE ? len : SINK_PAGE);
-}
-
-/* Into a file that has other bytes already (-a's partial file, --inplace,
- * a device): len bytes of zeros at off, as a hole where the file system
- * can punch one. */
-static int sink_zero_range(int fd, uint64_t off, size_t len)
-{
-	static const uint8_t zeros[65536];
-	int ret = 0;
-
-	if (len == 0 || fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
-				  (off_t)len) == 0)
-		return 0;
-	/* (a character device has no holes: ENODEV) */
-	if (errno != EOPNOTSUPP && errno != ENOSYS && errno != ENODEV)
-		return -errno;
-	for (size_t done = 0; ret == 0 && done < len; done += sizeof(zeros))
-		ret = platform_pwrite_full(fd, zeros, len - done < sizeof(zeros) ? len - done
-							: sizeof(zeros), off + done);
-	return ret;
-}
-
 static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf *b)
 {
 	const struct proto_block *h = &b->hdr;
@@ -444,31 +417,8 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	 * written in place, or a device. */
 	bool fill = r->held != SINK_HELD_NONE || r->device;
 	if (hole)
-		return fill ? sink_zero_range(r->fd, h->offset, h->raw_len) : 0;
-	return sink_pwrite_sparse(r->fd, b->data, b->len, h->offset, fill);
-}
-
-int sink_pwrite_sparse(int fd, const uint8_t *p, size_t len, uint64_t at, bool fill)
-{
-	int ret;
-
-	/* Pages of zeros are not written: a new file reads zeros there
-	 * anyway (a partial file, -a, gets them punched), and a sparse
-	 * source stays sparse finer than a block. */
-	for (size_t off = 0; off < len;) {
-		size_t run = 0, zero = off;
-		while (off < len && sink_zero_page(p + off, len - off))
-			off += SINK_PAGE < len - off ? SINK_PAGE : len - off;
-		if (fill && (ret = sink_zero_range(fd, at + zero, off - zero)) < 0)
-			return ret;
-		while (off + run < len && !sink_zero_page(p + off + run, len - off - run))
-			run += SINK_PAGE < len - off - run ? SINK_PAGE : len - off - run;
-		ret = run > 0 ? platform_pwrite_full(fd, p + off, run, at + off) : 0;
-		if (ret < 0)
-			return ret;
-		off += run;
-	}
-	return 0;
+		return fill ? sparse_zero(r->fd, h->offset, h->raw_len) : 0;
+	return sparse_pwrite(r->fd, b->data, b->len, h->offset, fill);
 }
 
 /* Writes one verified DATA block and finishes its file if it was the
