@@ -210,6 +210,12 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
  * this run hashed it there, and the source matched that hash. */
 void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b);
 
+/* Whether block k of r came (r->lock held). */
+static inline bool sink_seen_locked(const struct sink_ent *r, uint64_t k)
+{
+	return k / 8 < r->seen_bytes && (r->seen[k / 8] & (1u << (k % 8)));
+}
+
 /* Whether block k is in r's file already (r->held; r->lock held): a file
  * that held bytes before its first block has it, but a copy only the
  * blocks it was given (r->copied). */

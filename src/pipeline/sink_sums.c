@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pipeline/dest.h"
 #include "pipeline/journal.h"
+#include "pipeline/sparse.h"
 #include "pipeline/sumpool.h"
 #include "sys/log.h"
 #include "sys/fault.h"
@@ -96,27 +98,44 @@ static bool sink_sums_aborted(void *arg)
 	return xfer_aborted(arg);
 }
 
+/* sumpool's put for SINK_HELD_COPY (arg: r): writes an old block into
+ * r's new file, unless a block of the source came for it already (a hole
+ * comes without waiting for hashes; a broken source's block may too) or r
+ * is finished, with r->lock held throughout, so that a block claimed
+ * meanwhile is written after it. */
+static int sink_copy_put(void *arg, uint64_t k, uint64_t off, const uint8_t *buf, size_t len)
+{
+	struct sink_ent *r = arg;
+	int ret = 0;
+
+	sync_lock(&r->lock);
+	if (!r->failed && !r->finishing && !sink_seen_locked(r, k))
+		ret = sparse_pwrite(r->fd, buf, len, off, false);
+	sync_unlock(&r->lock);
+	return ret;
+}
+
 /* Hashes blocks 0 .. n - 1 of the source's file (size bytes) as fd has
  * them and sends them, a chunk (SUMS) at a time, for r: each block that
  * lies wholly in fd and, with a journal j, that j says was written;
  * PROTO_SUM_NONE for the others. The chunks are hashed on the sink's
  * sumpool, a few at once, and sent in order as they are done. With copy
- * >= 0 (r's new file), each block hashed is written there too, at its
- * offset, before its hash goes: the bytes a SAME block stands for are
+ * (r's file is SINK_HELD_COPY), each block hashed is written there too,
+ * at its offset, before its hash goes (sink_copy_put): the bytes a SAME block stands for are
  * then those hashed, read once. That stops for the chunks not yet handed
  * out once the source has sent more of the blocks hashed as DATA than as
  * SAME (sink_copy_pays), or once writing failed (a block not written is
  * sent PROTO_SUM_NONE, and its DATA meets the same error, and says so).
  * Returns 0 or a negative code. */
 static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t size,
-			    uint64_t n, const struct journal *j, int copy)
+			    uint64_t n, const struct journal *j, bool copy)
 {
-	struct sumpool_file f = { .fd = fd, .copy = copy, .j = j, .size = size,
-				  .block = s->x->block_size, .aborted = sink_sums_aborted,
-				  .arg = s->x };
+	struct sumpool_file f = { .fd = fd, .put = copy ? sink_copy_put : NULL, .put_arg = r,
+				  .j = j, .size = size, .block = s->x->block_size,
+				  .aborted = sink_sums_aborted, .arg = s->x };
 	uint64_t next = 0;
 	unsigned pending = 0;
-	bool copying = copy >= 0;
+	bool copying = copy;
 	int ret = 0;
 
 	uint64_t room = (PROTO_MAX_INFLIGHT_SUMS - s->sums_inflight) / PROTO_SUM_LEN;
@@ -140,6 +159,11 @@ static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t
 		pending--;
 		if (ret == 0)
 			ret = sink_sums_flush(s, r, &c);
+		if (ret == 0 && fault_fire(FAULT_SUMS_SLOW)) {
+			struct timespec slow = { .tv_nsec = 500000000 };
+			while (nanosleep(&slow, &slow) != 0 && errno == EINTR)
+				;
+		}
 		if (copying && (c.copy_failed || !sink_copy_pays(s, r)))
 			copying = false;
 	}
@@ -212,37 +236,37 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 	if ((ret = sink_adopt(s, r, f, NULL, SINK_HELD_INPLACE, e->path, "update in place")) <= 0)
 		return ret;
 	ret = sink_sums_stream(s, r, fd, e->size,
-			       sink_sums_blocks(e->size, old, s->x->block_size), NULL, -1);
+			       sink_sums_blocks(e->size, old, s->x->block_size), NULL, false);
 	return ret < 0 ? ret : 1;
 }
 
 /* Without --inplace (or where it cannot be): makes r's new file now, for
  * the hashing of the old file (old bytes) to fill with the bytes it
- * hashes. Returns its fd, r's from now on, or -1 where r's file is made
- * at its first block instead, as without --checksum: no block to hash;
+ * hashes. Returns true when it did (r's file from now on), false where
+ * r's file is made at its first block instead, as without --checksum: no
+ * block to hash;
  * -a (r's file is a partial one, with a journal); a block of r came
  * first; or the file cannot be made now (the first block's writer meets
  * the same error and reports it, with the file's name; a failure of the
  * session itself is xfer_fail's). */
-static int sink_copy_start(struct sink *s, struct sink_ent *r, const struct proto_entry *e,
-			   uint64_t old)
+static bool sink_copy_start(struct sink *s, struct sink_ent *r, const struct proto_entry *e,
+			    uint64_t old)
 {
 	struct dest_file *f;
 	struct pc_err err;
 
 	if (sink_sums_blocks(e->size, old, s->x->block_size) == 0 || sink_resumable(s, r))
-		return -1;
+		return false;
 	pc_err_init(&err);
 	int ret = dest_file_open(s->dest, e->path, &f, &err);
 	pc_err_destroy(&err);
 	if (ret < 0)
-		return -1;
+		return false;
 	if (dest_file_device(f)) {
 		dest_file_keep(s->dest, f);
-		return -1;
+		return false;
 	}
-	int fd = dest_file_fd(f);
-	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, e->path, "update") == 1 ? fd : -1;
+	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, e->path, "update") == 1;
 }
 
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
@@ -300,7 +324,7 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 	uint64_t whole = sink_sums_blocks(e->size, (uint64_t)st.st_size, s->x->block_size);
 	if ((ret = sink_adopt(s, r, f, j, SINK_HELD_PARTIAL, e->path, "resume")) <= 0)
 		return ret;
-	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j, -1);
+	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j, false);
 }
 
 /* Opens r's old file again at its name, if not open yet (r->lock held).

@@ -351,7 +351,7 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b, b
 		r->seen = p;
 		r->seen_bytes = n;
 	}
-	if (r->seen[idx / 8] & (1u << (idx % 8))) {
+	if (sink_seen_locked(r, idx)) {
 		ret = -PC_E_INTEGRITY;
 		goto out;
 	}

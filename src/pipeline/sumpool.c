@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "pipeline/journal.h"
-#include "pipeline/sparse.h"
 #include "sys/platform.h"
 #include "sys/sync.h"
 #include "wire/proto.h"
@@ -61,9 +60,10 @@ static void sumpool_run(struct sumpool_job *job, uint8_t *buf)
 		stopped = stopped || (f->aborted != NULL && f->aborted(f->arg));
 		if (!stopped && (f->j == NULL || journal_has(f->j, k)))
 			got = platform_pread_full(f->fd, buf, (size_t)len, k * B);
-		/* Before its hash can go: a DATA block for k comes only after. */
+		/* Before its hash can go: a DATA or SAME block for k comes only
+		 * after (a hole may come any time: put leaves what came). */
 		if (got == (ssize_t)len && job->copy && !job->copy_failed &&
-		    sparse_pwrite(f->copy, buf, (size_t)len, k * B, false) < 0)
+		    f->put(f->put_arg, k, k * B, buf, (size_t)len) < 0)
 			job->copy_failed = true;
 		/* Unreadable, shrunk, never written, or not in the copy: the
 		 * source sends it. */
@@ -161,7 +161,7 @@ void sumpool_submit(struct sumpool *p, const struct sumpool_file *f, uint64_t fi
 	job->f = *f;
 	job->first = first;
 	job->count = count;
-	job->copy = copy && f->copy >= 0;
+	job->copy = copy && f->put != NULL;
 	job->copy_failed = false;
 	job->state = JOB_QUEUED;
 	p->n++;

@@ -4,13 +4,14 @@
  * SUMS) at a time: chunks are handed out and collected in order, so that
  * the sink's control thread sends each chunk's hashes while the next ones
  * are being hashed. With copy, a chunk's blocks are also written into a
- * new file, each before the chunk is collected, so before its hash can
- * be sent (sink_sums.c: SINK_HELD_COPY).
+ * new file (through the caller's put, which leaves alone a block that is
+ * there already), each before the chunk is collected, so before its hash
+ * can be sent (sink_sums.c: SINK_HELD_COPY).
  *
  * One thread, the sink's control thread, submits and collects; the pool's
- * threads only read the file, write the copy and fill the chunk's hashes.
- * The file, the copy and the journal must stay open until every chunk of
- * them is collected. */
+ * threads only read the file, put blocks into the copy and fill the
+ * chunk's hashes. The file and the journal must stay open, and put must
+ * stay callable, until every chunk of them is collected. */
 #ifndef PCOPY_SUMPOOL_H
 #define PCOPY_SUMPOOL_H
 
@@ -28,8 +29,11 @@ struct journal;
 /* The file a chunk's blocks come from, set by the caller. */
 struct sumpool_file {
 	int fd;                        /* the file hashed */
-	int copy;                      /* the new file a chunk submitted with copy is
-	                                  written into, or -1 */
+	/* Puts block k's len bytes at buf (at offset off) into the copy, for a
+	 * chunk submitted with copy; NULL: no copy. Returns 0 (put, or left
+	 * out: the copy has that block already) or -errno. Any pool thread. */
+	int (*put)(void *put_arg, uint64_t k, uint64_t off, const uint8_t *buf, size_t len);
+	void *put_arg;
 	const struct journal *j;       /* -a: only blocks it names are hashed; else NULL */
 	uint64_t size;                 /* the source's file: its last block is shorter */
 	uint64_t block;                /* the block size */
@@ -41,14 +45,14 @@ struct sumpool_file {
 
 /* A chunk collected: hash k is of block first + k, PROTO_SUM_NONE for a
  * block that lies not wholly in the file, that the journal does not name,
- * that could not be read, or that could not be written into the copy (and
- * every later block of the chunk then). */
+ * that could not be read, or that put failed on (and every later block of
+ * the chunk then). */
 struct sumpool_chunk {
 	uint64_t first;
 	unsigned count;
 	const uint8_t *hashes;         /* count hashes; valid until the next collect */
 	bool copied;                   /* it was submitted with copy: each block of it
-	                                  whose hash is not NONE is in the copy */
+	                                  whose hash is not NONE went to put */
 	bool copy_failed;              /* writing the copy failed (the caller copies no
 	                                  more) */
 };
@@ -61,7 +65,7 @@ struct sumpool;
 struct sumpool *sumpool_new(unsigned threads, size_t block);
 
 /* Queues blocks first .. first + count - 1 (count 1..SUMPOOL_CHUNK) of f,
- * copied into f->copy if copy. The caller has fewer than SUMPOOL_DEPTH
+ * put into the copy if copy (and f->put). The caller has fewer than SUMPOOL_DEPTH
  * chunks uncollected. */
 void sumpool_submit(struct sumpool *p, const struct sumpool_file *f, uint64_t first,
 		    unsigned count, bool copy);

@@ -30,6 +30,9 @@
  *                had changed since it was hashed
  *   sink_slow    -e: the sink's read back of a file it wrote waits 3 s
  *                first, as a slow disk's flush does
+ *   sums_slow    --checksum, -a: the sink waits 0.5 s after it sends a
+ *                SUMS, as when reading the old file is slower than the
+ *                source's answers (counted per SUMS)
  *   data_probe   --data-via auto: the probe of the direct path
  *                (roles/datapath.h) gets no answer, as behind a firewall
  *                that drops it, whatever the link; at once, without the
@@ -57,6 +60,7 @@ enum fault_site {
 	FAULT_SINK_VERIFY,
 	FAULT_SINK_SAME,
 	FAULT_SINK_SLOW,
+	FAULT_SUMS_SLOW,
 	FAULT_DATA_PROBE,
 	FAULT_DATA_PROBE_SLOW,
 	FAULT_DATA_LATE,

@@ -205,22 +205,61 @@ case_many_hashes() {
 # the rest is hashed alone, and its SAME blocks are taken from the old
 # file as they come. half: its first half rewritten, its second as it was
 # (the copy stops, and the second half is still not sent); same: as it
-# was (the copy goes on to its end). Both come out exact.
+# was (the copy goes on to its end). Both come out exact. The fault holds
+# the sink for 0.5 s after its first SUMS, so that the source's answers to
+# it are in before the next is judged, however fast the sink hashes.
 case_copy_stops() {
-    mkdir -p "$T/src" "$T/dst/src"
+    mkdir -p "$T/src" "$T/dst"
     mkfile "$T/src/half" 16M
     mkfile "$T/src/same" 4M
-    cp -p "$T/src/half" "$T/src/same" "$T/dst/src/"
+    cp -p "$T/src/half" "$T/src/same" "$T/dst/"
     head -c 8M /dev/urandom | dd of="$T/src/half" conv=notrunc status=none
-    touch -d '-1 day' "$T/dst/src/half" "$T/dst/src/same"
-    expect_exit 0 "$PCOPY" -vv -r --checksum -B 4k --json="$T/j" "$T/src" "$T/dst/"
+    touch -d '-1 day' "$T/dst/half" "$T/dst/same"
+    copy_stops half 8
     expect_stderr_matches "'[^']*/half': [0-9]+ of the blocks hashed came as DATA, [0-9]+ as SAME: the rest of the old file is not copied ahead"
-    expect_stderr_lacks "/same': "
-    same_file "$T/src/half" "$T/dst/src/half"
-    same_file "$T/src/same" "$T/dst/src/same"
+    copy_stops same 4
+    expect_stderr_lacks "not copied ahead"
+}
+
+# copy_stops NAME MIB: case_copy_stops's --checksum of src/NAME over
+# dst/NAME, of which MIB MiB are unchanged.
+copy_stops() {
     local kept
+    PCOPY_TEST_FAULT=sums_slow:1 expect_exit 0 "$PCOPY" -vv --checksum -B 4k --json="$T/j" \
+        "$T/src/$1" "$T/dst/$1"
+    same_file "$T/src/$1" "$T/dst/$1"
     kept=$(jget "$T/j" 'j["files"]["bytes_unchanged"]')
-    [[ $kept == $((12 * 1048576)) ]] || fail "bytes_unchanged is $kept, not the 8 MiB of half and the 4 of same"
+    [[ $kept == $(($2 * 1048576)) ]] || fail "$1: bytes_unchanged is $kept, not $2 MiB"
+}
+
+# Holes over an old file of other bytes. The source sends a hole without
+# waiting for hashes, so holes come while the sink still copies the old
+# file into the new one ahead of its hashes: the copying must leave alone
+# a block that came. Each file's first 4 MiB (the first SUMS) are as they
+# were (SAME: the copying goes on), the rest are holes but one block of
+# data; the fault holds the sink 0.5 s after that SUMS, and the holes come
+# meanwhile, before most of the copying. end: that block last; start: that block
+# first of the holes, so that the file can be complete while the copying
+# goes on. Both come out exact, and sparse.
+case_holes_over_old() {
+    local f
+    mkdir -p "$T/src" "$T/dst"
+    mkfile "$T/head" 4M
+    mkfile "$T/blk" 64k
+    for f in end start; do
+        cp "$T/head" "$T/src/$f"
+        truncate -s 32M "$T/src/$f"
+        { cat "$T/head"; head -c 28M /dev/urandom; } >"$T/dst/$f"
+        touch -d '-1 day' "$T/dst/$f"
+    done
+    dd if="$T/blk" of="$T/src/end" bs=64k seek=511 conv=notrunc status=none
+    dd if="$T/blk" of="$T/src/start" bs=64k seek=64 conv=notrunc status=none
+    for f in end start; do
+        PCOPY_TEST_FAULT=sums_slow:1 expect_exit 0 "$PCOPY" --checksum -B 64k \
+            "$T/src/$f" "$T/dst/$f"
+        same_file "$T/src/$f" "$T/dst/$f"
+        (($(du -k "$T/dst/$f" | cut -f1) < 5 * 1024)) || fail "$f: the copy's holes hold bytes"
+    done
 }
 
 # Without -B, --checksum works in blocks of 256 KiB (pcopy(1)): a byte
@@ -332,5 +371,6 @@ run_case third-party case_third_party
 run_case daemon case_daemon
 run_case changed-underneath case_changed_underneath
 run_case copy-stops case_copy_stops
+run_case holes-over-old case_holes_over_old
 run_case many-hashes case_many_hashes
 finish

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "pipeline/journal.h"
+#include "pipeline/sparse.h"
 #include "pipeline/sumpool.h"
 #include "wire/proto.h"
 
@@ -73,6 +74,13 @@ static int teardown(void **state)
 
 static bool stop_now;
 
+/* A put into the fd at arg (an int), holes left, but block 3, which is
+ * there already (as a hole that came before the hashes). */
+static int put(void *arg, uint64_t k, uint64_t off, const uint8_t *buf, size_t len)
+{
+	return k == 3 ? 0 : sparse_pwrite(*(const int *)arg, buf, len, off, false);
+}
+
 static bool aborted(void *arg)
 {
 	(void)arg;
@@ -103,7 +111,7 @@ static void run(struct sumpool *p, const struct fixture *fx, const struct sumpoo
 		pending--;
 		assert_true(c.first == expect);
 		assert_true(c.count >= 1 && c.count <= SUMPOOL_CHUNK);
-		assert_int_equal(c.copied, f->copy >= 0 && c.first / SUMPOOL_CHUNK < copy_chunks);
+		assert_int_equal(c.copied, f->put != NULL && c.first / SUMPOOL_CHUNK < copy_chunks);
 		for (unsigned i = 0; i < c.count; i++) {
 			uint64_t k = c.first + i, len = SIZE - k * B < B ? SIZE - k * B : B;
 			proto_block_sum(fx->data + k * B, (size_t)len, sum);
@@ -134,12 +142,14 @@ static bool nothing(uint64_t k)
 }
 
 /* In order, every hash right, and the copy holds the blocks of the chunks
- * copied, its block of zeros a hole, nothing of the chunks after. */
+ * copied, its block of zeros a hole, nothing of the chunks after, nor the
+ * block put left out. */
 static void test_hashes_and_copy(void **state)
 {
 	struct fixture *fx = *state;
 	int copy = open(fx->copy, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	struct sumpool_file f = { .fd = fx->fd, .copy = copy, .size = SIZE, .block = B };
+	struct sumpool_file f = { .fd = fx->fd, .put = put, .put_arg = &copy, .size = SIZE,
+				  .block = B };
 	struct sumpool *p = sumpool_new(2, B);
 	struct sumpool_chunk last;
 	struct stat st;
@@ -153,6 +163,7 @@ static void test_hashes_and_copy(void **state)
 	uint8_t *got = malloc(copied);
 	assert_non_null(got);
 	assert_int_equal(pread(copy, got, copied, 0), (ssize_t)copied);
+	memset(fx->data + 3 * B, 0, B); /* left out */
 	assert_memory_equal(got, fx->data, copied);
 	assert_int_equal(fstat(copy, &st), 0);
 	assert_true((uint64_t)st.st_size == copied);
@@ -166,7 +177,7 @@ static void test_hashes_and_copy(void **state)
 static void test_short_and_journal(void **state)
 {
 	struct fixture *fx = *state;
-	struct sumpool_file f = { .fd = fx->fd, .copy = -1, .size = SIZE, .block = B };
+	struct sumpool_file f = { .fd = fx->fd, .size = SIZE, .block = B };
 	struct sumpool *p = sumpool_new(3, B);
 	struct sumpool_chunk last;
 	struct journal_id id = { B, SIZE, 1, 0 };
@@ -212,7 +223,8 @@ static void test_copy_fails_and_abort(void **state)
 {
 	struct fixture *fx = *state;
 	int ro = open(fx->path, O_RDONLY | O_CLOEXEC);
-	struct sumpool_file f = { .fd = fx->fd, .copy = ro, .size = SIZE, .block = B };
+	struct sumpool_file f = { .fd = fx->fd, .put = put, .put_arg = &ro, .size = SIZE,
+				  .block = B };
 	struct sumpool *p = sumpool_new(2, B);
 	struct sumpool_chunk c;
 
@@ -224,7 +236,7 @@ static void test_copy_fails_and_abort(void **state)
 	for (unsigned i = 0; i < c.count; i++)
 		assert_true(proto_sum_none(c.hashes + (size_t)i * PROTO_SUM_LEN));
 	close(ro);
-	f.copy = -1;
+	f.put = NULL;
 	f.aborted = aborted;
 	stop_now = true;
 	struct sumpool_chunk last;
@@ -237,7 +249,7 @@ static void test_copy_fails_and_abort(void **state)
 static void test_no_threads(void **state)
 {
 	struct fixture *fx = *state;
-	struct sumpool_file f = { .fd = fx->fd, .copy = -1, .size = SIZE, .block = B };
+	struct sumpool_file f = { .fd = fx->fd, .size = SIZE, .block = B };
 	struct sumpool *p = sumpool_new(0, B);
 	struct sumpool_chunk last;
 
