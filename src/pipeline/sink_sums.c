@@ -184,10 +184,11 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 /* Makes f, which holds bytes already (held: -a's partial file, with its
  * journal j; --inplace's file or --checksum's copy, j NULL), r's file from
  * now on; but for a copy, with a second descriptor that SAME blocks are
- * read back through (-e). Returns 1 when it did, 0 when a block of r came before its hashes
- * (a broken source's: f is dropped, and r is written as if there had been
- * nothing), or a negative code (f dropped). what: "resume", "update in
- * place" or "update", for a message. */
+ * read back through (-e). Returns 1 when it did, 0 when a block of r came
+ * before its hashes, or a PACK carries r (a broken source's: f is dropped,
+ * and r is written as if there had been nothing), or a negative code (f
+ * dropped). what: "resume", "update in place" or "update", for a
+ * message. */
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
 		      enum sink_held held, const char *path, const char *what)
 {
@@ -202,7 +203,8 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
 	}
 	sync_lock(&r->lock);
-	if (r->fd >= 0) {
+	/* (a PACK that carries r takes r's bytes: see sink_pack_may) */
+	if (r->fd >= 0 || atomic_load(&r->carry) == SINK_CARRY_PACK) {
 		sync_unlock(&r->lock);
 		if (base >= 0)
 			close(base);

@@ -576,6 +576,24 @@ struct sink_pack_walk {
  * entry. With apply, also claims the file for this pack and writes it if
  * its contents are here. *took gets the bytes of contents it stands for.
  * Returns 0 or -PC_E_PROTO. */
+/* Whether a PACK may say how r travels (carry), under r's lock: not once
+ * another took it, and its contents not into a file the sink holds open
+ * for r already (its old version hashed and made r's file: DATA and SAME
+ * blocks only). With want, takes it (want: SINK_CARRY_NONE, then what r
+ * had). */
+static bool sink_pack_may(struct sink_ent *r, unsigned carry, unsigned *want)
+{
+	bool may;
+
+	sync_lock(&r->lock);
+	may = carry != SINK_CARRY_PACK || r->held == SINK_HELD_NONE;
+	if (may && want != NULL)
+		may = atomic_compare_exchange_strong(&r->carry, want, carry) ||
+		      *want == SINK_CARRY_DATA;
+	sync_unlock(&r->lock);
+	return may;
+}
+
 static int sink_pack_one(void *arg, uint32_t id, int32_t st, const uint8_t *p, uint64_t left,
 			 uint64_t *took)
 {
@@ -610,12 +628,14 @@ static int sink_pack_one(void *arg, uint32_t id, int32_t st, const uint8_t *p, u
 		ret = -PC_E_PROTO;
 	else if (st == 0)
 		*took = r->size;
+	if (ret == 0 && !sink_pack_may(r, carry, NULL))
+		ret = -PC_E_PROTO;
 	if (ret < 0 || !pw->apply) {
 		sink_ent_put(r);
 		return ret;
 	}
-	if (!atomic_compare_exchange_strong(&r->carry, &want, carry) && want != SINK_CARRY_DATA) {
-		ret = -PC_E_PROTO; /* another pack took it meanwhile */
+	if (!sink_pack_may(r, carry, &want)) {
+		ret = -PC_E_PROTO; /* another pack took it meanwhile, or the file did */
 	} else if (st < 0) {
 		sink_display(s, r, name, sizeof(name));
 		snprintf(msg, sizeof(msg), "cannot copy '%.900s': the source could not read it: %s",

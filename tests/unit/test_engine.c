@@ -1098,6 +1098,62 @@ static void test_same_unasked(void **state)
 	assert_int_equal(join_sink(f), -PC_E_PROTO);
 }
 
+/* Whether this process holds a descriptor of a file below dir (one
+ * unlinked or unnamed included). */
+static bool fd_open_below(const char *dir)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	bool found = false;
+
+	assert_non_null(d);
+	while (!found && (de = readdir(d)) != NULL) {
+		char p[300], target[512];
+		ssize_t n;
+		snprintf(p, sizeof(p), "/proc/self/fd/%s", de->d_name);
+		n = readlink(p, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		found = strncmp(target, dir, strlen(dir)) == 0 && target[strlen(dir)] == '/';
+	}
+	closedir(d);
+	return found;
+}
+
+/* A PACK that carries a file whose old version the sink hashed, and made
+ * its file already (--checksum's copy): refused, and nothing of it is
+ * left (the old file as it was, no temporary file, no descriptor). */
+static void test_pack_over_held(void **state)
+{
+	struct fixture *f = *state;
+	struct proto_entry e;
+	struct proto_msg m;
+	char path[256], want[256];
+	uint8_t *raw = calloc(1, 4 + BLOCK / 2);
+
+	assert_non_null(raw);
+	snprintf(path, sizeof(path), "%s/f", f->dst);
+	write_file(path, BLOCK / 2, 4);
+	f->si.x.update = f->si.x.checksum = true;
+	start_sink(f);
+	send_entries(f->so.ctl, 0, entry(&e, 0, PROTO_ENT_REG, "f", BLOCK / 2, NULL), 1);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_SUMS);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_HAVE);
+	memset(raw + 4, 'x', BLOCK / 2);
+	send_pack(f, 0, 1, raw, 4 + BLOCK / 2);
+	send_end(f);
+	assert_int_equal(join_sink(f), -PC_E_PROTO);
+	snprintf(want, sizeof(want), "%s/want", f->base);
+	write_file(want, BLOCK / 2, 4);
+	assert_same_file(want, path);
+	assert_int_equal(count_files(f->dst), 1);
+	assert_false(fd_open_below(f->dst));
+	free(raw);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN); /* a vanished peer is an error code, not a death */
@@ -1136,6 +1192,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sink_same, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_unasked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_pack_over_held, setup, teardown),
 	};
 
 	return testutil_status(cmocka_run_group_tests(tests, NULL, NULL));
