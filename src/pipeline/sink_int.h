@@ -205,9 +205,9 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
  * b->data and checks them against the block's checksum. b->err: 0, or why
  * not (-PC_E_FILEIO: the file changed or went since it was hashed;
  * -PC_E_ABORTED: r is finished already; -errno), for its writer, which
- * claims the block as any other and fails r then. Without -e, a block of
- * a file that holds bytes already (r->held) is not read again (b->len 0):
- * this run hashed it there, and the source matched that hash. */
+ * claims the block as any other and fails r then. Without -e, a block
+ * r's file holds already (sink_holds_locked) is not read again (b->len
+ * 0): this run hashed it there, and the source matched that hash. */
 void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b);
 
 /* Whether block k of r came (r->lock held). */

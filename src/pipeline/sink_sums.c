@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* sink_sums: --checksum and -a at the sink. The control thread hashes the
- * blocks a file has at the destination already (--checksum: the old file;
- * -a: the partial file an interrupted run left, the blocks its journal
- * names) and sends them (SUMS), a few at a time; a receiver takes a SAME
- * block's bytes from that file, once they prove to be the source's
- * (docs/PROTOCOL.md 4.18). */
+/* sink_sums: --checksum and -a at the sink. The control thread has the
+ * blocks a file has at the destination already hashed (--checksum: the old
+ * file; -a: the partial file an interrupted run left, the blocks its
+ * journal names) on the sink's sumpool, and sends the hashes (SUMS), a
+ * chunk at a time, in order. Those blocks are then in r's file already
+ * (-a, --inplace, and --checksum's new file, which the pool fills with the
+ * old blocks as it hashes them while that pays); any other SAME block's
+ * bytes a receiver takes from the old file, once they prove to be the
+ * source's (docs/PROTOCOL.md 4.18). */
 #include "pipeline/sink_int.h"
 
 #include <errno.h>
