@@ -195,12 +195,11 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
 		      enum sink_held held, const char *path, const char *what)
 {
-	int fd = dest_file_fd(f);
-	/* A copy's SAME blocks past what it holds are read from the old file,
-	 * opened again at its name as without one. */
-	int base = held == SINK_HELD_COPY ? -2 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	int fd = dest_file_fd(f), base = -1;
 
-	if (base == -1) {
+	/* A copy's SAME blocks past what it holds are read from the old file,
+	 * opened again at its name as without one: no second descriptor. */
+	if (held != SINK_HELD_COPY && (base = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		int ret = -errno;
 		sink_drop(s, f, j, held);
 		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
@@ -218,7 +217,7 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 	r->fd = fd;
 	r->jr = j;
 	r->held = held;
-	r->base_fd = base < 0 ? -1 : base;
+	r->base_fd = base;
 	sync_unlock(&r->lock);
 	return 1;
 }
