@@ -295,7 +295,8 @@ int sshdata_begin(struct sshdata *d, const uint8_t k[PROTO_KEY_LEN], struct pc_e
 {
 	int ret = 0;
 
-	memcpy(d->k, k, sizeof(d->k));
+	if (k != d->k) /* a restarted stream's handshake passes d->k */
+		memcpy(d->k, k, sizeof(d->k));
 	for (unsigned i = 0; i < d->n && ret >= 0; i++)
 		if (d->s[i].rfd >= 0)
 			ret = sshdata_hello_one(d, i, e);
@@ -358,6 +359,8 @@ int sshdata_finish(struct sshdata *d, const struct proto_request *req, struct ch
 			}
 			done[i] = true;
 			left--;
+			log_debug("data stream %u through ssh to %s: up (%u to come)", i,
+				  d->cfg.peer, left);
 		}
 	}
 	for (unsigned i = 0; i < d->n; i++) {
