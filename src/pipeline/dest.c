@@ -668,6 +668,10 @@ static int dest_open_regular(int dirfd, const char *name, int flags, struct stat
 	if (!S_ISREG(was.st_mode))
 		return -EPERM;
 	fd = openat(dirfd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	/* O_NOATIME is the owner's (or root's) to ask for: anyone else reads
+	 * as always. */
+	if (fd < 0 && errno == EPERM && (flags & O_NOATIME))
+		fd = openat(dirfd, name, (flags & ~O_NOATIME) | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ELOOP || errno == ENXIO || errno == EISDIR ? -EPERM : -errno;
 	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_ino != was.st_ino ||
@@ -788,7 +792,19 @@ static int dest_device_open(struct dest *d, const struct dest_loc *l, struct des
 	return 0;
 }
 
-int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size)
+static void dest_ident_set(struct dest_ident *id, const struct stat *st)
+{
+	*id = (struct dest_ident){ .dev = st->st_dev, .ino = st->st_ino, .size = st->st_size,
+				   .mtime = st->st_mtim, .ctime = st->st_ctim };
+}
+
+static bool dest_ts_equal(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size,
+		  struct dest_ident *id)
 {
 	struct pc_err err;
 	struct dest_loc l;
@@ -801,12 +817,16 @@ int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t
 		return 0;
 	pc_err_init(&err);
 	if (dest_begin(d, e, PROTO_ENT_REG, PROTO_ENT_REG, &l, "cannot look at", &err) == 0) {
-		int f = dest_open_regular(l.dirfd, l.name, O_RDONLY, &st);
+		/* Hashing it is no access of the user's: its atime stays, and
+		 * a file kept as it was (dest_open_same) is not touched. */
+		int f = dest_open_regular(l.dirfd, l.name, O_RDONLY | O_NOATIME, &st);
 		if (f < 0) {
 			ret = f == -ENOENT || f == -EPERM ? 0 : f;
 		} else {
 			*fd = f;
 			*size = (uint64_t)st.st_size;
+			if (id != NULL)
+				dest_ident_set(id, &st);
 			ret = 1;
 		}
 		dest_dir_put(d, l.dir);
@@ -1496,6 +1516,21 @@ void dest_file_abort(struct dest *d, struct dest_file *f)
 	free(f);
 }
 
+void dest_file_drop(struct dest *d, struct dest_file *f)
+{
+	struct stat st;
+
+	if (f != NULL && f->fd >= 0 && !f->placed && f->jrnl[0] == '\0' &&
+	    fstat(f->fd, &st) == 0 && st.st_size >= (off_t)DEST_RETIRE_MIN) {
+		if (f->tmp[0] != '\0')
+			(void)unlinkat(f->dirfd, f->tmp, 0);
+		f->tmp[0] = '\0';
+		closer_put(d->closer, f->fd);
+		f->fd = -1;
+	}
+	dest_file_abort(d, f);
+}
+
 void dest_file_keep(struct dest *d, struct dest_file *f)
 {
 	if (f == NULL)
@@ -1607,15 +1642,18 @@ static int dest_file_for(struct dest *d, const struct proto_entry *e, struct des
 	return *f != NULL ? 1 : -ENOMEM;
 }
 
-int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_file **out,
-		      uint64_t *size)
+/* The regular file with one link at e's path (a REG entry of known size),
+ * opened with flags as a dest_file at its final name: 1 with *out and
+ * *st, 0 when there is none such, or -ENOMEM. One link only: a file
+ * written in place, or given attributes, through a hard link would change
+ * another name too, perhaps one outside the destination. */
+static int dest_open_placed(struct dest *d, const struct proto_entry *e, int flags,
+			    struct dest_file **out, struct stat *st)
 {
 	struct dest_file *f;
-	struct stat st;
 	int ret;
 
 	*out = NULL;
-	*size = 0;
 	if (e->type != PROTO_ENT_REG || (e->flags & PROTO_ENT_SIZE_UNKNOWN))
 		return 0;
 	if ((ret = dest_file_for(d, e, &f)) <= 0)
@@ -1623,16 +1661,65 @@ int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_f
 	f->tmp[0] = '\0';
 	f->jrnl[0] = '\0';
 	f->placed = true;
-	/* One link only: a file written in place through a hard link would
-	 * change another name too, perhaps one outside the destination. */
-	f->fd = dest_open_regular(f->dirfd, f->name, O_RDWR, &st);
-	if (f->fd >= 0 && st.st_nlink == 1) {
-		*size = (uint64_t)st.st_size;
+	f->fd = dest_open_regular(f->dirfd, f->name, flags, st);
+	if (f->fd >= 0 && st->st_nlink == 1) {
 		*out = f;
 		return 1;
 	}
 	dest_file_abort(d, f); /* closes it; no name of it goes */
 	return 0;
+}
+
+int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_file **out,
+		      uint64_t *size)
+{
+	struct stat st;
+	int ret = dest_open_placed(d, e, O_RDWR, out, &st);
+
+	*size = ret == 1 ? (uint64_t)st.st_size : 0;
+	return ret;
+}
+
+int dest_open_same(struct dest *d, const struct proto_entry *e, const struct dest_ident *id,
+		   struct dest_file **out)
+{
+	struct stat st;
+	int ret = dest_open_placed(d, e, O_RDONLY | O_NOATIME, out, &st);
+
+	if (ret == 1 && !(st.st_dev == id->dev && st.st_ino == id->ino && st.st_size == id->size &&
+			  dest_ts_equal(st.st_mtim, id->mtime) &&
+			  dest_ts_equal(st.st_ctim, id->ctime))) {
+		dest_file_abort(d, *out);
+		*out = NULL;
+		ret = 0;
+	}
+	return ret;
+}
+
+int dest_same_settle(struct dest *d, struct dest_file *f, const struct proto_entry *e,
+		     struct pc_err *err)
+{
+	mode_t mode = dest_mode(d, e);
+	struct timespec ts[2];
+	struct stat st;
+	int ret = fstat(f->fd, &st) == 0 ? 0 : -errno;
+
+	/* As dest_attrs_fd, each only where it differs; a new owner may
+	 * have cleared set-ID bits, so the mode follows it. */
+	bool chown_it = ret == 0 && dest_chowns(d) &&
+			(st.st_uid != dest_uid(d, e) || st.st_gid != dest_gid(d, e));
+	if (chown_it && fchown(f->fd, dest_uid(d, e), dest_gid(d, e)) != 0)
+		ret = -errno;
+	if (ret == 0 && (chown_it || (st.st_mode & 07777) != mode) && fchmod(f->fd, mode) != 0)
+		ret = -errno;
+	if (ret == 0 && (d->o.preserve || d->o.times) && (ret = dest_times(e, ts)) == 0 &&
+	    (!dest_ts_equal(ts[0], st.st_atim) || !dest_ts_equal(ts[1], st.st_mtim)) &&
+	    futimens(f->fd, ts) != 0)
+		ret = -errno;
+	if (ret < 0)
+		dest_fail(d, f->path, ret, "cannot set the attributes of", err);
+	dest_file_abort(d, f); /* closes it; it stays where it is */
+	return ret;
 }
 
 int dest_part_find(struct dest *d, const struct proto_entry *e, const struct journal_id *id,

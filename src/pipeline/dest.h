@@ -49,6 +49,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "sys/err.h"
 #include "wire/proto.h"
@@ -115,12 +116,41 @@ int dest_unchanged(struct dest *d, const struct proto_entry *e);
  * dest_unchanged does. 1 yes, 0 no (anything else). */
 int dest_same_special(struct dest *d, const struct proto_entry *e);
 
+/* Which file a name held, and as it was then: a file whose inode,
+ * size, mtime and ctime are all still these has not been written since
+ * (a write moves its ctime, which no one but the kernel sets). */
+struct dest_ident {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
 /* --checksum: opens for reading the regular file (not a symlink, nor a
  * link to one) that is already at e's path, a REG entry of known size,
  * beneath the root with no symlink on the way. Returns 1 with *fd (the
- * caller's to close) and its *size, 0 when nothing of the kind is there
- * (or its parent cannot be reached), or -errno. */
-int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size);
+ * caller's to close), its *size and, if id is not NULL, its *id; 0 when
+ * nothing of the kind is there (or its parent cannot be reached), or
+ * -errno. */
+int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size,
+		  struct dest_ident *id);
+
+/* --checksum, once every block of e matched the file that was at its
+ * path (id, from dest_open_old): opens that file for reading if it is
+ * still there as it was, a regular file with one link (attributes set on
+ * one with more would show through its other names). Returns 1 with *out
+ * (for dest_same_settle), 0 when it is not (the caller puts its new file
+ * in place as always), or -ENOMEM. */
+int dest_open_same(struct dest *d, const struct proto_entry *e, const struct dest_ident *id,
+		   struct dest_file **out);
+
+/* Gives the file of dest_open_same (f, freed here in any case; read it
+ * through dest_file_fd first) e's attributes, as dest_file_commit would a
+ * new file, but only those it lacks: a file that has them all is not
+ * touched at all. Returns 0, or a negative code with the message, which
+ * names the file, in err. */
+int dest_same_settle(struct dest *d, struct dest_file *f, const struct proto_entry *e,
+		     struct pc_err *err);
 
 /* --inplace: e's regular file at the destination, opened for reading and
  * writing as a dest_file whose commit gives it e's size and attributes
@@ -245,6 +275,11 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 /* Drops f: closes it, removes its temporary name if it has one (and its
  * journal, -a), frees it. dest_file_abort(d, NULL) is a no-op. */
 void dest_file_abort(struct dest *d, struct dest_file *f);
+
+/* dest_file_abort for a new file that is complete but not wanted (the old
+ * one stays): a big one's last close, which frees its blocks, goes to d's
+ * closer rather than the caller's thread. NULL is a no-op. */
+void dest_file_drop(struct dest *d, struct dest_file *f);
 
 /* -a: drops f but keeps its partial file and journal where they are, for
  * a later run to resume. NULL is a no-op. */

@@ -826,10 +826,14 @@ static int sink_finish(struct sink *s, struct sink_result *r)
 	struct proto_msg m = { .type = PROTO_DONE };
 	int ret;
 
-	xfer_stats(s->x, atomic_load(&s->nfiles) - s->unchanged, &m.u.stats);
+	uint64_t kept = atomic_load(&s->kept_same);
+	xfer_stats(s->x, atomic_load(&s->nfiles) - s->unchanged - kept, &m.u.stats);
 	m.u.stats.dirs = atomic_load(&s->ndirs);
 	m.u.stats.links = atomic_load(&s->nlinks);
-	m.u.stats.unchanged = s->unchanged;
+	m.u.stats.unchanged = s->unchanged + kept;
+	/* Bytes brought into place: a file kept as it was brought none. */
+	uint64_t kept_bytes = atomic_load(&s->kept_same_bytes);
+	m.u.stats.bytes -= kept_bytes < m.u.stats.bytes ? kept_bytes : m.u.stats.bytes;
 	m.u.stats.unchanged_bytes = s->unchanged_bytes + atomic_load(&s->same_bytes);
 	m.u.stats.deleted = s->deleted + (s->dest != NULL ? dest_replaced(s->dest) : 0);
 	m.u.stats.resumed = atomic_load(&s->resumed);

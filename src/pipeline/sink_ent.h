@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pipeline/dest.h"
 #include "wire/proto.h"
 
 struct dest_file;
@@ -73,6 +74,9 @@ struct sink_ent {
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named so far */
 	uint64_t copied;            /* SINK_HELD_COPY: of those, the first ones it holds */
 	uint64_t matched, differed; /* of those, blocks that came as SAME, as DATA */
+	bool old_known;             /* --checksum without --inplace: old is the file SUMS
+	                               hashed, as it was then (sink_sums_send) */
+	struct dest_ident old;
 	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
 	                               freed when the entry is finished or dropped */
 	bool device;                /* df is a device written into: zeros must be written,

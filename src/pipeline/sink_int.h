@@ -105,6 +105,9 @@ struct sink {
 	/* --checksum: */
 	atomic_uint_least64_t same_bytes; /* bytes of SAME blocks, taken from the old files */
 	atomic_uint_least64_t resumed; /* -a: files finished from an earlier run's partial file */
+	atomic_uint_least64_t kept_same; /* --checksum: files whose every block matched, left
+	                                    as they were (sink_keep_same) */
+	atomic_uint_least64_t kept_same_bytes; /* ... and their bytes */
 	struct sumpool *sums_pool;     /* control thread: hashes old files; made at the first */
 	uint64_t sums_inflight;        /* control thread: hash bytes sent for entries our
 	                                  last ACK does not cover (PROTO_MAX_INFLIGHT_SUMS) */

@@ -282,8 +282,13 @@ int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry 
 		return 0;
 	if (s->x->inplace && (ret = sink_inplace(s, r, e)) != 0)
 		return ret < 0 ? ret : 0;
-	if (dest_open_old(s->dest, e, &fd, &old) != 1)
+	struct dest_ident id;
+	if (dest_open_old(s->dest, e, &fd, &old, &id) != 1)
 		return 0;
+	sync_lock(&r->lock);
+	r->old = id; /* kept if every block matches (sink_keep_same) */
+	r->old_known = true;
+	sync_unlock(&r->lock);
 	ret = sink_sums_stream(s, r, fd, e->size, sink_sums_blocks(e->size, old, s->x->block_size),
 			       NULL, sink_copy_start(s, r, e, old));
 	close(fd); /* without a copy, a receiver opens it again at the first SAME block */
@@ -343,7 +348,7 @@ static int sink_base_open_locked(struct sink *s, struct sink_ent *r)
 	if (r->base_fd >= 0)
 		return 0;
 	sink_ent_entry(r, &e);
-	ret = dest_open_old(s->dest, &e, &r->base_fd, &old);
+	ret = dest_open_old(s->dest, &e, &r->base_fd, &old, NULL);
 	return ret == 1 ? 0 : ret == 0 ? -PC_E_FILEIO : ret;
 }
 

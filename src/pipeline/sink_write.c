@@ -228,11 +228,64 @@ static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_
 			  "sent: not put in place (--verify)", name);
 }
 
+/* --checksum: whether every block of r came as SAME, of a file as big as
+ * the old one it was hashed from (then that file holds the source's bytes
+ * already). r->lock held. */
+static bool sink_all_same_locked(const struct sink *s, const struct sink_ent *r)
+{
+	uint64_t B = s->x->block_size;
+
+	return r->old_known && r->size > 0 && (uint64_t)r->old.size == r->size &&
+	       (r->held == SINK_HELD_COPY || r->held == SINK_HELD_NONE) &&
+	       r->matched == (r->size + B - 1) / B;
+}
+
+/* Every block of r matched the old file it was hashed from (id): that
+ * file stays where it is, as it is (with -e, once it reads back right),
+ * given only the attributes it lacks, and r's new file is dropped by the
+ * caller. Its inode, its blocks, its other data (a snapshot's share of
+ * it) are untouched, as rsync --checksum leaves a file it finds the
+ * same. Returns 1 when it stayed; 0 when it is no longer there as hashed,
+ * or reads back other than its blocks did (the caller puts the new file,
+ * which holds what was hashed, in place as always); or a negative code
+ * with the message in e. */
+static int sink_keep_same(struct sink *s, struct sink_ent *r, const struct proto_entry *scratch,
+			  const struct dest_ident *id, struct pc_err *e)
+{
+	struct dest_ident was = *id;
+	struct dest_file *f;
+
+	if (fault_fire(FAULT_SINK_KEPT))
+		was.ctime.tv_nsec = (was.ctime.tv_nsec + 1) % 1000000000;
+	int ret = dest_open_same(s->dest, scratch, &was, &f);
+
+	if (ret == -ENOMEM)
+		return pc_err_set(e, ret, "out of memory");
+	if (ret <= 0)
+		return 0;
+	uint64_t got = 0;
+	if (s->x->verify &&
+	    (verify_read_back(dest_file_fd(f), r->size, s->x->block_size, &got) < 0 ||
+	     got != r->digest)) {
+		char name[PROTO_MAX_PATH + 64];
+		sink_display(s, r, name, sizeof(name));
+		log_debug("'%s' matched block by block but does not read back so: its new copy "
+			  "takes its place", name);
+		dest_file_abort(s->dest, f);
+		return 0;
+	}
+	ret = dest_same_settle(s->dest, f, scratch, e);
+	return ret < 0 ? ret : 1;
+}
+
 /* Every block arrived: gives the file its size, attributes and final
- * name (with -e, once it reads back right). Called once (the caller won
+ * name (with -e, once it reads back right), or keeps the old file where
+ * every block matched it (sink_keep_same). Called once (the caller won
  * r->finishing). */
 void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r)
 {
+	struct dest_ident old;
+	bool same = false;
 	struct pc_err e;
 	int ret = 0;
 
@@ -244,18 +297,30 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 	if (r->lock_ok) {
 		sync_lock(&r->lock);
 		sink_base_close(r);
+		same = sink_all_same_locked(s, r);
+		old = r->old;
 		sync_unlock(&r->lock);
 	}
 	sink_ent_entry(r, scratch);
-	if (r->df == NULL) /* a stream that turned out empty */
+	int kept = same ? sink_keep_same(s, r, scratch, &old, &e) : 0;
+	if (kept != 0) {
+		dest_file_drop(s->dest, r->df); /* the copy made as it hashed, if any */
+		r->df = NULL;
+		ret = kept < 0 ? kept : 0;
+		if (kept > 0) {
+			atomic_fetch_add(&s->kept_same, 1);
+			atomic_fetch_add(&s->kept_same_bytes, r->size);
+		}
+	}
+	if (kept == 0 && r->df == NULL) /* a stream that turned out empty */
 		ret = dest_file_open(s->dest, r->path, &r->df, &e);
-	if (ret == 0 && s->x->verify)
+	if (kept == 0 && ret == 0 && s->x->verify)
 		ret = sink_verify(s, r, dest_file_fd(r->df), r->size, r->digest, &e);
 	if (ret < 0 && r->df != NULL) {
 		dest_file_abort(s->dest, r->df);
 		r->df = NULL;
 	}
-	if (ret == 0)
+	if (kept == 0 && ret == 0)
 		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
 	r->df = NULL;
 	r->fd = -1;

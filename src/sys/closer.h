@@ -7,7 +7,8 @@
  * replaces a big file keeps a descriptor of the old one across the rename
  * and hands it here, so that the freeing runs beside the rest of the copy
  * (and, for the last file, after the far end has been told it is done)
- * rather than inside the rename.
+ * rather than inside the rename; so does a new file thrown away because
+ * the old one is kept (dest_file_drop).
  *
  * Thread-safe. The thread starts at the first closer_put and ends in
  * closer_free, which closes whatever is still queued first. */
@@ -25,7 +26,7 @@ struct closer *closer_new(void);
  * on the caller's, when c is NULL, when the thread cannot start, or when
  * CLOSER_QUEUE descriptors are waiting already (so at most that many old
  * files are kept alive). The close's result is not looked at: fd is one
- * that was only held, never written. */
+ * that was only held, never written, or a file being thrown away. */
 void closer_put(struct closer *c, int fd);
 
 /* Closes what is queued, ends the thread, and frees c. NULL is a no-op. */

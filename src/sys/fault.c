@@ -23,6 +23,7 @@ static const char *const fault_names[FAULT_SITES] = {
 	[FAULT_SINK_SAME] = "sink_same",
 	[FAULT_SINK_SLOW] = "sink_slow",
 	[FAULT_SUMS_SLOW] = "sums_slow",
+	[FAULT_SINK_KEPT] = "sink_kept",
 	[FAULT_DATA_PROBE] = "data_probe",
 	[FAULT_DATA_PROBE_SLOW] = "data_probe_slow",
 	[FAULT_DATA_LATE] = "data_late",

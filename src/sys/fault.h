@@ -33,6 +33,10 @@
  *   sums_slow    --checksum, -a: the sink waits 0.5 s after it sends a
  *                SUMS, as when reading the old file is slower than the
  *                source's answers (counted per SUMS)
+ *   sink_kept    --checksum: the sink's look at an old file every block
+ *                matched, before it keeps it, finds its ctime moved on, as
+ *                if it had been written since it was hashed (counted per
+ *                file about to be kept)
  *   data_probe   --data-via auto: the probe of the direct path
  *                (roles/datapath.h) gets no answer, as behind a firewall
  *                that drops it, whatever the link; at once, without the
@@ -61,6 +65,7 @@ enum fault_site {
 	FAULT_SINK_SAME,
 	FAULT_SINK_SLOW,
 	FAULT_SUMS_SLOW,
+	FAULT_SINK_KEPT,
 	FAULT_DATA_PROBE,
 	FAULT_DATA_PROBE_SLOW,
 	FAULT_DATA_LATE,

@@ -45,6 +45,11 @@ change_tree() {
     mkfile "$d/new" 100k
 }
 
+# big_inodes DIR: the inodes of the tree's four big files, in DIR's copy.
+big_inodes() {
+    stat -c %i "$1/big" "$1/sub/grown" "$1/sub/other" "$1/new" | tr '\n' ' '
+}
+
 # delta_run JSON SRC DST ARGS...: pcopy -r -p --checksum, which must succeed.
 delta_run() {
     local json=$1
@@ -73,9 +78,16 @@ delta_mode() {
         fail "$wire bytes on the wire, want 572 KiB of changed data and headers"
     [[ $(jget "$T/j1" 'j["files"]["copied"]') == 7 ]] || fail "not 7 files written"
     # Again: every block is there already; only the small files, which
-    # travel whole in a pack, and headers move.
+    # travel whole in a pack, and headers move. The big files stay the
+    # files they are (their inodes), counted unchanged.
+    local inodes
+    inodes=$(big_inodes "$ldst")
     delta_run "$T/j2" "$src" "$dst" "$@"
     check_tree --no-owner "$lsrc" "$ldst"
+    [[ $(big_inodes "$ldst") == "$inodes" ]] ||
+        fail "second run: a file every block of which matched was replaced"
+    [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 ]] ||
+        fail "second run: not the 4 big files unchanged"
     same=$(jget "$T/j2" 'j["files"]["bytes_unchanged"]')
     wire=$(jget "$T/j2" 'j["source"]["wire_bytes"]')
     [[ $same == $(du -cb "$lsrc/big" "$lsrc/sub/grown" "$lsrc/sub/other" "$lsrc/new" | tail -1 | cut -f1) ]] ||
@@ -89,7 +101,8 @@ case_local() {
     # The line a person reads counts the bytes that did not travel.
     echo changed >>"$T/src/sub/small.1"
     expect_exit 0 "$PCOPY" -r --checksum -B "$BS" "$T/src" "$T/dst/"
-    expect_stderr_matches '^pcopy: [0-9]+ bytes in 7 files, [0-9]+ directories, 0 links, 0 unchanged \([0-9]+ bytes not sent\), '
+    # (the four big files matched block by block: kept as they were)
+    expect_stderr_matches '^pcopy: [0-9]+ bytes in 3 files, [0-9]+ directories, 0 links, 4 unchanged \([0-9]+ bytes not sent\), '
     # -u would keep big (the same size and mtime, other bytes): the
     # checksum is what finds it.
     same_file "$T/src/big" "$T/dst/src/big"
@@ -99,6 +112,43 @@ case_local() {
     same_file "$T/src/big" "$T/dst/src/big"
     [[ $(jget "$T/je" 'j["files"]["bytes_unchanged"]') -gt $((30 * BS)) ]] ||
         fail "--checksum -e: the unchanged blocks travelled"
+}
+
+# A file every block of which matched the old one is that old file still,
+# untouched once its times are the source's; one that changed since it was
+# hashed (the fault moves its ctime on), or reads back other than its
+# blocks did with -e (the fault inverts a byte of the read), is not kept:
+# the copy made as it was hashed takes its place, and the run succeeds.
+case_kept() {
+    local before one
+    mkdir "$T/dst"
+    make_tree "$T/src"
+    mkfile "$T/src/new" 100k
+    expect_exit 0 "$PCOPY" -r -p -B "$BS" "$T/src" "$T/dst/"
+    delta_run "$T/j1" "$T/src" "$T/dst/" # the source's atimes, moved by reading, settle
+    before=$(big_inodes "$T/dst/src"; stat -c %z "$T/dst/src/big" "$T/dst/src/sub/grown" \
+        "$T/dst/src/sub/other" "$T/dst/src/new")
+    delta_run "$T/j2" "$T/src" "$T/dst/"
+    [[ $(big_inodes "$T/dst/src"; stat -c %z "$T/dst/src/big" "$T/dst/src/sub/grown" \
+        "$T/dst/src/sub/other" "$T/dst/src/new") == "$before" ]] ||
+        fail "a file every block of which matched was replaced or touched"
+    [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 && $(jget "$T/j2" 'j["files"]["copied"]') == 3 ]] ||
+        fail "not the 4 big files unchanged and the 3 small ones copied"
+    expect_stderr_matches '^pcopy: [0-9]+ bytes in 3 files, [0-9]+ directories, 0 links, 4 unchanged \([0-9]+ bytes not sent\), '
+    before=$(big_inodes "$T/dst/src")
+    PCOPY_TEST_FAULT=sink_kept:1 delta_run "$T/j3" "$T/src" "$T/dst/" -s 1
+    check_tree --no-owner "$T/src" "$T/dst/src"
+    one=$(paste -d' ' <(tr ' ' '\n' <<<"$before") <(big_inodes "$T/dst/src" | tr ' ' '\n') |
+        awk 'NF == 2 && $1 != $2' | wc -l)
+    [[ $one == 1 ]] || fail "sink_kept: $one files replaced, want the one the fault hit"
+    [[ $(jget "$T/j3" 'j["files"]["unchanged"]') == 3 ]] || fail "sink_kept: not 3 files unchanged"
+    # One file, for the fault to hit its first read back: the kept one's.
+    before=$(stat -c %i "$T/dst/src/new")
+    PCOPY_TEST_FAULT=sink_verify:1 expect_exit 0 "$PCOPY" -p --checksum -e -B "$BS" \
+        "$T/src/new" "$T/dst/src/new"
+    same_file "$T/src/new" "$T/dst/src/new"
+    [[ $(stat -c %i "$T/dst/src/new") != "$before" ]] ||
+        fail "sink_verify: a file that read back wrong was kept"
 }
 
 case_ssh() {
@@ -370,6 +420,7 @@ run_case ssh case_ssh
 run_case third-party case_third_party
 run_case daemon case_daemon
 run_case changed-underneath case_changed_underneath
+run_case kept case_kept
 run_case copy-stops case_copy_stops
 run_case holes-over-old case_holes_over_old
 run_case many-hashes case_many_hashes

@@ -739,6 +739,79 @@ static void test_times(void **state)
 	expect_clean(b, b->root);
 }
 
+static bool ts_equal(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+/* --checksum's keep: dest_open_same gives the file at a path only while
+ * it is the one dest_open_old saw (inode, size, mtime, ctime) and has one
+ * link; dest_same_settle sets only the attributes it lacks, so a file that
+ * has them all keeps its ctime, and one that lacks them gets them. */
+static void test_keep_same(void **state)
+{
+	struct box *b = *state;
+	struct dest_ident id;
+	struct dest_file *f = NULL;
+	struct timespec pause = { .tv_nsec = 20000000 };
+	struct dest *d;
+	uint64_t size = 0;
+	int fd = -1;
+
+	b->o.preserve = true;
+	d = box_dest(b, NULL);
+	assert_int_equal(dest_file_open(d, "f", &f, &b->err), 0);
+	assert_int_equal(pwrite(dest_file_fd(f), "hello", 5, 0), 5);
+	set_times(ent(PROTO_ENT_REG, "f", 0640));
+	assert_int_equal(dest_file_commit(d, f, &ent_buf, 5, &b->err), 0);
+	ent_buf.size = 5;
+	assert_int_equal(dest_open_old(d, &ent_buf, &fd, &size, &id), 1);
+	close(fd);
+	assert_int_equal(size, 5);
+
+	/* All there: opened, nothing set, the ctime stays. */
+	struct stat was = lstat_at(b, "f");
+	(void)nanosleep(&pause, NULL);
+	assert_int_equal(dest_open_same(d, &ent_buf, &id, &f), 1);
+	assert_int_equal(dest_same_settle(d, f, &ent_buf, &b->err), 0);
+	struct stat now = lstat_at(b, "f");
+	assert_true(ts_equal(now.st_ctim, was.st_ctim));
+	assert_int_equal(now.st_ino, was.st_ino);
+	expect_times(b, "f");
+
+	/* Another mode wanted: set, and the times stay the source's. */
+	ent_buf.mode = 0600;
+	assert_int_equal(dest_open_same(d, &ent_buf, &id, &f), 1);
+	assert_int_equal(dest_same_settle(d, f, &ent_buf, &b->err), 0);
+	assert_int_equal(lstat_at(b, "f").st_mode & 07777, 0600);
+	expect_times(b, "f");
+
+	/* Its ctime moved on (the chmod above): no longer the file hashed. */
+	assert_int_equal(dest_open_same(d, &ent_buf, &id, &f), 0);
+	assert_null(f);
+
+	/* As seen now, but with a second link: attributes would show
+	 * through the other name. */
+	assert_int_equal(dest_open_old(d, &ent_buf, &fd, &size, &id), 1);
+	close(fd);
+	assert_int_equal(linkat(b->rootfd, "f", b->rootfd, "g", 0), 0);
+	assert_int_equal(dest_open_old(d, &ent_buf, &fd, &size, &id), 1);
+	close(fd);
+	assert_int_equal(dest_open_same(d, &ent_buf, &id, &f), 0);
+	assert_int_equal(unlinkat(b->rootfd, "g", 0), 0);
+
+	/* Replaced by another file of the same size and times. */
+	assert_int_equal(dest_open_old(d, &ent_buf, &fd, &size, &id), 1);
+	close(fd);
+	assert_int_equal(dest_file_open(d, "f", &f, &b->err), 0);
+	assert_int_equal(pwrite(dest_file_fd(f), "world", 5, 0), 5);
+	assert_int_equal(dest_file_commit(d, f, &ent_buf, 5, &b->err), 0);
+	assert_int_equal(dest_open_same(d, &ent_buf, &id, &f), 0);
+	expect_text(b, "f", "world");
+	dest_free(d);
+	expect_clean(b, b->root);
+}
+
 static void test_symlink_verbatim(void **state)
 {
 	struct box *b = *state;
@@ -1193,6 +1266,7 @@ int main(void)
 		BOX_TEST(test_readonly_dir),
 		BOX_TEST(test_setgid_inherited),
 		BOX_TEST(test_times),
+		BOX_TEST(test_keep_same),
 		BOX_TEST(test_symlink_verbatim),
 		BOX_TEST(test_hardlinks),
 		BOX_TEST(test_owners_root),
