@@ -1674,7 +1674,7 @@ int dest_open_inplace(struct dest *d, const struct proto_entry *e, struct dest_f
 		      uint64_t *size)
 {
 	struct stat st;
-	int ret = dest_open_placed(d, e, O_RDWR, out, &st);
+	int ret = dest_open_placed(d, e, O_RDWR | O_NOATIME, out, &st); /* hashed: dest_open_old */
 
 	*size = ret == 1 ? (uint64_t)st.st_size : 0;
 	return ret;

@@ -48,6 +48,7 @@ struct sink_ent *sink_ent_new(const struct proto_entry *e)
 	r->group = sink_ent_str(&at, e->group);
 	r->fd = -1;
 	r->base_fd = -1;
+	r->copy_fd = -1;
 	r->size_known = !(e->flags & PROTO_ENT_SIZE_UNKNOWN);
 	r->size = e->size;
 	r->data = e->type == PROTO_ENT_REG && (e->size > 0 || !r->size_known);
@@ -97,6 +98,8 @@ void sink_ent_put(struct sink_ent *r)
 		sync_check("pthread_mutex_destroy", pthread_mutex_destroy(&r->lock));
 	if (r->base_fd >= 0) /* the sink closes it sooner: this only on an abort */
 		close(r->base_fd);
+	if (r->copy_fd >= 0) /* likewise */
+		close(r->copy_fd);
 	journal_free(r->jr);
 	free(r->seen);
 	free(r->fail_msg);

@@ -70,12 +70,18 @@ struct sink_ent {
 	int base_fd;                /* --checksum: the file already at the destination, which
 	                               SAME blocks are read from, open from the first of
 	                               them until the entry is finished; else -1 */
-	unsigned base_users;        /* receivers reading base_fd now */
+	int copy_fd;                /* -e with SINK_HELD_COPY: the new file again, which the
+	                               SAME blocks it holds are read back from, for the
+	                               digest (the bytes hashed are there, whatever
+	                               becomes of the old file); else -1. Closed with
+	                               base_fd */
+	unsigned base_users;        /* receivers reading base_fd or copy_fd now */
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named so far */
 	uint64_t copied;            /* SINK_HELD_COPY: of those, the first ones it holds */
 	uint64_t matched, differed; /* of those, blocks that came as SAME, as DATA */
-	bool old_known;             /* --checksum without --inplace: old is the file SUMS
-	                               hashed, as it was then (sink_sums_send) */
+	bool old_known;             /* --checksum: old is the file SUMS hashed, as it was
+	                               then (sink_sums_send); with --inplace, only its
+	                               size */
 	struct dest_ident old;
 	struct journal *jr;         /* -a: the journal of the partial file df is, or NULL;
 	                               freed when the entry is finished or dropped */

@@ -207,10 +207,12 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
  * bytes from r's old file, opened again at its name at the first, into
  * b->data and checks them against the block's checksum. b->err: 0, or why
  * not (-PC_E_FILEIO: the file changed or went since it was hashed;
- * -PC_E_ABORTED: r is finished already; -errno), for its writer, which
- * claims the block as any other and fails r then. Without -e, a block
- * r's file holds already (sink_holds_locked) is not read again (b->len
- * 0): this run hashed it there, and the source matched that hash. */
+ * -PC_E_INTEGRITY: -e, a block of r's copy read back other than the
+ * bytes hashed into it; -PC_E_ABORTED: r is finished already; -errno),
+ * for its writer, which claims the block as any other and fails r then.
+ * Without -e, a block r's file holds already (sink_holds_locked) is not
+ * read again (b->len 0): this run hashed it there, and the source matched
+ * that hash; with -e it is read from r's file itself, not the old one. */
 void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b);
 
 /* Whether block k of r came (r->lock held). */
@@ -232,8 +234,8 @@ static inline bool sink_holds_locked(const struct sink_ent *r, uint64_t k)
 int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,
 		    struct pc_err *e);
 
-/* Closes r's old file, if open and no receiver reads it (r->lock held);
- * else the last reference to r does. */
+/* Closes r's old file and copy_fd, if open and no receiver reads them
+ * (r->lock held); else the last reference to r does. */
 void sink_base_close(struct sink_ent *r);
 
 /* Lets go of a buffer and the reference its block held. */

@@ -38,10 +38,13 @@
 
 void sink_base_close(struct sink_ent *r)
 {
-	if (r->base_fd < 0 || r->base_users > 0)
+	if (r->base_users > 0)
 		return;
-	close(r->base_fd);
-	r->base_fd = -1;
+	if (r->base_fd >= 0)
+		close(r->base_fd);
+	if (r->copy_fd >= 0)
+		close(r->copy_fd);
+	r->base_fd = r->copy_fd = -1;
 }
 
 /* Sends chunk c's hashes, of blocks r->nsums on, once r allows SAME
@@ -195,11 +198,13 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
 		      enum sink_held held, const char *path, const char *what)
 {
-	int fd = dest_file_fd(f), base = -1;
+	int fd = dest_file_fd(f), second = -1;
 
 	/* A copy's SAME blocks past what it holds are read from the old file,
-	 * opened again at its name as without one: no second descriptor. */
-	if (held != SINK_HELD_COPY && (base = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+	 * opened again at its name as without one; with -e, those it holds
+	 * are read back from itself (copy_fd). */
+	bool dup = held != SINK_HELD_COPY || s->x->verify;
+	if (dup && (second = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		int ret = -errno;
 		sink_drop(s, f, j, held);
 		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
@@ -208,8 +213,8 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 	/* (a PACK that carries r takes r's bytes: see sink_pack_may) */
 	if (r->fd >= 0 || atomic_load(&r->carry) == SINK_CARRY_PACK) {
 		sync_unlock(&r->lock);
-		if (base >= 0)
-			close(base);
+		if (second >= 0)
+			close(second);
 		sink_drop(s, f, j, held);
 		return 0;
 	}
@@ -217,7 +222,10 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 	r->fd = fd;
 	r->jr = j;
 	r->held = held;
-	r->base_fd = base;
+	if (held == SINK_HELD_COPY)
+		r->copy_fd = second;
+	else
+		r->base_fd = second;
 	sync_unlock(&r->lock);
 	return 1;
 }
@@ -239,6 +247,10 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 	int fd = dest_file_fd(f); /* r's from now on, if adopted */
 	if ((ret = sink_adopt(s, r, f, NULL, SINK_HELD_INPLACE, e->path, "update in place")) <= 0)
 		return ret;
+	sync_lock(&r->lock);
+	r->old = (struct dest_ident){ .size = (off_t)old }; /* its size is all that counts */
+	r->old_known = true;
+	sync_unlock(&r->lock);
 	ret = sink_sums_stream(s, r, fd, e->size,
 			       sink_sums_blocks(e->size, old, s->x->block_size), NULL, false);
 	return ret < 0 ? ret : 1;
@@ -360,12 +372,16 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	sync_lock(&r->lock);
 	/* A block of r's file that this run hashed there (or copied there as
 	 * it hashed it) and the source matched is in place already; only -e
-	 * reads it (for the digest). */
-	bool there = sink_holds_locked(r, h->offset / s->x->block_size) && !s->x->verify;
+	 * reads it (for the digest): from r's file itself, where it holds it
+	 * (a copy's copy_fd, or base_fd, a second descriptor of the partial
+	 * or in-place file), else from the old file. */
+	bool held = sink_holds_locked(r, h->offset / s->x->block_size);
+	bool there = held && !s->x->verify;
+	bool from_copy = held && r->copy_fd >= 0;
 	b->err = r->failed || r->finishing ? -PC_E_ABORTED
-		 : there ? 0 : sink_base_open_locked(s, r);
+		 : there || from_copy ? 0 : sink_base_open_locked(s, r);
 	if (b->err == 0 && !there) {
-		base = r->base_fd;
+		base = from_copy ? r->copy_fd : r->base_fd;
 		r->base_users++;
 	}
 	sync_unlock(&r->lock);
@@ -385,7 +401,7 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	if (got < 0)
 		b->err = (int)got;
 	else if (got != (ssize_t)h->raw_len || proto_sum_low(sum) != h->checksum)
-		b->err = -PC_E_FILEIO;
+		b->err = from_copy ? -PC_E_INTEGRITY : -PC_E_FILEIO; /* sink_same_error */
 	sync_lock(&r->lock);
 	r->base_users--;
 	sync_unlock(&r->lock);
@@ -406,6 +422,10 @@ int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *
 		return pc_err_set(e, b->err, "'%.900s' changed while it was being updated (its "
 				  "bytes at offset %llu are no longer the source's): copy it again",
 				  name, (unsigned long long)b->hdr.offset);
+	if (b->err == -PC_E_INTEGRITY)
+		return pc_err_set(e, b->err, "'%.900s': its new copy read back other than written "
+				  "at offset %llu (--verify): not put in place", name,
+				  (unsigned long long)b->hdr.offset);
 	return pc_err_set(e, b->err, "cannot read '%.900s' where it already had the source's "
 			  "bytes: %s", name, pc_strerror(b->err));
 }

@@ -236,8 +236,7 @@ static bool sink_all_same_locked(const struct sink *s, const struct sink_ent *r)
 	uint64_t B = s->x->block_size;
 
 	return r->old_known && r->size > 0 && (uint64_t)r->old.size == r->size &&
-	       (r->held == SINK_HELD_COPY || r->held == SINK_HELD_NONE) &&
-	       r->matched == (r->size + B - 1) / B;
+	       r->held != SINK_HELD_PARTIAL && r->matched == (r->size + B - 1) / B;
 }
 
 /* Every block of r matched the old file it was hashed from (id): that
@@ -246,9 +245,9 @@ static bool sink_all_same_locked(const struct sink *s, const struct sink_ent *r)
  * caller. Its inode, its blocks, its other data (a snapshot's share of
  * it) are untouched, as rsync --checksum leaves a file it finds the
  * same. Returns 1 when it stayed; 0 when it is no longer there as hashed,
- * or reads back other than its blocks did (the caller puts the new file,
- * which holds what was hashed, in place as always); or a negative code
- * with the message in e. */
+ * reads back other than its blocks did, or cannot be given its attributes
+ * (the caller puts the new file, which holds what was hashed, in place as
+ * always); or a negative code with the message in e. */
 static int sink_keep_same(struct sink *s, struct sink_ent *r, const struct proto_entry *scratch,
 			  const struct dest_ident *id, struct pc_err *e)
 {
@@ -274,8 +273,18 @@ static int sink_keep_same(struct sink *s, struct sink_ent *r, const struct proto
 		dest_file_abort(s->dest, f);
 		return 0;
 	}
-	ret = dest_same_settle(s->dest, f, scratch, e);
-	return ret < 0 ? ret : 1;
+	/* Attributes a non-owner may not set, say: the copy, put in place by
+	 * a rename as before, gets them. */
+	struct pc_err se;
+	pc_err_init(&se);
+	ret = dest_same_settle(s->dest, f, scratch, &se);
+	if (ret < 0) {
+		char msg[sizeof(se.msg)];
+		pc_err_get(&se, msg, sizeof(msg));
+		log_debug("%s: its new copy takes its place", msg);
+	}
+	pc_err_destroy(&se);
+	return ret < 0 ? 0 : 1;
 }
 
 /* Every block arrived: gives the file its size, attributes and final
@@ -302,26 +311,31 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		sync_unlock(&r->lock);
 	}
 	sink_ent_entry(r, scratch);
-	int kept = same ? sink_keep_same(s, r, scratch, &old, &e) : 0;
+	/* --inplace: nothing was written into the file; it is settled, not
+	 * committed, below. */
+	bool in_place_same = same && r->held == SINK_HELD_INPLACE;
+	int kept = same && !in_place_same ? sink_keep_same(s, r, scratch, &old, &e) : 0;
 	if (kept != 0) {
 		dest_file_drop(s->dest, r->df); /* the copy made as it hashed, if any */
 		r->df = NULL;
 		ret = kept < 0 ? kept : 0;
-		if (kept > 0) {
-			atomic_fetch_add(&s->kept_same, 1);
-			atomic_fetch_add(&s->kept_same_bytes, r->size);
-		}
+	} else {
+		if (r->df == NULL) /* a stream that turned out empty */
+			ret = dest_file_open(s->dest, r->path, &r->df, &e);
+		if (ret == 0 && s->x->verify)
+			ret = sink_verify(s, r, dest_file_fd(r->df), r->size, r->digest, &e);
+		if (ret < 0 && r->df != NULL)
+			dest_file_abort(s->dest, r->df);
+		else if (ret == 0 && in_place_same)
+			ret = dest_same_settle(s->dest, r->df, scratch, &e);
+		else if (ret == 0)
+			ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
+		kept = ret == 0 && in_place_same;
 	}
-	if (kept == 0 && r->df == NULL) /* a stream that turned out empty */
-		ret = dest_file_open(s->dest, r->path, &r->df, &e);
-	if (kept == 0 && ret == 0 && s->x->verify)
-		ret = sink_verify(s, r, dest_file_fd(r->df), r->size, r->digest, &e);
-	if (ret < 0 && r->df != NULL) {
-		dest_file_abort(s->dest, r->df);
-		r->df = NULL;
+	if (kept > 0) {
+		atomic_fetch_add(&s->kept_same, 1);
+		atomic_fetch_add(&s->kept_same_bytes, r->size);
 	}
-	if (kept == 0 && ret == 0)
-		ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
 	r->df = NULL;
 	r->fd = -1;
 	if (r->lock_ok) {

@@ -135,6 +135,12 @@ case_kept() {
     [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 && $(jget "$T/j2" 'j["files"]["copied"]') == 3 ]] ||
         fail "not the 4 big files unchanged and the 3 small ones copied"
     expect_stderr_matches '^pcopy: [0-9]+ bytes in 3 files, [0-9]+ directories, 0 links, 4 unchanged \([0-9]+ bytes not sent\), '
+    # In place, the same: nothing written, nothing set, counted unchanged.
+    delta_run "$T/j2" "$T/src" "$T/dst/" --inplace
+    [[ $(big_inodes "$T/dst/src"; stat -c %z "$T/dst/src/big" "$T/dst/src/sub/grown" \
+        "$T/dst/src/sub/other" "$T/dst/src/new") == "$before" ]] ||
+        fail "--inplace: a file every block of which matched was touched"
+    [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 ]] || fail "--inplace: not 4 files unchanged"
     before=$(big_inodes "$T/dst/src")
     PCOPY_TEST_FAULT=sink_kept:1 delta_run "$T/j3" "$T/src" "$T/dst/" -s 1
     check_tree --no-owner "$T/src" "$T/dst/src"
@@ -149,6 +155,18 @@ case_kept() {
     same_file "$T/src/new" "$T/dst/src/new"
     [[ $(stat -c %i "$T/dst/src/new") != "$before" ]] ||
         fail "sink_verify: a file that read back wrong was kept"
+    # A sink that may not set a matched file's attributes (not its owner;
+    # its own read moved the atime, O_NOATIME being the owner's) puts the
+    # copy in place by a rename, as before: no failure.
+    mkdir -p "$T/nb/d"
+    cp -a "$T/src" "$T/nb/src"
+    cp -a "$T/src" "$T/nb/d/src"
+    chown -R nobody:nogroup "$T/nb"
+    chown root "$T/nb/d/src/big"
+    sleep 1.1 # past the atime the copy gave it
+    expect_exit 0 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$PCOPY" -r --checksum -B "$BS" "$T/nb/src" "$T/nb/d/"
+    same_file "$T/src/big" "$T/nb/d/src/big"
 }
 
 case_ssh() {
@@ -174,12 +192,13 @@ case_daemon() {
 # The bytes a SAME block stands for are checked where they are taken.
 # --checksum writes each block of the old file into the new one as it
 # hashes it, so a change of the old file after that cannot reach the copy
-# (test_engine's sink_same_changed shows it); but -e reads each SAME block
-# from the old file again, for the digest it checks the new file by, and
-# -a (a partial file, not filled so) takes each SAME block's bytes from
-# there. A block no longer the source's (the fault inverts one, as a
-# change after hashing would) fails its file, by name: exit 3. The old
-# file stays as it was, the rest is copied, and the next run mends it.
+# (test_engine's sink_same_changed shows it, with -e too); -e reads each
+# such block back from the copy, for the digest it checks the new file by,
+# and -a (a partial file, not filled so) takes each SAME block's bytes
+# from there. A block no longer what it should be (the fault inverts one:
+# with -a, as a change after hashing would; with -e, as a bad read of the
+# copy) fails its file, by name: exit 3, or 12 (integrity) with -e. The
+# old file stays as it was, the rest is copied, and the next run mends it.
 case_changed_underneath() {
     local opt
     for opt in -e -a; do
@@ -204,9 +223,15 @@ changed_underneath() {
     change_tree "$T/src"
     cp -p "$T/dst/src/big" "$T/big.before"
     cp -p "$T/dst/src/sub/grown" "$T/grown.before"
-    PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -r -p --checksum "$opt" -B "$BS" -s 1 \
-        --json="$T/j" "$T/src" "$T/dst/"
-    expect_stderr_matches "changed while it was being updated \(its bytes at offset [0-9]+ are no longer the source's\): copy it again"
+    if [[ $opt == -e ]]; then
+        PCOPY_TEST_FAULT=sink_same:1 expect_exit 12 "$PCOPY" -r -p --checksum "$opt" -B "$BS" -s 1 \
+            --json="$T/j" "$T/src" "$T/dst/"
+        expect_stderr_matches "': its new copy read back other than written at offset [0-9]+ \(--verify\): not put in place"
+    else
+        PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -r -p --checksum "$opt" -B "$BS" -s 1 \
+            --json="$T/j" "$T/src" "$T/dst/"
+        expect_stderr_matches "changed while it was being updated \(its bytes at offset [0-9]+ are no longer the source's\): copy it again"
+    fi
     [[ $(jget "$T/j" 'j["files"]["failed"]') == 1 ]] || fail "$opt: not exactly one file failed"
     failed=$(jget "$T/j" 'j["files"]["not_copied"][0]["path"]')
     case $failed in

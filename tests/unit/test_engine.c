@@ -1003,8 +1003,9 @@ static void test_sums_bound(void **state)
  * the third, and the new f is old[0, 2 blocks) + the new block. With
  * changed set, the old f is rewritten once its hashes are sent: the new f
  * holds the bytes hashed all the same, for it was filled with them as
- * they were hashed. */
-static void sink_same(struct fixture *f, bool changed)
+ * they were hashed; with verify (-e) too, which reads them back from the
+ * new f, not the old one. */
+static void sink_same(struct fixture *f, bool changed, bool verify)
 {
 	struct proto_entry e[2];
 	struct proto_msg m;
@@ -1022,6 +1023,7 @@ static void sink_same(struct fixture *f, bool changed)
 	close(fd);
 	memset(nb, 0x5a, BLOCK);
 	f->si.x.update = f->si.x.checksum = true;
+	f->si.x.verify = verify;
 	start_sink(f);
 	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
 	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
@@ -1072,12 +1074,17 @@ static void sink_same(struct fixture *f, bool changed)
 
 static void test_sink_same(void **state)
 {
-	sink_same(*state, false);
+	sink_same(*state, false, false);
 }
 
 static void test_sink_same_changed(void **state)
 {
-	sink_same(*state, true);
+	sink_same(*state, true, false);
+}
+
+static void test_sink_same_changed_verify(void **state)
+{
+	sink_same(*state, true, true);
 }
 
 /* A SAME block for a file the sink sent no hashes of is a protocol error. */
@@ -1191,6 +1198,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sums_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_same_changed_verify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_unasked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pack_over_held, setup, teardown),
 	};
