@@ -1712,8 +1712,13 @@ int dest_same_settle(struct dest *d, struct dest_file *f, const struct proto_ent
 		ret = -errno;
 	if (ret == 0 && (chown_it || (st.st_mode & 07777) != mode) && fchmod(f->fd, mode) != 0)
 		ret = -errno;
+	/* The atime only where preserve asks for it: without, the times are
+	 * set for -u's quick check, which looks at the mtime alone, and a
+	 * sink that may not set them (not the owner, whose read moved the
+	 * atime) keeps a file whose mtime is right. */
 	if (ret == 0 && (d->o.preserve || d->o.times) && (ret = dest_times(e, ts)) == 0 &&
-	    (!dest_ts_equal(ts[0], st.st_atim) || !dest_ts_equal(ts[1], st.st_mtim)) &&
+	    (!dest_ts_equal(ts[1], st.st_mtim) ||
+	     (d->o.preserve && !dest_ts_equal(ts[0], st.st_atim))) &&
 	    futimens(f->fd, ts) != 0)
 		ret = -errno;
 	if (ret < 0)

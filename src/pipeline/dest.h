@@ -118,7 +118,10 @@ int dest_same_special(struct dest *d, const struct proto_entry *e);
 
 /* Which file a name held, and as it was then: a file whose inode,
  * size, mtime and ctime are all still these has not been written since
- * (a write moves its ctime, which no one but the kernel sets). */
+ * (a write moves its ctime, which no one but the kernel sets), but for
+ * what the times cannot show: a write through a shared mapping that
+ * moves neither (tmpfs), or one within the same tick of a file system
+ * whose times are coarse. -e reads a kept file back for those. */
 struct dest_ident {
 	dev_t dev;
 	ino_t ino;
@@ -144,11 +147,12 @@ int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t
 int dest_open_same(struct dest *d, const struct proto_entry *e, const struct dest_ident *id,
 		   struct dest_file **out);
 
-/* Gives the file of dest_open_same (f, freed here in any case; read it
- * through dest_file_fd first) e's attributes, as dest_file_commit would a
- * new file, but only those it lacks: a file that has them all is not
- * touched at all. Returns 0, or a negative code with the message, which
- * names the file, in err. */
+/* Gives the file of dest_open_same or dest_open_inplace (f, freed here in
+ * any case; read it through dest_file_fd first) e's attributes, as
+ * dest_file_commit would a new file, but only those it lacks (its atime
+ * only with preserve): a file that has them all is not touched at all.
+ * Returns 0, or a negative code with the message, which names the file,
+ * in err. */
 int dest_same_settle(struct dest *d, struct dest_file *f, const struct proto_entry *e,
 		     struct pc_err *err);
 

@@ -189,20 +189,20 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 
 /* Makes f, which holds bytes already (held: -a's partial file, with its
  * journal j; --inplace's file or --checksum's copy, j NULL), r's file from
- * now on; but for a copy, with a second descriptor that SAME blocks are
- * read back through (-e). Returns 1 when it did, 0 when a block of r came
- * before its hashes, or a PACK carries r (a broken source's: f is dropped,
- * and r is written as if there had been nothing), or a negative code (f
- * dropped). what: "resume", "update in place" or "update", for a
- * message. */
+ * now on, with a second descriptor of it (below). Returns 1 when it did,
+ * 0 when a block of r came before its hashes, or a PACK carries r (a
+ * broken source's: f is dropped, and r is written as if there had been
+ * nothing), or a negative code (f dropped). what: "resume", "update in
+ * place" or "update", for a message. */
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
 		      enum sink_held held, const char *path, const char *what)
 {
 	int fd = dest_file_fd(f), second = -1;
 
-	/* A copy's SAME blocks past what it holds are read from the old file,
-	 * opened again at its name as without one; with -e, those it holds
-	 * are read back from itself (copy_fd). */
+	/* A second descriptor of f: base_fd for a partial or in-place file,
+	 * which SAME blocks are read from; for a copy only with -e, copy_fd,
+	 * which the SAME blocks it holds are read back from (those past what
+	 * it holds are read from the old file, opened again at its name). */
 	bool dup = held != SINK_HELD_COPY || s->x->verify;
 	if (dup && (second = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		int ret = -errno;
@@ -392,6 +392,13 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	if (b->err != 0 || there)
 		return;
 	ssize_t got = platform_pread_full(base, b->data, h->raw_len, h->offset);
+	/* The copy is written without its zeros (sparse_pwrite, no fill) and
+	 * so is not extended over them: what it lacks past its end, up to a
+	 * block it holds, is zeros. */
+	if (from_copy && got >= 0 && got < (ssize_t)h->raw_len) {
+		memset(b->data + got, 0, h->raw_len - (size_t)got);
+		got = (ssize_t)h->raw_len;
+	}
 	b->len = got > 0 ? (size_t)got : 0;
 	if (got > 0 && fault_fire(FAULT_SINK_SAME))
 		b->data[0] ^= 0xff;

@@ -206,10 +206,17 @@ static int sink_verify(struct sink *s, const struct sink_ent *r, int fd, uint64_
 {
 	char name[PROTO_MAX_PATH + 64];
 	uint64_t got = 0;
-	/* A hole at the end was never written: the size makes it (a device
-	 * has none to set, and got its zeros). */
-	int ret = r->device || ftruncate(fd, (off_t)size) == 0 ? 0 : -errno;
+	struct stat st;
+	int ret = 0;
 
+	/* A hole at the end was never written: the size makes it (a device
+	 * has none to set, and got its zeros). Only where it is not that size
+	 * yet: a truncate moves the mtime and ctime even so, and a file in
+	 * place that matched is to be left untouched (sink_data_commit). */
+	if (!r->device && fstat(fd, &st) != 0)
+		ret = -errno;
+	else if (!r->device && st.st_size != (off_t)size && ftruncate(fd, (off_t)size) != 0)
+		ret = -errno;
 	if (ret == 0)
 		ret = verify_read_back(fd, size, s->x->block_size, &got);
 

@@ -135,12 +135,15 @@ case_kept() {
     [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 && $(jget "$T/j2" 'j["files"]["copied"]') == 3 ]] ||
         fail "not the 4 big files unchanged and the 3 small ones copied"
     expect_stderr_matches '^pcopy: [0-9]+ bytes in 3 files, [0-9]+ directories, 0 links, 4 unchanged \([0-9]+ bytes not sent\), '
-    # In place, the same: nothing written, nothing set, counted unchanged.
-    delta_run "$T/j2" "$T/src" "$T/dst/" --inplace
-    [[ $(big_inodes "$T/dst/src"; stat -c %z "$T/dst/src/big" "$T/dst/src/sub/grown" \
-        "$T/dst/src/sub/other" "$T/dst/src/new") == "$before" ]] ||
-        fail "--inplace: a file every block of which matched was touched"
-    [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 ]] || fail "--inplace: not 4 files unchanged"
+    # In place, the same: nothing written, nothing set, counted unchanged;
+    # and so with -e, whose read back must not set the size either.
+    for opt in --inplace -e; do
+        delta_run "$T/j2" "$T/src" "$T/dst/" --inplace "$opt"
+        [[ $(big_inodes "$T/dst/src"; stat -c %z "$T/dst/src/big" "$T/dst/src/sub/grown" \
+            "$T/dst/src/sub/other" "$T/dst/src/new") == "$before" ]] ||
+            fail "--inplace $opt: a file every block of which matched was touched"
+        [[ $(jget "$T/j2" 'j["files"]["unchanged"]') == 4 ]] || fail "--inplace $opt: not 4 files unchanged"
+    done
     before=$(big_inodes "$T/dst/src")
     PCOPY_TEST_FAULT=sink_kept:1 delta_run "$T/j3" "$T/src" "$T/dst/" -s 1
     check_tree --no-owner "$T/src" "$T/dst/src"
@@ -155,18 +158,47 @@ case_kept() {
     same_file "$T/src/new" "$T/dst/src/new"
     [[ $(stat -c %i "$T/dst/src/new") != "$before" ]] ||
         fail "sink_verify: a file that read back wrong was kept"
-    # A sink that may not set a matched file's attributes (not its owner;
-    # its own read moved the atime, O_NOATIME being the owner's) puts the
-    # copy in place by a rename, as before: no failure.
+    # A sink that does not own a matched file (its read moves the atime,
+    # O_NOATIME being the owner's) keeps it where nothing it may not set
+    # is needed: without -p the atime is not looked at.
     mkdir -p "$T/nb/d"
     cp -a "$T/src" "$T/nb/src"
     cp -a "$T/src" "$T/nb/d/src"
     chown -R nobody:nogroup "$T/nb"
-    chown root "$T/nb/d/src/big"
+    chown root:root "$T/nb/d/src/big"
     sleep 1.1 # past the atime the copy gave it
+    before=$(stat -c %i "$T/nb/d/src/big")
     expect_exit 0 setpriv --reuid=nobody --regid=nogroup --clear-groups \
         "$PCOPY" -r --checksum -B "$BS" "$T/nb/src" "$T/nb/d/"
     same_file "$T/src/big" "$T/nb/d/src/big"
+    [[ $(stat -c %i "$T/nb/d/src/big") == "$before" ]] || fail "not its owner: a matched file was replaced"
+    # One whose mode it may not set is replaced by the copy, a rename in a
+    # directory it may write, as before: no failure.
+    chmod 604 "$T/nb/d/src/big" # (readable still, so hashed; not the source's mode)
+    expect_exit 0 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$PCOPY" -r --checksum -B "$BS" "$T/nb/src" "$T/nb/d/"
+    same_file "$T/src/big" "$T/nb/d/src/big"
+    [[ $(stat -c %i "$T/nb/d/src/big") != "$before" ]] || fail "not its owner: a file that needed a mode kept"
+}
+
+# -e reads the blocks of the copy back from it; the copy is written
+# without its zeros and not extended over them, so a block of zeros at
+# its end, or at the end of a chunk of 64 hashed before the next one,
+# lies past its end for a while: it reads as the zeros it is.
+case_copy_zeros() {
+    local f
+    mkdir -p "$T/src" "$T/dst"
+    f=$T/src/z
+    head -c $((63 * BS)) /dev/urandom >"$f"
+    head -c "$BS" /dev/zero >>"$f"               # block 63: the last of the first chunk
+    head -c $((10 * BS)) /dev/urandom >>"$f"
+    head -c $((16 * BS + 1000)) /dev/zero >>"$f" # the end
+    cp -p "$f" "$T/dst/z"
+    expect_exit 0 "$PCOPY" -p --checksum -e -B "$BS" -s 1 "$f" "$T/dst/z"
+    expect_stderr_matches ' 1 unchanged '
+    printf 'x' | dd of="$f" bs=1 seek=10 conv=notrunc status=none
+    expect_exit 0 "$PCOPY" -p --checksum -e -B "$BS" -s 1 "$f" "$T/dst/z"
+    same_file "$f" "$T/dst/z"
 }
 
 case_ssh() {
@@ -446,6 +478,7 @@ run_case third-party case_third_party
 run_case daemon case_daemon
 run_case changed-underneath case_changed_underneath
 run_case kept case_kept
+run_case copy-zeros case_copy_zeros
 run_case copy-stops case_copy_stops
 run_case holes-over-old case_holes_over_old
 run_case many-hashes case_many_hashes
