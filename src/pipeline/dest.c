@@ -525,21 +525,37 @@ static int dest_times(const struct proto_entry *e, struct timespec ts[2])
 	return 0;
 }
 
+static bool dest_ts_equal(struct timespec a, struct timespec b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
 /* Owner (-p, root), mode, times (-p) on an open fd, in that order (chown
- * clears set-ID bits). Returns 0 or -errno. */
-static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, mode_t mode)
+ * clears set-ID bits, so the mode follows a new owner). With have (the
+ * file's stat), only what differs from it: the atime only with preserve,
+ * for without it the times are set for -u's quick check, which looks at
+ * the mtime alone (and a sink that may not set them, not the owner, whose
+ * read moved the atime, keeps a file whose mtime is right). Returns 0 or
+ * -errno. */
+static int dest_attrs_fd(struct dest *d, int fd, const struct proto_entry *e, mode_t mode,
+			 const struct stat *have)
 {
 	struct timespec ts[2];
 	int ret;
 
-	if (dest_chowns(d) && fchown(fd, dest_uid(d, e), dest_gid(d, e)) != 0)
+	bool chown_it = dest_chowns(d) && (have == NULL || have->st_uid != dest_uid(d, e) ||
+					   have->st_gid != dest_gid(d, e));
+	if (chown_it && fchown(fd, dest_uid(d, e), dest_gid(d, e)) != 0)
 		return -errno;
-	if (fchmod(fd, mode) != 0)
+	if ((have == NULL || chown_it || (have->st_mode & 07777) != mode) && fchmod(fd, mode) != 0)
 		return -errno;
 	if (!d->o.preserve && !d->o.times)
 		return 0;
 	ret = dest_times(e, ts);
-	if (ret == 0 && futimens(fd, ts) != 0)
+	if (ret == 0 &&
+	    (have == NULL || !dest_ts_equal(ts[1], have->st_mtim) ||
+	     (d->o.preserve && !dest_ts_equal(ts[0], have->st_atim))) &&
+	    futimens(fd, ts) != 0)
 		ret = -errno;
 	return ret;
 }
@@ -798,11 +814,6 @@ static void dest_ident_set(struct dest_ident *id, const struct stat *st)
 				   .mtime = st->st_mtim, .ctime = st->st_ctim };
 }
 
-static bool dest_ts_equal(struct timespec a, struct timespec b)
-{
-	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
 int dest_open_old(struct dest *d, const struct proto_entry *e, int *fd, uint64_t *size,
 		  struct dest_ident *id)
 {
@@ -943,7 +954,7 @@ int dest_dir_end(struct dest *d, const struct proto_entry *e, struct pc_err *err
 	 * as mkdir gives it. */
 	if (!d->o.preserve && fstat(fd, &st) == 0)
 		mode |= st.st_mode & S_ISGID;
-	ret = dest_attrs_fd(d, fd, e, mode);
+	ret = dest_attrs_fd(d, fd, e, mode, NULL);
 	if (ret < 0)
 		dest_fail(d, l.path, ret, "cannot set the attributes of directory", err);
 out:
@@ -1478,7 +1489,7 @@ int dest_file_commit(struct dest *d, struct dest_file *f, const struct proto_ent
 		 ftruncate(f->fd, (off_t)size) != 0)
 		ret = -errno;
 	if (ret == 0 && !f->device) {
-		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e));
+		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e), NULL);
 		what = "cannot set the attributes of";
 	}
 	if (ret == 0 && !f->placed) {
@@ -1699,28 +1710,11 @@ int dest_open_same(struct dest *d, const struct proto_entry *e, const struct des
 int dest_same_settle(struct dest *d, struct dest_file *f, const struct proto_entry *e,
 		     struct pc_err *err)
 {
-	mode_t mode = dest_mode(d, e);
-	struct timespec ts[2];
 	struct stat st;
 	int ret = fstat(f->fd, &st) == 0 ? 0 : -errno;
 
-	/* As dest_attrs_fd, each only where it differs; a new owner may
-	 * have cleared set-ID bits, so the mode follows it. */
-	bool chown_it = ret == 0 && dest_chowns(d) &&
-			(st.st_uid != dest_uid(d, e) || st.st_gid != dest_gid(d, e));
-	if (chown_it && fchown(f->fd, dest_uid(d, e), dest_gid(d, e)) != 0)
-		ret = -errno;
-	if (ret == 0 && (chown_it || (st.st_mode & 07777) != mode) && fchmod(f->fd, mode) != 0)
-		ret = -errno;
-	/* The atime only where preserve asks for it: without, the times are
-	 * set for -u's quick check, which looks at the mtime alone, and a
-	 * sink that may not set them (not the owner, whose read moved the
-	 * atime) keeps a file whose mtime is right. */
-	if (ret == 0 && (d->o.preserve || d->o.times) && (ret = dest_times(e, ts)) == 0 &&
-	    (!dest_ts_equal(ts[1], st.st_mtim) ||
-	     (d->o.preserve && !dest_ts_equal(ts[0], st.st_atim))) &&
-	    futimens(f->fd, ts) != 0)
-		ret = -errno;
+	if (ret == 0)
+		ret = dest_attrs_fd(d, f->fd, e, dest_mode(d, e), &st);
 	if (ret < 0)
 		dest_fail(d, f->path, ret, "cannot set the attributes of", err);
 	dest_file_abort(d, f); /* closes it; it stays where it is */
