@@ -202,9 +202,11 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 	/* A second descriptor of f: base_fd for a partial or in-place file,
 	 * which SAME blocks are read from; for a copy only with -e, copy_fd,
 	 * which the SAME blocks it holds are read back from (those past what
-	 * it holds are read from the old file, opened again at its name). */
-	bool dup = held != SINK_HELD_COPY || s->x->verify;
-	if (dup && (second = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+	 * it holds are read from the old file, opened again at its name, as
+	 * all of them are where that descriptor cannot be had). */
+	if (held == SINK_HELD_COPY && s->x->verify)
+		second = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (held != SINK_HELD_COPY && (second = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
 		int ret = -errno;
 		sink_drop(s, f, j, held);
 		return xfer_fail(s->x, ret, "cannot %s '%s': %s", what, path, pc_strerror(ret));
