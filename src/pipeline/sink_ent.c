@@ -102,6 +102,7 @@ void sink_ent_put(struct sink_ent *r)
 		close(r->copy_fd);
 	journal_free(r->jr);
 	free(r->seen);
+	free(r->owed);
 	free(r->fail_msg);
 	free(r);
 }

@@ -37,7 +37,20 @@ enum sink_held {
 	SINK_HELD_PARTIAL,          /* -a: the partial file an earlier run left */
 	SINK_HELD_INPLACE,          /* --inplace: the destination's file itself */
 	SINK_HELD_COPY,             /* --checksum: a new file, given the old one's
-	                               bytes as they were hashed (sink_sums_send) */
+	                               bytes as they were hashed (sink_sums_send), or
+	                               owed them (struct sink_owed) */
+};
+
+/* --checksum: a SAME block r's copy does not hold yet (sink_ent.owing):
+ * which it is, and the checksum it came with, to check the old file's
+ * bytes against when they are written into the copy after all. 16 bytes:
+ * a block owed had its hash sent, and the hashes in flight are at most
+ * PROTO_MAX_INFLIGHT_SUMS bytes (16 each), so all a sink owes takes no
+ * more memory than they, and an index fits 32 bits. */
+struct sink_owed {
+	uint64_t sum;               /* proto_sum_low of its hash */
+	uint32_t k;                 /* its index */
+	uint32_t len;
 };
 
 struct sink_ent {
@@ -77,7 +90,17 @@ struct sink_ent {
 	                               base_fd */
 	unsigned base_users;        /* receivers reading base_fd or copy_fd now */
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named so far */
-	uint64_t copied;            /* SINK_HELD_COPY: of those, the first ones it holds */
+	uint64_t copy_from, copied; /* SINK_HELD_COPY: of those, the ones the copy holds,
+	                               copy_from .. copied - 1, written as hashed */
+	bool owing;                 /* --checksum, an old file as big as the source's: until
+	                               a block other than SAME comes, the SAME ones are not
+	                               written into the copy (SINK_HELD_COPY; or none yet,
+	                               where it could not be made) but owed (owed[]), so
+	                               that a file every block of which matched costs no
+	                               copy (sink_keep_same) */
+	struct sink_owed *owed;     /* the blocks owed and not yet written, nowed of
+	                               owed_cap (sink_owed_fill writes them) */
+	size_t nowed, owed_cap;
 	uint64_t matched, differed; /* of those, blocks that came as SAME, as DATA */
 	bool old_known;             /* --checksum: old is the file SUMS hashed, as it was
 	                               then (sink_sums_send); with --inplace, only its

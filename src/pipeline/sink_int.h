@@ -223,11 +223,21 @@ static inline bool sink_seen_locked(const struct sink_ent *r, uint64_t k)
 
 /* Whether block k is in r's file already (r->held; r->lock held): a file
  * that held bytes before its first block has it, but a copy only the
- * blocks it was given (r->copied). */
+ * blocks it was given as they were hashed (r->copy_from .. r->copied - 1). */
 static inline bool sink_holds_locked(const struct sink_ent *r, uint64_t k)
 {
-	return r->held != SINK_HELD_NONE && (r->held != SINK_HELD_COPY || k < r->copied);
+	return r->held != SINK_HELD_NONE &&
+	       (r->held != SINK_HELD_COPY || (k >= r->copy_from && k < r->copied));
 }
+
+/* --checksum: writes into r's copy the SAME blocks it owes (r->owed), each
+ * read from the old file, opened again at its name if it is not open, and
+ * checked against the checksum its SAME block came with, as
+ * sink_same_fetch checks one; the list is emptied, whatever the outcome.
+ * r's writer, or its finisher, with no block of r being written. Returns 0,
+ * or a negative code with the message in e: -PC_E_FILEIO, the old file
+ * changed or went since it was hashed; a write's -errno. */
+int sink_owed_fill(struct sink *s, struct sink_ent *r, struct pc_err *e);
 
 /* The message for a SAME block whose bytes could not be taken (b->err),
  * in e; returns b->err. */

@@ -60,6 +60,8 @@ static int sink_sums_flush(struct sink *s, struct sink_ent *r, const struct sump
 	m.u.sums.hashes = c->hashes;
 	sync_lock(&r->lock);
 	r->nsums += c->count;
+	if (c->copied && r->copied == 0) /* the first chunk copied: copying began */
+		r->copy_from = c->first;
 	if (c->copied)
 		r->copied = r->nsums;
 	sync_unlock(&r->lock);
@@ -121,6 +123,15 @@ static int sink_copy_put(void *arg, uint64_t k, uint64_t off, const uint8_t *buf
 	return ret;
 }
 
+/* Whether r's copy still owes its SAME blocks, none but SAME having come. */
+static bool sink_owing(struct sink_ent *r)
+{
+	sync_lock(&r->lock);
+	bool owing = r->owing;
+	sync_unlock(&r->lock);
+	return owing;
+}
+
 /* Hashes blocks 0 .. n - 1 of the source's file (size bytes) as fd has
  * them and sends them, a chunk (SUMS) at a time, for r: each block that
  * lies wholly in fd and, with a journal j, that j says was written;
@@ -128,11 +139,13 @@ static int sink_copy_put(void *arg, uint64_t k, uint64_t off, const uint8_t *buf
  * sumpool, a few at once, and sent in order as they are done. With copy
  * (r's file is SINK_HELD_COPY), each block hashed is written there too,
  * at its offset, before its hash goes (sink_copy_put): the bytes a SAME block stands for are
- * then those hashed, read once. That stops for the chunks not yet handed
- * out once the source has sent more of the blocks hashed as DATA than as
- * SAME (sink_copy_pays), or once writing failed (a block not written is
- * sent PROTO_SUM_NONE, and its DATA meets the same error, and says so).
- * Returns 0 or a negative code. */
+ * then those hashed, read once. While r owes its SAME blocks (r->owing)
+ * that waits: the chunks handed out meanwhile are not copied, and it
+ * begins with the next once a block other than SAME came. It stops for the
+ * chunks not yet handed out once the source has sent more of the blocks
+ * hashed as DATA than as SAME (sink_copy_pays), or once writing failed (a
+ * block not written is sent PROTO_SUM_NONE, and its DATA meets the same
+ * error, and says so). Returns 0 or a negative code. */
 static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t size,
 			    uint64_t n, const struct journal *j, bool copy)
 {
@@ -141,7 +154,7 @@ static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t
 				  .aborted = sink_sums_aborted, .arg = s->x };
 	uint64_t next = 0;
 	unsigned pending = 0;
-	bool copying = copy;
+	bool may_copy = copy, copying = copy && !sink_owing(r);
 	int ret = 0;
 
 	uint64_t room = (PROTO_MAX_INFLIGHT_SUMS - s->sums_inflight) / PROTO_SUM_LEN;
@@ -171,7 +184,9 @@ static int sink_sums_stream(struct sink *s, struct sink_ent *r, int fd, uint64_t
 				;
 		}
 		if (copying && (c.copy_failed || !sink_copy_pays(s, r)))
-			copying = false;
+			copying = may_copy = false;
+		else if (!copying && may_copy && !sink_owing(r))
+			copying = may_copy = sink_copy_pays(s, r);
 	}
 	return ret;
 }
@@ -189,13 +204,14 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 
 /* Makes f, which holds bytes already (held: -a's partial file, with its
  * journal j; --inplace's file or --checksum's copy, j NULL), r's file from
- * now on, with a second descriptor of it (below). Returns 1 when it did,
- * 0 when a block of r came before its hashes, or a PACK carries r (a
- * broken source's: f is dropped, and r is written as if there had been
- * nothing), or a negative code (f dropped). what: "resume", "update in
- * place" or "update", for a message. */
+ * now on, with a second descriptor of it (below); with owe (a copy), one
+ * that owes its SAME blocks (r->owing) unless a block of r was claimed
+ * already. Returns 1 when it did, 0 when a block of r came before its
+ * hashes, or a PACK carries r (a broken source's: f is dropped, and r is
+ * written as if there had been nothing), or a negative code (f dropped).
+ * what: "resume", "update in place" or "update", for a message. */
 static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, struct journal *j,
-		      enum sink_held held, const char *path, const char *what)
+		      enum sink_held held, bool owe, const char *path, const char *what)
 {
 	int fd = dest_file_fd(f), second = -1;
 
@@ -228,6 +244,9 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 		r->copy_fd = second;
 	else
 		r->base_fd = second;
+	/* A block claimed already (a hole needs no hashes) found no file and
+	 * is being written into this one: past it, nothing may be owed. */
+	r->owing = owe && r->writing == 0 && r->nblocks == 0 && !r->failed;
 	sync_unlock(&r->lock);
 	return 1;
 }
@@ -247,7 +266,8 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 	if (ret <= 0)
 		return 0;
 	int fd = dest_file_fd(f); /* r's from now on, if adopted */
-	if ((ret = sink_adopt(s, r, f, NULL, SINK_HELD_INPLACE, e->path, "update in place")) <= 0)
+	if ((ret = sink_adopt(s, r, f, NULL, SINK_HELD_INPLACE, false, e->path,
+			      "update in place")) <= 0)
 		return ret;
 	sync_lock(&r->lock);
 	r->old = (struct dest_ident){ .size = (off_t)old }; /* its size is all that counts */
@@ -260,7 +280,11 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 
 /* Without --inplace (or where it cannot be): makes r's new file now, for
  * the hashing of the old file (old bytes) to fill with the bytes it
- * hashes. Returns true when it did (r's file from now on), false where
+ * hashes, or, where the old file is as big as the source's and might
+ * match it whole, to owe them until a block other than SAME comes (if
+ * none does, the copy is dropped as it is, and nothing was written for
+ * it; where the copy cannot be made now, the blocks are owed all the
+ * same). Returns true when it did (r's file from now on), false where
  * r's file is made at its first block instead, as without --checksum: no
  * block to hash;
  * -a (r's file is a partial one, with a journal); a block of r came
@@ -278,13 +302,22 @@ static bool sink_copy_start(struct sink *s, struct sink_ent *r, const struct pro
 	pc_err_init(&err);
 	int ret = dest_file_open(s->dest, e->path, &f, &err);
 	pc_err_destroy(&err);
-	if (ret < 0)
+	if (ret < 0) {
+		/* (a directory the sink may not write, a read-only file system:)
+		 * a file that matches whole needs no copy, so one as big owes its
+		 * blocks to the file its first other block makes, which meets the
+		 * error then, and reports it */
+		sync_lock(&r->lock);
+		r->owing = old == e->size && r->fd < 0 && r->writing == 0 && r->nblocks == 0 &&
+			   !r->failed;
+		sync_unlock(&r->lock);
 		return false;
+	}
 	if (dest_file_device(f)) {
 		dest_file_keep(s->dest, f);
 		return false;
 	}
-	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, e->path, "update") == 1;
+	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, old == e->size, e->path, "update") == 1;
 }
 
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
@@ -345,7 +378,7 @@ int sink_resume(struct sink *s, struct sink_ent *r, const struct proto_entry *e)
 		if (journal_has(j, k - 1))
 			n = k;
 	uint64_t whole = sink_sums_blocks(e->size, (uint64_t)st.st_size, s->x->block_size);
-	if ((ret = sink_adopt(s, r, f, j, SINK_HELD_PARTIAL, e->path, "resume")) <= 0)
+	if ((ret = sink_adopt(s, r, f, j, SINK_HELD_PARTIAL, false, e->path, "resume")) <= 0)
 		return ret;
 	return sink_sums_stream(s, r, fd, e->size, n < whole ? n : whole, j, false);
 }
@@ -378,7 +411,10 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 	 * (a copy's copy_fd, or base_fd, a second descriptor of the partial
 	 * or in-place file), else from the old file. */
 	bool held = sink_holds_locked(r, h->offset / s->x->block_size);
-	bool there = held && !s->x->verify;
+	/* A copy that owes its SAME blocks takes this one's bytes later, if
+	 * ever (its writer: sink_owed_fill); with -e they are read now, for
+	 * the digest, as the old file has them. */
+	bool there = (held || r->owing) && !s->x->verify;
 	bool from_copy = held && r->copy_fd >= 0;
 	b->err = r->failed || r->finishing ? -PC_E_ABORTED
 		 : there || from_copy ? 0 : sink_base_open_locked(s, r);
@@ -418,23 +454,90 @@ void sink_same_fetch(struct sink *s, struct sink_ent *r, struct buf *b)
 		atomic_fetch_add(&s->same_bytes, h->raw_len);
 }
 
-int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,
-		    struct pc_err *e)
+/* sink_same_error's words for err, of a SAME block at off of r of which
+ * nothing (none) or other bytes were read. */
+static int sink_same_say(struct sink *s, const struct sink_ent *r, int err, uint64_t off,
+			 bool none, struct pc_err *e)
 {
 	char name[PROTO_MAX_PATH + 64];
 
 	sink_display(s, r, name, sizeof(name));
-	if (b->err == -PC_E_FILEIO && b->len == 0)
-		return pc_err_set(e, b->err, "'%.900s' went from the destination, or shrank, while "
+	if (err == -PC_E_FILEIO && none)
+		return pc_err_set(e, err, "'%.900s' went from the destination, or shrank, while "
 				  "it was being updated: copy it again", name);
-	if (b->err == -PC_E_FILEIO)
-		return pc_err_set(e, b->err, "'%.900s' changed while it was being updated (its "
+	if (err == -PC_E_FILEIO)
+		return pc_err_set(e, err, "'%.900s' changed while it was being updated (its "
 				  "bytes at offset %llu are no longer the source's): copy it again",
-				  name, (unsigned long long)b->hdr.offset);
-	if (b->err == -PC_E_INTEGRITY)
-		return pc_err_set(e, b->err, "'%.900s': its new copy read back other than written "
+				  name, (unsigned long long)off);
+	if (err == -PC_E_INTEGRITY)
+		return pc_err_set(e, err, "'%.900s': its new copy read back other than written "
 				  "at offset %llu (--verify): not put in place", name,
-				  (unsigned long long)b->hdr.offset);
-	return pc_err_set(e, b->err, "cannot read '%.900s' where it already had the source's "
-			  "bytes: %s", name, pc_strerror(b->err));
+				  (unsigned long long)off);
+	return pc_err_set(e, err, "cannot read '%.900s' where it already had the source's "
+			  "bytes: %s", name, pc_strerror(err));
+}
+
+int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,
+		    struct pc_err *e)
+{
+	return sink_same_say(s, r, b->err, b->hdr.offset, b->len == 0, e);
+}
+
+/* One owed block o of r: read from base into buf, checked, written into
+ * r's copy. Returns 0 or a negative code with the message in e. */
+static int sink_owed_one(struct sink *s, struct sink_ent *r, int base, const struct sink_owed *o,
+			 uint8_t *buf, struct pc_err *e)
+{
+	uint8_t sum[PROTO_SUM_LEN];
+	uint64_t off = (uint64_t)o->k * s->x->block_size;
+	ssize_t got = platform_pread_full(base, buf, o->len, off);
+
+	if (got > 0 && fault_fire(FAULT_SINK_SAME))
+		buf[0] ^= 0xff;
+	if (got == (ssize_t)o->len)
+		proto_block_sum(buf, o->len, sum);
+	if (got < 0)
+		return sink_same_say(s, r, (int)got, off, false, e);
+	if (got != (ssize_t)o->len || proto_sum_low(sum) != o->sum)
+		return sink_same_say(s, r, -PC_E_FILEIO, off, got <= 0, e);
+	int ret = sparse_pwrite(r->fd, buf, o->len, off, false);
+	if (ret < 0) {
+		char name[PROTO_MAX_PATH + 64];
+		sink_display(s, r, name, sizeof(name));
+		return pc_err_set(e, ret, "writing '%s': %s", name, pc_strerror(ret));
+	}
+	return 0;
+}
+
+int sink_owed_fill(struct sink *s, struct sink_ent *r, struct pc_err *e)
+{
+	uint8_t *buf = NULL;
+	int base = -1, ret;
+
+	sync_lock(&r->lock);
+	struct sink_owed *owed = r->owed;
+	size_t n = r->nowed;
+	r->owed = NULL;
+	r->nowed = r->owed_cap = 0;
+	ret = n == 0 ? 0 : sink_base_open_locked(s, r);
+	if (n > 0 && ret == 0) {
+		base = r->base_fd;
+		r->base_users++;
+	}
+	sync_unlock(&r->lock);
+	if (n > 0 && ret < 0)
+		ret = sink_same_say(s, r, ret, (uint64_t)owed[0].k * s->x->block_size, true, e);
+	if (n > 0 && ret == 0 && (buf = malloc(s->x->block_size)) == NULL)
+		ret = pc_err_set(e, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n && ret == 0; i++)
+		ret = xfer_aborted(s->x) ? pc_err_set(e, -PC_E_ABORTED, "copy aborted")
+					 : sink_owed_one(s, r, base, &owed[i], buf, e);
+	if (base >= 0) {
+		sync_lock(&r->lock);
+		r->base_users--;
+		sync_unlock(&r->lock);
+	}
+	free(buf);
+	free(owed);
+	return ret;
 }

@@ -301,7 +301,7 @@ static int sink_keep_same(struct sink *s, struct sink_ent *r, const struct proto
 void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_ent *r)
 {
 	struct dest_ident old;
-	bool same = false;
+	bool same = false, owes = false;
 	struct pc_err e;
 	int ret = 0;
 
@@ -312,9 +312,11 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 	pc_err_init(&e);
 	if (r->lock_ok) {
 		sync_lock(&r->lock);
-		sink_base_close(r);
 		same = sink_all_same_locked(s, r);
 		old = r->old;
+		owes = r->nowed > 0;
+		if (!owes)
+			sink_base_close(r);
 		sync_unlock(&r->lock);
 	}
 	sink_ent_entry(r, scratch);
@@ -327,8 +329,12 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		r->df = NULL;
 		ret = kept < 0 ? kept : 0;
 	} else {
-		if (r->df == NULL) /* a stream that turned out empty */
-			ret = dest_file_open(s->dest, r->path, &r->df, &e);
+		/* a stream that turned out empty, or a file that owed every block
+		 * to a copy it could not make then */
+		if (r->df == NULL && (ret = dest_file_open(s->dest, r->path, &r->df, &e)) == 0)
+			r->fd = dest_file_fd(r->df);
+		if (ret == 0 && owes) /* the old file is not kept: the copy takes its bytes now */
+			ret = sink_owed_fill(s, r, &e);
 		if (ret == 0 && s->x->verify)
 			ret = sink_verify(s, r, dest_file_fd(r->df), r->size, r->digest, &e);
 		if (ret < 0 && r->df != NULL)
@@ -338,6 +344,11 @@ void sink_data_commit(struct sink *s, struct proto_entry *scratch, struct sink_e
 		else if (ret == 0)
 			ret = dest_file_commit(s->dest, r->df, scratch, r->size, &e);
 		kept = ret == 0 && in_place_same;
+	}
+	if (owes) {
+		sync_lock(&r->lock);
+		sink_base_close(r);
+		sync_unlock(&r->lock);
 	}
 	if (kept > 0) {
 		atomic_fetch_add(&s->kept_same, 1);
@@ -390,12 +401,33 @@ static int sink_data_open_locked(struct sink *s, struct sink_ent *r, struct pc_e
 	return ret;
 }
 
+/* Adds SAME block b, block k of r, to what r's copy owes (r->lock held).
+ * Returns 0 or -ENOMEM. */
+static int sink_owe_locked(struct sink_ent *r, const struct buf *b, uint64_t k)
+{
+	if (r->nowed == r->owed_cap) {
+		size_t cap = r->owed_cap ? r->owed_cap * 2 : 16;
+		struct sink_owed *p = realloc(r->owed, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		r->owed = p;
+		r->owed_cap = cap;
+	}
+	r->owed[r->nowed++] = (struct sink_owed){ .sum = b->hdr.checksum, .k = (uint32_t)k,
+						  .len = b->hdr.raw_len };
+	return 0;
+}
+
 /* Before writing: checks a block against its file and marks its index as
  * seen, so a duplicate can never be written. A SAME block must stand for
- * a block SUMS named; *there: it is in r's file already. Returns 1 to
- * write it (unless there), 0 to drop it (the file failed), or a negative
- * code for a block that cannot be right. */
-static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b, bool *there)
+ * a block SUMS named; *there: it is in r's file already, or owed to it
+ * (r->owing); *fill: the copy owes blocks the caller must write first
+ * (sink_owed_fill): this block is the first other than SAME, or a SAME
+ * whose receiver found the copy owing, and left its bytes, after the
+ * owing ended. Returns 1 to write it (unless there), 0 to drop it (the
+ * file failed), or a negative code for a block that cannot be right. */
+static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b, bool *there,
+		      bool *fill)
 {
 	const struct proto_block *h = &b->hdr;
 	uint64_t B = s->x->block_size, idx = h->offset / B;
@@ -450,6 +482,17 @@ static int sink_claim(struct sink *s, struct sink_ent *r, const struct buf *b, b
 		r->differed += h->type != PROTO_BLK_SAME;
 	}
 	*there = h->type == PROTO_BLK_SAME && sink_holds_locked(r, idx);
+	/* b->len 0 without an error: its receiver left the bytes to the copy */
+	bool left = h->type == PROTO_BLK_SAME && !*there && b->err == 0 && b->len == 0;
+	if (h->type != PROTO_BLK_SAME || left || r->owing) {
+		if (h->type == PROTO_BLK_SAME && (ret = sink_owe_locked(r, b, idx)) < 0)
+			goto out;
+		*there = h->type == PROTO_BLK_SAME;
+		if (h->type != PROTO_BLK_SAME)
+			r->owing = false;
+		*fill = !r->owing && r->nowed > 0;
+		ret = 1;
+	}
 	r->seen[idx / 8] |= (uint8_t)(1u << (idx % 8));
 	r->writing++;
 	r->digest += mix;
@@ -515,8 +558,8 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	const struct proto_block *h = &b->hdr;
 	char name[PROTO_MAX_PATH + 64];
 	struct pc_err e;
-	bool there = false;
-	int ret = sink_claim(s, r, b, &there);
+	bool there = false, fill = false;
+	int ret = sink_claim(s, r, b, &there, &fill);
 
 	if (ret == 0)
 		return;
@@ -531,9 +574,14 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 	/* SAME: its receiver took the bytes from the old file, if they still
 	 * were the source's; if not, this file fails and the rest goes on. */
 	ret = h->type == PROTO_BLK_SAME && b->err != 0 ? sink_same_error(s, r, b, &e) : 0;
-	sync_lock(&r->lock);
-	if (ret == 0)
+	if (ret == 0 && (!there || fill)) { /* (a block owed needs no file yet) */
+		sync_lock(&r->lock);
 		ret = sink_data_open_locked(s, r, &e);
+		sync_unlock(&r->lock);
+	}
+	if (ret == 0 && fill) /* the blocks the file owes, before this one */
+		ret = sink_owed_fill(s, r, &e);
+	sync_lock(&r->lock);
 	if (ret < 0 && !sink_fatal(ret)) {
 		r->failed = true;
 		r->fail_code = ret;

@@ -201,6 +201,67 @@ case_copy_zeros() {
     same_file "$f" "$T/dst/z"
 }
 
+# A file as big as its old version owes the blocks that match to its copy
+# until one that differs comes: a file that matches whole costs no copy,
+# so it is no trouble on a file system without room for one (it was exit
+# 11, no space, where rsync -c does nothing); one that differs takes them
+# from the old file then, each checked against its hash, or fails by name
+# if they are not what was hashed any more (the fault inverts a byte).
+# Where no copy can be made (a directory the sink may not write), a file
+# that matches whole is left as it is, as rsync -c leaves it.
+case_owed() {
+    local f=$T/src/f n=$((128 * BS)) before
+    mkdir -p "$T/src"
+    head -c "$n" /dev/urandom >"$f"
+    mount_tmpfs "$T/full" size=$((n * 3 / 2))
+    cp -p "$f" "$T/full/f"
+    before=$(stat -c %i "$T/full/f")
+    expect_exit 0 "$PCOPY" -p --checksum -B "$BS" -s 3 "$f" "$T/full/f"
+    expect_stderr_matches ' 1 unchanged '
+    [[ $(stat -c %i "$T/full/f") == "$before" ]] || fail "a file that matched was replaced"
+    # Its last block changed: the copy needs room the file system lacks,
+    # and the old file stays; --inplace needs none.
+    cp -p "$f" "$T/f.before"
+    printf 'x' | dd of="$f" bs=1 seek=$((n - 1)) conv=notrunc status=none
+    expect_exit 11 "$PCOPY" -p --checksum -B "$BS" "$f" "$T/full/f"
+    expect_stderr_contains "No space left on device"
+    same_file "$T/f.before" "$T/full/f"
+    expect_exit 0 "$PCOPY" -p --checksum --inplace -B "$BS" "$f" "$T/full/f"
+    same_file "$f" "$T/full/f"
+    # In a directory the sink may not write, no copy can be made: a file
+    # that matches needs none, one that differs fails, by name.
+    mkdir -p "$T/nb/src/ro" "$T/nb/dst/src/ro"
+    cp -p "$f" "$T/nb/src/ro/f"
+    cp -p "$f" "$T/nb/src/ro/g"
+    cp -p "$f" "$T/nb/dst/src/ro/f"
+    cp -p "$T/f.before" "$T/nb/dst/src/ro/g"
+    chown -R nobody:nogroup "$T/nb"
+    chown root:root "$T/nb/dst/src/ro" # (nor may it change its mode)
+    before=$(stat -c %i "$T/nb/dst/src/ro/f")
+    expect_exit 3 setpriv --reuid=nobody --regid=nogroup --clear-groups \
+        "$PCOPY" -r --checksum -B "$BS" -s 3 "$T/nb/src" "$T/nb/dst/"
+    expect_stderr_matches "'$T/nb/dst/src/ro/g'.*Permission denied"
+    expect_stderr_matches ' 1 unchanged '
+    [[ $(stat -c %i "$T/nb/dst/src/ro/f") == "$before" ]] || fail "a file that matched was replaced"
+    same_file "$T/f.before" "$T/nb/dst/src/ro/g"
+    # With room: 127 blocks owed until the last one, out of order over 3
+    # streams, then written from the old file; one block travels.
+    cp -p "$T/f.before" "$T/g"
+    expect_exit 0 "$PCOPY" -p --checksum -B "$BS" -s 3 --json="$T/j" "$f" "$T/g"
+    same_file "$f" "$T/g"
+    [[ $(jget "$T/j" 'j["files"]["bytes_unchanged"]') == $((127 * BS)) ]] ||
+        fail "not 127 blocks unchanged"
+    # The old file no longer as hashed when they are taken: that file
+    # fails, named, and stays as it was; the next run mends it.
+    cp -p "$T/f.before" "$T/g"
+    PCOPY_TEST_FAULT=sink_same:1 expect_exit 3 "$PCOPY" -p --checksum -B "$BS" "$f" "$T/g"
+    expect_stderr_matches "'$T/g' changed while it was being updated \(its bytes at offset [0-9]+ are no longer the source's\): copy it again"
+    same_file "$T/f.before" "$T/g"
+    expect_exit 0 "$PCOPY" -p --checksum -B "$BS" "$f" "$T/g"
+    same_file "$f" "$T/g"
+    [[ -z $(find "$T" -name '.pcopy-*') ]] || fail "a copy was left behind"
+}
+
 case_ssh() {
     mkdir -p "$T/push" "$T/pull" "$T/pushed" "$T/pulled"
     delta_mode "$T/push/src" "$T/push/src" "pctest:$T/pushed/" "$T/pushed"
@@ -479,6 +540,7 @@ run_case daemon case_daemon
 run_case changed-underneath case_changed_underneath
 run_case kept case_kept
 run_case copy-zeros case_copy_zeros
+run_case owed case_owed
 run_case copy-stops case_copy_stops
 run_case holes-over-old case_holes_over_old
 run_case many-hashes case_many_hashes

@@ -1087,6 +1087,121 @@ static void test_sink_same_changed_verify(void **state)
 	sink_same(*state, true, true);
 }
 
+/* How sink_owed ends f. */
+enum owed_end { OWED_DATA, OWED_CHANGED, OWED_SAME };
+
+/* A sink with --checksum, where f's old version is as big as the source's
+ * (3 blocks): its copy owes the SAME blocks that come before any other
+ * (sink_ent.owing), and writes them from the old file, checked against
+ * their checksums, when the DATA block for the third comes (OWED_DATA: the
+ * new f is old[0, 2 blocks) + the new block). OWED_CHANGED: the old f is
+ * rewritten before that block, so the blocks owed no longer read as
+ * hashed: f fails, by name, and stays as it is. OWED_SAME: the third comes
+ * as SAME as well, and f stays where it is, the same inode. No copy is
+ * left behind in any case. */
+static void sink_owed(struct fixture *f, enum owed_end how)
+{
+	struct proto_entry e[2];
+	struct proto_msg m;
+	uint8_t sum[PROTO_SUM_LEN];
+	char path[256], want[256];
+	uint8_t *old = malloc(3 * BLOCK), *nb = malloc(BLOCK);
+	struct stat before, after;
+	int fd;
+
+	assert_non_null(old);
+	assert_non_null(nb);
+	snprintf(path, sizeof(path), "%s/f", f->dst);
+	write_file(path, 3 * BLOCK, 9);
+	fd = open(path, O_RDONLY);
+	assert_int_equal(read(fd, old, 3 * BLOCK), 3 * BLOCK);
+	close(fd);
+	assert_int_equal(stat(path, &before), 0);
+	memset(nb, 0x5a, BLOCK);
+	f->si.x.update = f->si.x.checksum = true;
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
+	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
+	send_entries(f->so.ctl, 0, e, 2);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_SUMS);
+	assert_int_equal(m.u.sums.count, 3);
+	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
+	assert_int_equal(m.type, PROTO_HAVE);
+	unsigned nsame = how == OWED_SAME ? 3 : 2;
+	for (unsigned k = 0; k < nsame; k++) {
+		struct proto_block h = { .type = PROTO_BLK_SAME, .file_id = 0,
+					 .offset = (uint64_t)k * BLOCK, .raw_len = BLOCK, .seq = k };
+		proto_block_sum(old + (size_t)k * BLOCK, BLOCK, sum);
+		h.checksum = proto_sum_low(sum);
+		send_block(f->data[0][0], &h, NULL);
+	}
+	if (how == OWED_CHANGED) {
+		/* after the SAME blocks: the rewrite must not race their receiver,
+		 * which owes them without reading; a fresh file, so that the sink's
+		 * next open of the name finds it */
+		snprintf(want, sizeof(want), "%s/f.new", f->dst);
+		write_file(want, 3 * BLOCK, 10);
+		assert_int_equal(rename(want, path), 0);
+	}
+	struct proto_block h = { .type = PROTO_BLK_DATA, .file_id = 0, .offset = 2 * BLOCK,
+				 .raw_len = BLOCK, .enc_len = BLOCK, .seq = 2,
+				 .checksum = proto_checksum(nb, BLOCK) };
+	if (how != OWED_SAME)
+		send_block(f->data[0][0], &h, nb);
+	h = (struct proto_block){ .type = PROTO_BLK_DATA, .file_id = 1, .raw_len = 100,
+				  .enc_len = 100, .seq = nsame + (how != OWED_SAME),
+				  .checksum = proto_checksum(nb, 100) };
+	send_block(f->data[0][0], &h, nb);
+	send_end(f);
+	snprintf(want, sizeof(want), "%s/want", f->base);
+	fd = open(want, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	switch (how) {
+	case OWED_DATA:
+		assert_int_equal(join_sink(f), 0);
+		assert_int_equal(write(fd, old, 2 * BLOCK), 2 * BLOCK);
+		assert_int_equal(write(fd, nb, BLOCK), BLOCK);
+		break;
+	case OWED_CHANGED:
+		assert_int_equal(join_sink(f), -PC_E_PARTIAL);
+		assert_int_equal(f->sr.failed, 1);
+		close(fd);
+		snprintf(want, sizeof(want), "%s/want", f->base);
+		write_file(want, 3 * BLOCK, 10);
+		fd = -1;
+		break;
+	case OWED_SAME:
+		assert_int_equal(join_sink(f), 0);
+		assert_int_equal(f->sr.self.unchanged, 1);
+		assert_int_equal(write(fd, old, 3 * BLOCK), 3 * BLOCK);
+		assert_int_equal(stat(path, &after), 0);
+		assert_int_equal(after.st_ino, before.st_ino); /* (given the entry's mtime) */
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+	assert_same_file(want, path);
+	assert_int_equal(count_files(f->dst), 2); /* f and g: no copy left behind */
+	free(old);
+	free(nb);
+}
+
+static void test_sink_owed(void **state)
+{
+	sink_owed(*state, OWED_DATA);
+}
+
+static void test_sink_owed_changed(void **state)
+{
+	sink_owed(*state, OWED_CHANGED);
+}
+
+static void test_sink_owed_same(void **state)
+{
+	sink_owed(*state, OWED_SAME);
+}
+
 /* A SAME block for a file the sink sent no hashes of is a protocol error. */
 static void test_same_unasked(void **state)
 {
@@ -1197,6 +1312,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_sums_past_the_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sums_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_owed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_owed_changed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sink_owed_same, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same_changed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_same_changed_verify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_same_unasked, setup, teardown),
