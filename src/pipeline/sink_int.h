@@ -239,6 +239,12 @@ static inline bool sink_holds_locked(const struct sink_ent *r, uint64_t k)
  * changed or went since it was hashed; a write's -errno. */
 int sink_owed_fill(struct sink *s, struct sink_ent *r, struct pc_err *e);
 
+/* For the message of a write of r that failed with err: where err is a
+ * full disk (or quota) and r's new copy is made beside an old file
+ * (--checksum without --inplace), words that say --inplace needs no room
+ * for it; else "". Takes r->lock. */
+const char *sink_room_hint(const struct sink *s, struct sink_ent *r, int err);
+
 /* The message for a SAME block whose bytes could not be taken (b->err),
  * in e; returns b->err. */
 int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *b,

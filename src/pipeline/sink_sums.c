@@ -504,7 +504,8 @@ static int sink_owed_one(struct sink *s, struct sink_ent *r, int base, const str
 	if (ret < 0) {
 		char name[PROTO_MAX_PATH + 64];
 		sink_display(s, r, name, sizeof(name));
-		return pc_err_set(e, ret, "writing '%s': %s", name, pc_strerror(ret));
+		return pc_err_set(e, ret, "writing '%s': %s%s", name, pc_strerror(ret),
+				  sink_room_hint(s, r, ret));
 	}
 	return 0;
 }

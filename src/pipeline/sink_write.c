@@ -171,6 +171,18 @@ void sink_display_path(const struct sink *s, const char *p, char *out, size_t ca
 
 /* ---- Files in DATA blocks --------------------------------------------- */
 
+const char *sink_room_hint(const struct sink *s, struct sink_ent *r, int err)
+{
+	if ((err != -ENOSPC && err != -EDQUOT) || !s->x->checksum || !r->lock_ok)
+		return "";
+	sync_lock(&r->lock);
+	bool beside = r->old_known && r->held != SINK_HELD_INPLACE && r->held != SINK_HELD_PARTIAL;
+	sync_unlock(&r->lock);
+	return beside ? " (its new copy is made beside the old file; --inplace updates that "
+			"file itself and needs no room for a second copy)"
+		      : "";
+}
+
 /* Closes and removes what was written of r and reports why. Called once
  * (the caller won r->finishing) with no block of r being written. */
 void sink_data_fail(struct sink *s, struct sink_ent *r, int code, const char *what)
@@ -608,8 +620,8 @@ void sink_write(struct sink *s, struct writer *w, struct buf *b)
 			sink_display(s, r, name, sizeof(name));
 			/* A reader of our output that went away (| head) is our
 			 * output failing (exit 11), not the network. */
-			xfer_fail(s->x, ret == -EPIPE ? -PC_E_FILEIO : ret, "writing '%s': %s", name,
-				  pc_strerror(ret));
+			xfer_fail(s->x, ret == -EPIPE ? -PC_E_FILEIO : ret, "writing '%s': %s%s", name,
+				  pc_strerror(ret), sink_room_hint(s, r, ret));
 		} else {
 			atomic_fetch_add(&s->x->bytes, h->raw_len);
 		}

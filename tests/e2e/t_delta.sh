@@ -224,7 +224,7 @@ case_owed() {
     cp -p "$f" "$T/f.before"
     printf 'x' | dd of="$f" bs=1 seek=$((n - 1)) conv=notrunc status=none
     expect_exit 11 "$PCOPY" -p --checksum -B "$BS" "$f" "$T/full/f"
-    expect_stderr_contains "No space left on device"
+    expect_stderr_contains "No space left on device (its new copy is made beside the old file; --inplace updates that file itself and needs no room for a second copy)"
     same_file "$T/f.before" "$T/full/f"
     expect_exit 0 "$PCOPY" -p --checksum --inplace -B "$BS" "$f" "$T/full/f"
     same_file "$f" "$T/full/f"

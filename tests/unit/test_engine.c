@@ -997,6 +997,20 @@ static void test_sums_bound(void **state)
 		.size = (fit + 1) * PROTO_MAX_SUMS * (uint64_t)BLOCK });
 }
 
+/* Starts a sink with --checksum (and -e with verify) and announces f, of 3
+ * blocks, and g, of 100 bytes, in one batch. */
+static void start_delta(struct fixture *f, bool verify)
+{
+	struct proto_entry e[2];
+
+	f->si.x.update = f->si.x.checksum = true;
+	f->si.x.verify = verify;
+	start_sink(f);
+	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
+	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
+	send_entries(f->so.ctl, 0, e, 2);
+}
+
 /* A sink with --checksum, where f has 2 blocks and 100 bytes of an old
  * version: it sends the hashes of those 2 whole blocks (SUMS) before the
  * HAVE, takes SAME blocks for them from the old file and a DATA block for
@@ -1007,7 +1021,6 @@ static void test_sums_bound(void **state)
  * new f, not the old one. */
 static void sink_same(struct fixture *f, bool changed, bool verify)
 {
-	struct proto_entry e[2];
 	struct proto_msg m;
 	uint8_t sum[PROTO_SUM_LEN];
 	char path[256], want[256];
@@ -1022,12 +1035,7 @@ static void sink_same(struct fixture *f, bool changed, bool verify)
 	assert_int_equal(read(fd, old, 2 * BLOCK), 2 * BLOCK);
 	close(fd);
 	memset(nb, 0x5a, BLOCK);
-	f->si.x.update = f->si.x.checksum = true;
-	f->si.x.verify = verify;
-	start_sink(f);
-	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
-	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
-	send_entries(f->so.ctl, 0, e, 2);
+	start_delta(f, verify);
 	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_SUMS);
 	assert_int_equal(m.u.sums.id, 0);
@@ -1101,7 +1109,6 @@ enum owed_end { OWED_DATA, OWED_CHANGED, OWED_SAME };
  * left behind in any case. */
 static void sink_owed(struct fixture *f, enum owed_end how)
 {
-	struct proto_entry e[2];
 	struct proto_msg m;
 	uint8_t sum[PROTO_SUM_LEN];
 	char path[256], want[256];
@@ -1118,11 +1125,7 @@ static void sink_owed(struct fixture *f, enum owed_end how)
 	close(fd);
 	assert_int_equal(stat(path, &before), 0);
 	memset(nb, 0x5a, BLOCK);
-	f->si.x.update = f->si.x.checksum = true;
-	start_sink(f);
-	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
-	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
-	send_entries(f->so.ctl, 0, e, 2);
+	start_delta(f, false);
 	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_SUMS);
 	assert_int_equal(m.u.sums.count, 3);
