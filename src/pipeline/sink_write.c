@@ -555,8 +555,10 @@ static int sink_write_data(struct sink *s, struct sink_ent *r, const struct buf 
 	if (!hole && fault_fire(FAULT_SINK_WRITE))
 		return -ENOSPC;
 	/* Zeros are written where the file holds other bytes already: one
-	 * written in place, or a device. */
-	bool fill = r->held != SINK_HELD_NONE || r->device;
+	 * written in place, or a device; not a copy's SAME block that is
+	 * written (one it holds is not), for nothing was written there. */
+	bool fill = (r->held != SINK_HELD_NONE &&
+		     !(r->held == SINK_HELD_COPY && h->type == PROTO_BLK_SAME)) || r->device;
 	if (hole)
 		return fill ? sparse_zero(r->fd, h->offset, h->raw_len) : 0;
 	return sparse_pwrite(r->fd, b->data, b->len, h->offset, fill);

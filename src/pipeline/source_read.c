@@ -396,6 +396,24 @@ static bool source_same(struct source *s, const struct src_rec *f, struct buf *b
 	return true;
 }
 
+/* --checksum, -a: true, with b made a SAME block, where a hole of the
+ * source's file (b, read as nothing) is a block the sink hashed as zeros
+ * (so that a sparse file that matches is one every block of which came as
+ * SAME, which the sink keeps as it is); else b stays the hole it was. */
+static bool source_same_hole(struct source *s, const struct src_rec *f, struct buf *b)
+{
+	if (!xfer_sums(s->x))
+		return false;
+	memset(b->data, 0, b->hdr.raw_len);
+	b->len = b->hdr.raw_len;
+	b->hdr.flags &= (uint16_t)~PROTO_BLK_HOLE;
+	if (source_same(s, f, b))
+		return true;
+	b->hdr.flags |= PROTO_BLK_HOLE;
+	b->len = 0;
+	return false;
+}
+
 /* Reads, checksums and encodes one claimed block into b. Returns 1 (send
  * it), 0 (nothing to send), or a negative code. */
 static int source_fill(struct reader *r, const struct plan_claim *c, struct buf *b,
@@ -416,6 +434,12 @@ static int source_fill(struct reader *r, const struct plan_claim *c, struct buf 
 					     : source_read_block(s, c, b);
 	}
 	reader_lap(r, LAP_READ);
+	if (ret > 0 && (b->hdr.flags & PROTO_BLK_HOLE) && c->kind == PLAN_BLOCK &&
+	    source_same_hole(s, c->f, b)) {
+		reader_lap(r, LAP_ENCODE);
+		b->untried = false;
+		return 1;
+	}
 	if (ret <= 0 || (b->hdr.flags & PROTO_BLK_HOLE))
 		return ret;
 	if (c->kind == PLAN_BLOCK && source_same(s, c->f, b)) {

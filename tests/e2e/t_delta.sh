@@ -208,7 +208,8 @@ case_copy_zeros() {
 # from the old file then, each checked against its hash, or fails by name
 # if they are not what was hashed any more (the fault inverts a byte).
 # Where no copy can be made (a directory the sink may not write), a file
-# that matches whole is left as it is, as rsync -c leaves it.
+# that matches whole is left as it is, as rsync -c leaves it; so is a
+# sparse one, whose holes match zeros.
 case_owed() {
     local f=$T/src/f n=$((128 * BS)) before
     mkdir -p "$T/src"
@@ -259,6 +260,20 @@ case_owed() {
     same_file "$T/f.before" "$T/g"
     expect_exit 0 "$PCOPY" -p --checksum -B "$BS" "$f" "$T/g"
     same_file "$f" "$T/g"
+    # A sparse file: its holes, where the old file has zeros, are SAME
+    # blocks too, so one that matches is kept; one that changed is copied
+    # with its holes.
+    mkfile "$T/sp" 1M
+    truncate -s 16M "$T/sp"
+    cp --sparse=always "$T/sp" "$T/sp.old"
+    before=$(stat -c %i "$T/sp.old")
+    expect_exit 0 "$PCOPY" --checksum -B "$BS" -s 3 "$T/sp" "$T/sp.old"
+    expect_stderr_matches ' 1 unchanged '
+    [[ $(stat -c %i "$T/sp.old") == "$before" ]] || fail "a sparse file that matched was replaced"
+    printf 'x' | dd of="$T/sp" bs=1 seek=10 conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum -B "$BS" -s 3 "$T/sp" "$T/sp.old"
+    same_file "$T/sp" "$T/sp.old"
+    (($(du -k "$T/sp.old" | cut -f1) < 2 * 1024)) || fail "the sparse file's copy lost its holes"
     [[ -z $(find "$T" -name '.pcopy-*') ]] || fail "a copy was left behind"
 }
 
