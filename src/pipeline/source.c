@@ -385,6 +385,8 @@ int source_run(struct xfer *x, const struct source_input *in, struct source_resu
 		ret = pthread_cond_init(&s->sums_cond, NULL);
 		s->sums_cond_ok = ret == 0;
 	}
+	if (ret == 0 && xfer_sums(x))
+		source_zeros_hash(s);
 	if (ret != 0)
 		xfer_fail(x, -ret, "cannot make the source's locks: %s", strerror(ret));
 	else if (source_start(s) == 0)

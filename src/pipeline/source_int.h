@@ -127,6 +127,8 @@ struct source {
 	pthread_mutex_t sums_lock; /* guards the hashes of planned records */
 	pthread_cond_t sums_cond;  /* hashes came, a file's are complete, or abort */
 	bool sums_lock_ok, sums_cond_ok;
+	bool zeros_hashed;         /* --checksum, -a: zeros_sum is the hash of a block of zeros */
+	uint8_t zeros_sum[PROTO_SUM_LEN];
 	uint32_t next_id;          /* ids handed out */
 	uint32_t announced;        /* ids sent in ENTRIES */
 	uint32_t acked;            /* the sink's ACK */
@@ -151,6 +153,11 @@ void source_sums_wake(void *arg);
 
 /* Lets go of a buffer and the reference its block held. */
 void source_release(struct source *s, struct buf *b);
+
+/* --checksum, -a: hashes a block of zeros (s->zeros_sum), against which a
+ * hole of a file is compared; out of memory, holes are sent as holes.
+ * Before the readers start. */
+void source_zeros_hash(struct source *s);
 
 void *source_sender(void *arg);
 

@@ -362,15 +362,13 @@ static int source_encode(struct source *s, struct encoder *enc, struct buf *b,
 			 name, pc_strerror(ret));
 }
 
-/* --checksum, -a: true, with b made a SAME block, if the sink has the block
- * already: its hash is the one SUMS gave for that index (and the block's
- * checksum is that hash's low half: one pass over the bytes, not two). A
- * file is read while its hashes still come: wait for this block's, until
- * the file's are complete (or the copy aborts). */
-static bool source_same(struct source *s, const struct src_rec *f, struct buf *b)
+/* --checksum, -a: the hash the sink sent for block idx of f, into want, if
+ * it has that block (true): a file is read while its hashes still come, so
+ * this waits for the block's, until the file's are complete (or the copy
+ * aborts). */
+static bool source_sum_wanted(struct source *s, const struct src_rec *f, uint64_t idx,
+			      uint8_t want[PROTO_SUM_LEN])
 {
-	uint64_t idx = b->hdr.offset / s->x->block_size;
-	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
 	bool known;
 
 	if (!xfer_sums(s->x))
@@ -383,35 +381,68 @@ static bool source_same(struct source *s, const struct src_rec *f, struct buf *b
 		memcpy(want, f->sums + idx * PROTO_SUM_LEN, PROTO_SUM_LEN);
 	known = known && !proto_sum_none(want); /* -a: a block the sink never wrote */
 	sync_unlock(&s->sums_lock);
-	if (!known)
+	return known;
+}
+
+/* Makes b a SAME block of bytes whose hash is sum (its checksum is that
+ * hash's low half: one pass over the bytes, not two). */
+static void source_make_same(struct buf *b, const uint8_t sum[PROTO_SUM_LEN])
+{
+	b->hdr.checksum = proto_sum_low(sum);
+	b->hdr.type = PROTO_BLK_SAME;
+	b->hdr.codec = PROTO_CODEC_NONE;
+	b->hdr.flags &= (uint16_t)~PROTO_BLK_HOLE;
+	b->hdr.enc_len = 0;
+	b->len = 0;
+}
+
+/* --checksum, -a: true, with b made a SAME block, if the sink has the block
+ * already: its hash is the one SUMS gave for that index. */
+static bool source_same(struct source *s, const struct src_rec *f, struct buf *b)
+{
+	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
+
+	if (!source_sum_wanted(s, f, b->hdr.offset / s->x->block_size, want))
 		return false;
 	proto_block_sum(b->data, b->len, sum);
 	if (memcmp(sum, want, PROTO_SUM_LEN) != 0)
 		return false;
-	b->hdr.checksum = proto_sum_low(sum);
-	b->hdr.type = PROTO_BLK_SAME;
-	b->hdr.codec = PROTO_CODEC_NONE;
-	b->hdr.enc_len = 0;
-	b->len = 0;
+	source_make_same(b, sum);
 	return true;
 }
 
 /* --checksum, -a: true, with b made a SAME block, where a hole of the
- * source's file (b, read as nothing) is a block the sink hashed as zeros
- * (so that a sparse file that matches is one every block of which came as
- * SAME, which the sink keeps as it is); else b stays the hole it was. */
+ * source's file (b, not read) is a block the sink hashed as zeros, so that
+ * a sparse file that matches is one every block of which came as SAME,
+ * which the sink keeps as it is; else b stays the hole it was. A whole
+ * block's zeros were hashed once (source_zeros_hash). */
 static bool source_same_hole(struct source *s, const struct src_rec *f, struct buf *b)
 {
-	if (!xfer_sums(s->x))
+	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
+
+	if (!s->zeros_hashed || !source_sum_wanted(s, f, b->hdr.offset / s->x->block_size, want))
 		return false;
-	memset(b->data, 0, b->hdr.raw_len);
-	b->len = b->hdr.raw_len;
-	b->hdr.flags &= (uint16_t)~PROTO_BLK_HOLE;
-	if (source_same(s, f, b))
-		return true;
-	b->hdr.flags |= PROTO_BLK_HOLE;
-	b->len = 0;
-	return false;
+	if (b->hdr.raw_len == s->x->block_size) {
+		memcpy(sum, s->zeros_sum, PROTO_SUM_LEN);
+	} else { /* a file's last block */
+		memset(b->data, 0, b->hdr.raw_len);
+		proto_block_sum(b->data, b->hdr.raw_len, sum);
+	}
+	if (memcmp(sum, want, PROTO_SUM_LEN) != 0)
+		return false;
+	source_make_same(b, sum);
+	return true;
+}
+
+void source_zeros_hash(struct source *s)
+{
+	uint8_t *zeros = calloc(1, s->x->block_size);
+
+	if (zeros == NULL)
+		return; /* holes are sent as holes */
+	proto_block_sum(zeros, s->x->block_size, s->zeros_sum);
+	s->zeros_hashed = true;
+	free(zeros);
 }
 
 /* Reads, checksums and encodes one claimed block into b. Returns 1 (send

@@ -3,9 +3,11 @@
  * (sumpool.h). */
 #include "pipeline/sumpool.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipeline/journal.h"
 #include "sys/platform.h"
@@ -41,14 +43,31 @@ struct sumpool {
 	struct sumpool_job jobs[SUMPOOL_DEPTH];
 	unsigned started;                  /* workers running, w[0 .. started - 1] */
 	uint8_t *own;                      /* a block for the collector, when none runs */
+	uint8_t zeros[PROTO_SUM_LEN];      /* the hash of a block of zeros */
 	struct sumpool_worker w[SUMPOOL_MAX_THREADS];
 };
 
-/* Hashes (and copies) job's blocks into job->hashes with buf, a block. */
-static void sumpool_run(struct sumpool_job *job, uint8_t *buf)
+/* Whether [off, off + len) of fd is a hole, inside the file: past its end
+ * a block is not there at all (SEEK_DATA says ENXIO there too; SEEK_HOLE
+ * only there). *data: where fd's next data begins, as far as known
+ * (UINT64_MAX: none), asked again once off is there; a file system without
+ * SEEK_DATA has data everywhere. */
+static bool sumpool_hole(int fd, uint64_t off, uint64_t len, uint64_t *data)
+{
+	if (*data <= off) {
+		off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+		*data = d >= 0 ? (uint64_t)d : errno == ENXIO ? UINT64_MAX : off;
+	}
+	return *data >= off + len && lseek(fd, (off_t)(off + len - 1), SEEK_HOLE) >= 0;
+}
+
+/* Hashes (and copies) job's blocks into job->hashes with buf, a block; a
+ * block that is a hole in the file is zeros (zeros: their hash for a whole
+ * block), hashed unread, and left out of the copy, whose hole it is too. */
+static void sumpool_run(struct sumpool_job *job, uint8_t *buf, const uint8_t *zeros)
 {
 	const struct sumpool_file *f = &job->f;
-	uint64_t B = f->block;
+	uint64_t B = f->block, data = 0;
 	bool stopped = false;
 
 	for (unsigned i = 0; i < job->count; i++) {
@@ -58,6 +77,14 @@ static void sumpool_run(struct sumpool_job *job, uint8_t *buf)
 		ssize_t got = -1;
 
 		stopped = stopped || (f->aborted != NULL && f->aborted(f->arg));
+		if (!stopped && (f->j == NULL || journal_has(f->j, k)) &&
+		    sumpool_hole(f->fd, k * B, len, &data)) {
+			if (len == B)
+				memcpy(out, zeros, PROTO_SUM_LEN);
+			else
+				proto_block_sum(memset(buf, 0, (size_t)len), (size_t)len, out);
+			continue;
+		}
 		if (!stopped && (f->j == NULL || journal_has(f->j, k)))
 			got = platform_pread_full(f->fd, buf, (size_t)len, k * B);
 		/* Before its hash can go: a DATA or SAME block for k comes only
@@ -99,7 +126,7 @@ static void *sumpool_worker(void *arg)
 			break;
 		job->state = JOB_RUNNING;
 		sync_unlock(&p->lock);
-		sumpool_run(job, w->buf);
+		sumpool_run(job, w->buf, p->zeros);
 		sync_lock(&p->lock);
 		job->state = JOB_DONE;
 		sync_broadcast(&p->done);
@@ -116,7 +143,9 @@ struct sumpool *sumpool_new(unsigned threads, size_t block)
 		return NULL;
 	if (threads > SUMPOOL_MAX_THREADS)
 		threads = SUMPOOL_MAX_THREADS;
-	p->own = malloc(block);
+	p->own = calloc(1, block);
+	if (p->own != NULL)
+		proto_block_sum(p->own, block, p->zeros);
 	if (p->own == NULL || pthread_mutex_init(&p->lock, NULL) != 0) {
 		free(p->own);
 		free(p);
@@ -176,7 +205,7 @@ void sumpool_collect(struct sumpool *p, struct sumpool_chunk *c)
 	if (p->started == 0 && job->state == JOB_QUEUED) {
 		job->state = JOB_RUNNING;
 		sync_unlock(&p->lock);
-		sumpool_run(job, p->own);
+		sumpool_run(job, p->own, p->zeros);
 		sync_lock(&p->lock);
 		job->state = JOB_DONE;
 	}

@@ -3,6 +3,7 @@
  * out, each hash that of its block's bytes (NONE for a block the file does
  * not hold whole, the journal does not name, or after the session ended);
  * with copy, the blocks hashed are in the copy, zero pages left as holes;
+ * the holes of a sparse file hash as zeros, unread and not copied;
  * a copy that cannot be written gives NONE from the failing block on; and
  * the caller's thread does the work when no thread could be had. */
 #include <stdarg.h>
@@ -172,6 +173,46 @@ static void test_hashes_and_copy(void **state)
 	close(copy);
 }
 
+static bool put_hole; /* a put came for a block that is a hole in the file */
+
+/* put, but a block of the file's holes (10 to 12, and the last) must not
+ * come: it is not read, and the copy's hole is its zeros already. */
+static int put_data(void *arg, uint64_t k, uint64_t off, const uint8_t *buf, size_t len)
+{
+	put_hole = put_hole || (k >= 10 && k <= 12) || k == NBLOCKS - 1;
+	return put(arg, k, off, buf, len);
+}
+
+/* A sparse old file: its holes hash as the zeros they stand for, a whole
+ * block's and the short last one's, unread and not put into the copy. */
+static void test_holes(void **state)
+{
+	struct fixture *fx = *state;
+	int copy = open(fx->copy, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int w = open(fx->path, O_WRONLY | O_CLOEXEC);
+	struct sumpool_file f = { .fd = fx->fd, .put = put_data, .put_arg = &copy,
+				  .size = SIZE, .block = B };
+	uint64_t last = (NBLOCKS - 1) * (uint64_t)B;
+
+	assert_true(copy >= 0 && w >= 0);
+	if (fallocate(w, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 10 * B, 3 * B) != 0)
+		fail_msg("this file system cannot punch holes (tmpfs and ext4 can)");
+	/* the short last block a hole: cut at a page and grown again */
+	assert_int_equal(ftruncate(w, (off_t)last), 0);
+	assert_int_equal(ftruncate(w, (off_t)SIZE), 0);
+	close(w);
+	memset(fx->data + 10 * B, 0, 3 * B);
+	memset(fx->data + last, 0, SIZE - last);
+	struct sumpool *p = sumpool_new(2, B);
+	struct sumpool_chunk c;
+	assert_non_null(p);
+	put_hole = false;
+	run(p, fx, &f, NBLOCKS, every, &c);
+	assert_false(put_hole);
+	sumpool_free(p);
+	close(copy);
+}
+
 /* A file shorter than the source's: its blocks past the end are NONE. A
  * journal: only the blocks it names are hashed. */
 static void test_short_and_journal(void **state)
@@ -264,6 +305,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_hashes_and_copy, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_short_and_journal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_holes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_copy_fails_and_abort, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_threads, setup, teardown),
 	};
