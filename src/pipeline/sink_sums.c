@@ -484,14 +484,24 @@ int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *
 }
 
 /* One owed block o of r: read from base into buf, checked, written into
- * r's copy. Returns 0 or a negative code with the message in e. */
+ * r's copy; a hole of base (sc) is checked as the zeros it stands for
+ * (zsum: their hash, for a whole block) and left a hole in the copy, where
+ * nothing was written. Returns 0 or a negative code with the message in e. */
 static int sink_owed_one(struct sink *s, struct sink_ent *r, int base, const struct sink_owed *o,
-			 uint8_t *buf, struct pc_err *e)
+			 uint8_t *buf, const uint8_t *zsum, struct sparse_scan *sc, struct pc_err *e)
 {
 	uint8_t sum[PROTO_SUM_LEN];
 	uint64_t off = (uint64_t)o->k * s->x->block_size;
-	ssize_t got = platform_pread_full(base, buf, o->len, off);
 
+	if (sparse_hole(base, off, o->len, sc)) {
+		if (o->len == s->x->block_size)
+			memcpy(sum, zsum, PROTO_SUM_LEN);
+		else
+			proto_block_sum(memset(buf, 0, o->len), o->len, sum);
+		return proto_sum_low(sum) == o->sum ? 0
+						    : sink_same_say(s, r, -PC_E_FILEIO, off, false, e);
+	}
+	ssize_t got = platform_pread_full(base, buf, o->len, off);
 	if (got > 0 && fault_fire(FAULT_SINK_SAME))
 		buf[0] ^= 0xff;
 	if (got == (ssize_t)o->len)
@@ -528,11 +538,15 @@ int sink_owed_fill(struct sink *s, struct sink_ent *r, struct pc_err *e)
 	sync_unlock(&r->lock);
 	if (n > 0 && ret < 0)
 		ret = sink_same_say(s, r, ret, (uint64_t)owed[0].k * s->x->block_size, true, e);
-	if (n > 0 && ret == 0 && (buf = malloc(s->x->block_size)) == NULL)
+	if (n > 0 && ret == 0 && (buf = calloc(1, s->x->block_size)) == NULL)
 		ret = pc_err_set(e, -ENOMEM, "out of memory");
+	uint8_t zsum[PROTO_SUM_LEN];
+	struct sparse_scan sc = { 0 };
+	if (buf != NULL)
+		proto_block_sum(buf, s->x->block_size, zsum);
 	for (size_t i = 0; i < n && ret == 0; i++)
 		ret = xfer_aborted(s->x) ? pc_err_set(e, -PC_E_ABORTED, "copy aborted")
-					 : sink_owed_one(s, r, base, &owed[i], buf, e);
+					 : sink_owed_one(s, r, base, &owed[i], buf, zsum, &sc, e);
 	if (base >= 0) {
 		sync_lock(&r->lock);
 		r->base_users--;

@@ -420,7 +420,9 @@ static bool source_same_hole(struct source *s, const struct src_rec *f, struct b
 {
 	uint8_t sum[PROTO_SUM_LEN], want[PROTO_SUM_LEN];
 
-	if (!s->zeros_hashed || !source_sum_wanted(s, f, b->hdr.offset / s->x->block_size, want))
+	/* (--inplace: a hole makes the file's zeros a hole there too) */
+	if (!s->zeros_hashed || s->x->inplace ||
+	    !source_sum_wanted(s, f, b->hdr.offset / s->x->block_size, want))
 		return false;
 	if (b->hdr.raw_len == s->x->block_size) {
 		memcpy(sum, s->zeros_sum, PROTO_SUM_LEN);

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pipeline/encoder.h"
 #include "sys/platform.h"
@@ -53,4 +55,23 @@ int sparse_pwrite(int fd, const uint8_t *p, size_t len, uint64_t at, bool fill)
 		off += run;
 	}
 	return 0;
+}
+
+bool sparse_hole(int fd, uint64_t off, uint64_t len, struct sparse_scan *sc)
+{
+	if (off < sc->from || sc->data <= off) {
+		off_t d = lseek(fd, (off_t)off, SEEK_DATA);
+		sc->from = off;
+		sc->data = d >= 0 ? (uint64_t)d : errno == ENXIO ? UINT64_MAX : off;
+	}
+	if (sc->data < off + len)
+		return false;
+	if (!sc->sized) {
+		struct stat st;
+		if (fstat(fd, &st) != 0)
+			return false;
+		sc->size = (uint64_t)st.st_size;
+		sc->sized = true;
+	}
+	return off + len <= sc->size;
 }

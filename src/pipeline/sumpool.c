@@ -3,13 +3,12 @@
  * (sumpool.h). */
 #include "pipeline/sumpool.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "pipeline/journal.h"
+#include "pipeline/sparse.h"
 #include "sys/platform.h"
 #include "sys/sync.h"
 #include "wire/proto.h"
@@ -47,27 +46,14 @@ struct sumpool {
 	struct sumpool_worker w[SUMPOOL_MAX_THREADS];
 };
 
-/* Whether [off, off + len) of fd is a hole, inside the file: past its end
- * a block is not there at all (SEEK_DATA says ENXIO there too; SEEK_HOLE
- * only there). *data: where fd's next data begins, as far as known
- * (UINT64_MAX: none), asked again once off is there; a file system without
- * SEEK_DATA has data everywhere. */
-static bool sumpool_hole(int fd, uint64_t off, uint64_t len, uint64_t *data)
-{
-	if (*data <= off) {
-		off_t d = lseek(fd, (off_t)off, SEEK_DATA);
-		*data = d >= 0 ? (uint64_t)d : errno == ENXIO ? UINT64_MAX : off;
-	}
-	return *data >= off + len && lseek(fd, (off_t)(off + len - 1), SEEK_HOLE) >= 0;
-}
-
 /* Hashes (and copies) job's blocks into job->hashes with buf, a block; a
  * block that is a hole in the file is zeros (zeros: their hash for a whole
  * block), hashed unread, and left out of the copy, whose hole it is too. */
 static void sumpool_run(struct sumpool_job *job, uint8_t *buf, const uint8_t *zeros)
 {
 	const struct sumpool_file *f = &job->f;
-	uint64_t B = f->block, data = 0;
+	uint64_t B = f->block;
+	struct sparse_scan sc = { 0 };
 	bool stopped = false;
 
 	for (unsigned i = 0; i < job->count; i++) {
@@ -78,7 +64,7 @@ static void sumpool_run(struct sumpool_job *job, uint8_t *buf, const uint8_t *ze
 
 		stopped = stopped || (f->aborted != NULL && f->aborted(f->arg));
 		if (!stopped && (f->j == NULL || journal_has(f->j, k)) &&
-		    sumpool_hole(f->fd, k * B, len, &data)) {
+		    sparse_hole(f->fd, k * B, len, &sc)) {
 			if (len == B)
 				memcpy(out, zeros, PROTO_SUM_LEN);
 			else

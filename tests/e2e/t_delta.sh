@@ -274,6 +274,18 @@ case_owed() {
     expect_exit 0 "$PCOPY" --checksum -B "$BS" -s 3 "$T/sp" "$T/sp.old"
     same_file "$T/sp" "$T/sp.old"
     (($(du -k "$T/sp.old" | cut -f1) < 2 * 1024)) || fail "the sparse file's copy lost its holes"
+    # Changed at its end: the blocks owed until then, most of them holes,
+    # are checked as zeros and left holes.
+    printf 'y' | dd of="$T/sp" bs=1 seek=$((16 * 1024 * 1024 - 5)) conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum -B "$BS" -s 3 "$T/sp" "$T/sp.old"
+    same_file "$T/sp" "$T/sp.old"
+    (($(du -k "$T/sp.old" | cut -f1) < 2 * 1024)) || fail "the sparse file's copy lost its holes"
+    # In place, the source's holes make zeros written out holes again.
+    cp --sparse=never "$T/sp" "$T/sp.full"
+    printf 'z' | dd of="$T/sp.full" bs=1 seek=20 conv=notrunc status=none
+    expect_exit 0 "$PCOPY" --checksum --inplace -B "$BS" "$T/sp" "$T/sp.full"
+    same_file "$T/sp" "$T/sp.full"
+    (($(du -k "$T/sp.full" | cut -f1) < 2 * 1024)) || fail "--inplace: the source's holes are not holes"
     [[ -z $(find "$T" -name '.pcopy-*') ]] || fail "a copy was left behind"
 }
 

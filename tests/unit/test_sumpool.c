@@ -15,6 +15,7 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,13 +174,14 @@ static void test_hashes_and_copy(void **state)
 	close(copy);
 }
 
-static bool put_hole; /* a put came for a block that is a hole in the file */
+static atomic_bool put_hole; /* a put came for a block that is a hole in the file */
 
 /* put, but a block of the file's holes (10 to 12, and the last) must not
  * come: it is not read, and the copy's hole is its zeros already. */
 static int put_data(void *arg, uint64_t k, uint64_t off, const uint8_t *buf, size_t len)
 {
-	put_hole = put_hole || (k >= 10 && k <= 12) || k == NBLOCKS - 1;
+	if ((k >= 10 && k <= 12) || k == NBLOCKS - 1) /* (on the pool's threads) */
+		atomic_store(&put_hole, true);
 	return put(arg, k, off, buf, len);
 }
 
@@ -206,9 +208,9 @@ static void test_holes(void **state)
 	struct sumpool *p = sumpool_new(2, B);
 	struct sumpool_chunk c;
 	assert_non_null(p);
-	put_hole = false;
+	atomic_store(&put_hole, false);
 	run(p, fx, &f, NBLOCKS, every, &c);
-	assert_false(put_hole);
+	assert_false(atomic_load(&put_hole));
 	sumpool_free(p);
 	close(copy);
 }
