@@ -92,7 +92,8 @@ struct sink_ent {
 	uint64_t nsums;             /* --checksum, -a: blocks of it SUMS named so far */
 	uint64_t copy_from, copied; /* SINK_HELD_COPY: of those, the ones the copy holds,
 	                               copy_from .. copied - 1, written as hashed */
-	bool owing;                 /* --checksum, an old file as big as the source's: until
+	bool owing;                 /* --checksum, an old file as big as the source's, and as
+	                               old where a copy was made: until
 	                               a block other than SAME comes, the SAME ones are not
 	                               written into the copy (SINK_HELD_COPY; or none yet,
 	                               where it could not be made) but owed (owed[]), so

@@ -280,11 +280,12 @@ static int sink_inplace(struct sink *s, struct sink_ent *r, const struct proto_e
 
 /* Without --inplace (or where it cannot be): makes r's new file now, for
  * the hashing of the old file (old bytes) to fill with the bytes it
- * hashes, or, where the old file is as big as the source's and might
- * match it whole, to owe them until a block other than SAME comes (if
- * none does, the copy is dropped as it is, and nothing was written for
- * it; where the copy cannot be made now, the blocks are owed all the
- * same). Returns true when it did (r's file from now on), false where
+ * hashes, or, where the old file has the source's size and mtime and so
+ * will likely match it whole, to owe them until a block other than SAME
+ * comes (if none does, the copy is dropped as it is, and nothing was
+ * written for it; where the copy cannot be made now, the blocks of a file
+ * as big are owed whatever its mtime). Returns true when it did (r's file
+ * from now on), false where
  * r's file is made at its first block instead, as without --checksum: no
  * block to hash;
  * -a (r's file is a partial one, with a journal); a block of r came
@@ -317,7 +318,14 @@ static bool sink_copy_start(struct sink *s, struct sink_ent *r, const struct pro
 		dest_file_keep(s->dest, f);
 		return false;
 	}
-	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, old == e->size, e->path, "update") == 1;
+	/* Owed only where the file looks unchanged by its size and mtime too:
+	 * a file that did change (its mtime moved, as a rule) is copied as it
+	 * is hashed, which is cheaper than taking its blocks again later. */
+	sync_lock(&r->lock);
+	bool owe = old == e->size && r->old.mtime.tv_sec == e->mtime_s &&
+		   r->old.mtime.tv_nsec == (long)e->mtime_ns;
+	sync_unlock(&r->lock);
+	return sink_adopt(s, r, f, NULL, SINK_HELD_COPY, owe, e->path, "update") == 1;
 }
 
 int sink_sums_send(struct sink *s, struct sink_ent *r, const struct proto_entry *e)

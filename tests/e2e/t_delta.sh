@@ -201,8 +201,8 @@ case_copy_zeros() {
     same_file "$f" "$T/dst/z"
 }
 
-# A file as big as its old version owes the blocks that match to its copy
-# until one that differs comes: a file that matches whole costs no copy,
+# A file as big as its old version, and as old, owes the blocks that match
+# to its copy until one that differs comes: a file that matches whole costs no copy,
 # so it is no trouble on a file system without room for one (it was exit
 # 11, no space, where rsync -c does nothing); one that differs takes them
 # from the old file then, each checked against its hash, or fails by name
@@ -246,7 +246,9 @@ case_owed() {
     [[ $(stat -c %i "$T/nb/dst/src/ro/f") == "$before" ]] || fail "a file that matched was replaced"
     same_file "$T/f.before" "$T/nb/dst/src/ro/g"
     # With room: 127 blocks owed until the last one, out of order over 3
-    # streams, then written from the old file; one block travels.
+    # streams, then written from the old file; one block travels. (Owed
+    # where the file looks unchanged: its mtime too.)
+    touch -r "$T/f.before" "$f"
     cp -p "$T/f.before" "$T/g"
     expect_exit 0 "$PCOPY" -p --checksum -B "$BS" -s 3 --json="$T/j" "$f" "$T/g"
     same_file "$f" "$T/g"
@@ -277,6 +279,7 @@ case_owed() {
     # Changed at its end: the blocks owed until then, most of them holes,
     # are checked as zeros and left holes.
     printf 'y' | dd of="$T/sp" bs=1 seek=$((16 * 1024 * 1024 - 5)) conv=notrunc status=none
+    touch -r "$T/sp.old" "$T/sp"
     expect_exit 0 "$PCOPY" --checksum -B "$BS" -s 3 "$T/sp" "$T/sp.old"
     same_file "$T/sp" "$T/sp.old"
     (($(du -k "$T/sp.old" | cut -f1) < 2 * 1024)) || fail "the sparse file's copy lost its holes"

@@ -998,8 +998,9 @@ static void test_sums_bound(void **state)
 }
 
 /* Starts a sink with --checksum (and -e with verify) and announces f, of 3
- * blocks, and g, of 100 bytes, in one batch. */
-static void start_delta(struct fixture *f, bool verify)
+ * blocks (with old's mtime, if not NULL), and g, of 100 bytes, in one
+ * batch. */
+static void start_delta(struct fixture *f, bool verify, const struct stat *old)
 {
 	struct proto_entry e[2];
 
@@ -1007,6 +1008,10 @@ static void start_delta(struct fixture *f, bool verify)
 	f->si.x.verify = verify;
 	start_sink(f);
 	entry(&e[0], 0, PROTO_ENT_REG, "f", 3 * BLOCK, NULL);
+	if (old != NULL) {
+		e[0].mtime_s = old->st_mtim.tv_sec;
+		e[0].mtime_ns = (uint32_t)old->st_mtim.tv_nsec;
+	}
 	entry(&e[1], 1, PROTO_ENT_REG, "g", 100, NULL);
 	send_entries(f->so.ctl, 0, e, 2);
 }
@@ -1035,7 +1040,7 @@ static void sink_same(struct fixture *f, bool changed, bool verify)
 	assert_int_equal(read(fd, old, 2 * BLOCK), 2 * BLOCK);
 	close(fd);
 	memset(nb, 0x5a, BLOCK);
-	start_delta(f, verify);
+	start_delta(f, verify, NULL);
 	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_SUMS);
 	assert_int_equal(m.u.sums.id, 0);
@@ -1099,7 +1104,7 @@ static void test_sink_same_changed_verify(void **state)
 enum owed_end { OWED_DATA, OWED_CHANGED, OWED_SAME };
 
 /* A sink with --checksum, where f's old version is as big as the source's
- * (3 blocks): its copy owes the SAME blocks that come before any other
+ * (3 blocks) and as old: its copy owes the SAME blocks that come before any other
  * (sink_ent.owing), and writes them from the old file, checked against
  * their checksums, when the DATA block for the third comes (OWED_DATA: the
  * new f is old[0, 2 blocks) + the new block). OWED_CHANGED: the old f is
@@ -1125,7 +1130,7 @@ static void sink_owed(struct fixture *f, enum owed_end how)
 	close(fd);
 	assert_int_equal(stat(path, &before), 0);
 	memset(nb, 0x5a, BLOCK);
-	start_delta(f, false);
+	start_delta(f, false, &before); /* owed: it looks unchanged */
 	assert_int_equal(ctl_recv(f->so.ctl, &m), 0);
 	assert_int_equal(m.type, PROTO_SUMS);
 	assert_int_equal(m.u.sums.count, 3);
