@@ -202,6 +202,14 @@ static void sink_drop(struct sink *s, struct dest_file *f, struct journal *j, en
 		dest_file_keep(s->dest, f);
 }
 
+/* Whether no block of r was claimed yet, so that its copy may begin owing
+ * (r->lock held): past a block written into the file, nothing may be
+ * owed. */
+static bool sink_unclaimed_locked(const struct sink_ent *r)
+{
+	return r->writing == 0 && r->nblocks == 0 && !r->failed;
+}
+
 /* Makes f, which holds bytes already (held: -a's partial file, with its
  * journal j; --inplace's file or --checksum's copy, j NULL), r's file from
  * now on, with a second descriptor of it (below); with owe (a copy), one
@@ -244,9 +252,9 @@ static int sink_adopt(struct sink *s, struct sink_ent *r, struct dest_file *f, s
 		r->copy_fd = second;
 	else
 		r->base_fd = second;
-	/* A block claimed already (a hole needs no hashes) found no file and
-	 * is being written into this one: past it, nothing may be owed. */
-	r->owing = owe && r->writing == 0 && r->nblocks == 0 && !r->failed;
+	/* (a block claimed already, a hole that needs no hashes, found no
+	 * file and is being written into this one) */
+	r->owing = owe && sink_unclaimed_locked(r);
 	sync_unlock(&r->lock);
 	return 1;
 }
@@ -309,8 +317,7 @@ static bool sink_copy_start(struct sink *s, struct sink_ent *r, const struct pro
 		 * blocks to the file its first other block makes, which meets the
 		 * error then, and reports it */
 		sync_lock(&r->lock);
-		r->owing = old == e->size && r->fd < 0 && r->writing == 0 && r->nblocks == 0 &&
-			   !r->failed;
+		r->owing = old == e->size && r->fd < 0 && sink_unclaimed_locked(r);
 		sync_unlock(&r->lock);
 		return false;
 	}
@@ -493,19 +500,23 @@ int sink_same_error(struct sink *s, const struct sink_ent *r, const struct buf *
 
 /* One owed block o of r: read from base into buf, checked, written into
  * r's copy; a hole of base (sc) is checked as the zeros it stands for
- * (zsum: their hash, for a whole block) and left a hole in the copy, where
- * nothing was written. Returns 0 or a negative code with the message in e. */
+ * (zsum: their hash for a whole block, once known; NONE before) and left a
+ * hole in the copy, where nothing was written. Returns 0 or a negative code with the message in e. */
 static int sink_owed_one(struct sink *s, struct sink_ent *r, int base, const struct sink_owed *o,
-			 uint8_t *buf, const uint8_t *zsum, struct sparse_scan *sc, struct pc_err *e)
+			 uint8_t *buf, uint8_t *zsum, struct sparse_scan *sc, struct pc_err *e)
 {
 	uint8_t sum[PROTO_SUM_LEN];
 	uint64_t off = (uint64_t)o->k * s->x->block_size;
 
 	if (sparse_hole(base, off, o->len, sc)) {
-		if (o->len == s->x->block_size)
-			memcpy(sum, zsum, PROTO_SUM_LEN);
-		else
+		/* zsum: a whole block's, hashed at the first hole of the fill */
+		bool whole = o->len == s->x->block_size;
+		if (!whole || proto_sum_none(zsum))
 			proto_block_sum(memset(buf, 0, o->len), o->len, sum);
+		if (whole && proto_sum_none(zsum))
+			memcpy(zsum, sum, PROTO_SUM_LEN);
+		if (whole)
+			memcpy(sum, zsum, PROTO_SUM_LEN);
 		return proto_sum_low(sum) == o->sum ? 0
 						    : sink_same_say(s, r, -PC_E_FILEIO, off, false, e);
 	}
@@ -546,12 +557,10 @@ int sink_owed_fill(struct sink *s, struct sink_ent *r, struct pc_err *e)
 	sync_unlock(&r->lock);
 	if (n > 0 && ret < 0)
 		ret = sink_same_say(s, r, ret, (uint64_t)owed[0].k * s->x->block_size, true, e);
-	if (n > 0 && ret == 0 && (buf = calloc(1, s->x->block_size)) == NULL)
+	if (n > 0 && ret == 0 && (buf = malloc(s->x->block_size)) == NULL)
 		ret = pc_err_set(e, -ENOMEM, "out of memory");
-	uint8_t zsum[PROTO_SUM_LEN];
+	uint8_t zsum[PROTO_SUM_LEN] = { 0 }; /* NONE: not hashed yet */
 	struct sparse_scan sc = { 0 };
-	if (buf != NULL)
-		proto_block_sum(buf, s->x->block_size, zsum);
 	for (size_t i = 0; i < n && ret == 0; i++)
 		ret = xfer_aborted(s->x) ? pc_err_set(e, -PC_E_ABORTED, "copy aborted")
 					 : sink_owed_one(s, r, base, &owed[i], buf, zsum, &sc, e);
